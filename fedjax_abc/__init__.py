@@ -1,0 +1,57 @@
+"""fedjax_abc: Monte Carlo simulation of FedAvg with partial participation under the ABC condition.
+
+Reference: "On Federated Averaging with Partial Participation under a General Variance
+Condition" (Wang, Huang, Johansson, Pu). Importing the package switches on JAX's float64
+support (``jax_enable_x64``): results compared with the paper are computed in float64 by
+default; ``simulate(..., dtype="float32")`` is the faster, less precise option.
+"""
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+from fedjax_abc import problems  # noqa: E402
+from fedjax_abc._fedavg import fedavg_round, local_run  # noqa: E402
+from fedjax_abc._oracles import (  # noqa: E402
+    AbstractOracle,
+    ExactOracle,
+    GaussianOracle,
+    RademacherOracle,
+)
+from fedjax_abc._problem import Client, Problem, make_problem  # noqa: E402
+from fedjax_abc._result import SimResult, Summary, summarize  # noqa: E402
+from fedjax_abc._samplers import (  # noqa: E402
+    AbstractSampler,
+    Bernoulli,
+    FullParticipation,
+    UniformWithoutReplacement,
+    WithReplacement,
+    sample_mask,
+)
+from fedjax_abc._simulate import simulate, stepsize_array  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AbstractOracle",
+    "AbstractSampler",
+    "Bernoulli",
+    "Client",
+    "ExactOracle",
+    "FullParticipation",
+    "GaussianOracle",
+    "Problem",
+    "RademacherOracle",
+    "SimResult",
+    "Summary",
+    "UniformWithoutReplacement",
+    "WithReplacement",
+    "fedavg_round",
+    "local_run",
+    "make_problem",
+    "problems",
+    "sample_mask",
+    "simulate",
+    "stepsize_array",
+    "summarize",
+]

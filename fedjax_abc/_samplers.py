@@ -1,0 +1,143 @@
+"""Client samplers: which clients take part in a round (Algorithm 1, line 4; Assumption 3).
+
+A sampler returns a fixed number m of slots: client indices and their weights. The server
+averages the local models of the slots with these weights (zero-weight slots drop out).
+``mask`` turns the slots into a weight per client, the mask over all n clients.
+
+- :class:`UniformWithoutReplacement` (the paper's): exactly S distinct clients, every
+  S-subset equally likely (eq. 9); Floyd's algorithm, no sort, one draw of S words.
+- :class:`FullParticipation`: all n clients (S = n).
+- :class:`WithReplacement`: S independent uniform draws, repeats counted twice.
+- :class:`Bernoulli`: each client independently with probability p (a random number of
+  participants; a round with none leaves x unchanged).
+"""
+
+from __future__ import annotations
+
+import abc
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int
+
+__all__ = [
+    "AbstractSampler",
+    "Bernoulli",
+    "FullParticipation",
+    "UniformWithoutReplacement",
+    "WithReplacement",
+    "sample_mask",
+]
+
+
+def _uniform_below(words: Array, bound: Array) -> Array:
+    """floor(words * bound / 2^32): an integer in [0, bound) from a uint32 word.
+
+    The bias is below bound / 2^32 (about 1e-8 for n = 40): invisible to any Monte Carlo run
+    of practical length.
+    """
+    prod = words.astype(jnp.uint64) * bound.astype(jnp.uint64)
+    return (prod >> jnp.uint64(32)).astype(jnp.int32)
+
+
+class AbstractSampler(eqx.Module):
+    """Chooses the participants of one round."""
+
+    @abc.abstractmethod
+    def num_slots(self, n: int) -> int:
+        """m: how many (index, weight) slots ``__call__`` returns for n clients."""
+
+    @abc.abstractmethod
+    def __call__(self, key: Array, n: int) -> tuple[Int[Array, " m"], Float[Array, " m"]]:
+        """(indices, weights) of the m slots of one round."""
+
+    def validate(self, n: int) -> None:
+        """Raises ValueError when the sampler does not fit n clients."""
+
+
+class UniformWithoutReplacement(AbstractSampler):
+    """S of n clients uniformly without replacement (Assumption 3).
+
+    Floyd's algorithm: for j = n-S, ..., n-1 draw t uniform in [0, j]; take t unless it is
+    already taken, else take j. Every S-subset has probability 1 / C(n, S).
+    """
+
+    num_sampled: int = eqx.field(static=True)
+
+    def num_slots(self, n):
+        return self.num_sampled
+
+    def validate(self, n):
+        if not 1 <= self.num_sampled <= n:
+            raise ValueError(f"num_sampled (S={self.num_sampled}) must be in [1, n={n}]")
+
+    def __call__(self, key, n):
+        S = self.num_sampled
+        if S == n:
+            return jnp.arange(n, dtype=jnp.int32), jnp.ones((n,))
+        words = jax.random.bits(key, (S,), jnp.uint32)
+
+        def body(k, chosen):
+            j = n - S + k
+            t = _uniform_below(words[k], jnp.asarray(j + 1))
+            taken = jnp.any((chosen == t) & (jnp.arange(S) < k))
+            return chosen.at[k].set(jnp.where(taken, j, t))
+
+        chosen = jax.lax.fori_loop(0, S, body, jnp.zeros((S,), jnp.int32))
+        return chosen, jnp.ones((S,))
+
+
+class FullParticipation(AbstractSampler):
+    """Every client every round (S = n, I_S = 0)."""
+
+    def num_slots(self, n):
+        return n
+
+    def __call__(self, key, n):
+        return jnp.arange(n, dtype=jnp.int32), jnp.ones((n,))
+
+
+class WithReplacement(AbstractSampler):
+    """S independent uniform draws from the n clients; a client drawn twice counts twice."""
+
+    num_sampled: int = eqx.field(static=True)
+
+    def num_slots(self, n):
+        return self.num_sampled
+
+    def validate(self, n):
+        if self.num_sampled < 1:
+            raise ValueError(f"num_sampled (S={self.num_sampled}) must be >= 1")
+
+    def __call__(self, key, n):
+        words = jax.random.bits(key, (self.num_sampled,), jnp.uint32)
+        return _uniform_below(words, jnp.asarray(n)), jnp.ones((self.num_sampled,))
+
+
+class Bernoulli(AbstractSampler):
+    """Each client takes part independently with probability p."""
+
+    p: Float[Array, ""]
+
+    def __init__(self, p):
+        if not 0.0 < float(p) <= 1.0:
+            raise ValueError(f"participation probability (p={p}) must be in (0, 1]")
+        self.p = jnp.asarray(p, float)
+
+    def num_slots(self, n):
+        return n
+
+    def __call__(self, key, n):
+        take = jax.random.bernoulli(key, self.p, (n,))
+        return jnp.arange(n, dtype=jnp.int32), take.astype(jnp.float64)
+
+
+def sample_mask(sampler: AbstractSampler, key: Array, n: int) -> Float[Array, " n"]:
+    """The round's mask over all n clients: the total weight each client receives.
+
+    For :class:`UniformWithoutReplacement` it is the indicator vector (I_{1,t}, ..., I_{n,t})
+    of eq. (9), with exactly S ones.
+    """
+    idx, w = sampler(key, n)
+    return jnp.zeros((n,), w.dtype).at[idx].add(w)
