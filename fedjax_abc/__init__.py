@@ -11,7 +11,7 @@ import jax
 jax.config.update("jax_enable_x64", True)
 
 from fedjax_abc import problems  # noqa: E402
-from fedjax_abc._fedavg import fedavg_round, local_run  # noqa: E402
+from fedjax_abc._fedavg import client_noise, fedavg_round, local_run  # noqa: E402
 from fedjax_abc._oracles import (  # noqa: E402
     AbstractOracle,
     ExactOracle,
@@ -37,6 +37,7 @@ __all__ = [
     "AbstractSampler",
     "Bernoulli",
     "Client",
+    "client_noise",
     "ExactOracle",
     "FullParticipation",
     "GaussianOracle",

@@ -7,39 +7,74 @@
   sampled ones run. The server averages the sampled local models (line 13).
 - :func:`run_rounds`: rounds t0, ..., t0 + K - 1 of one trial, a ``lax.scan``.
 
-Randomness. The key of round t of a trial is ``fold_in(trial_key, t)``; it splits into a
-sampling key and a noise key, and client i's noise key is ``fold_in(noise_key, i)``. A
-client's noise therefore does not depend on the mode or on which others were sampled, and
-``mask`` and ``gather`` modes give the same result.
+Randomness (counter based). Round t of a trial has the key ``fold_in(trial_key, t)``;
+from its data k_t every stream is one Threefry-2x32 hash of a counter pair:
+stream 0 feeds the sampler, stream i + 1 feeds client i (counters (i + 1, j) give its
+words 2j, 2j + 1). A client's noise is a function of (trial key, t, i) alone: it does not
+depend on the mode or on which other clients were sampled, so ``mask`` and ``gather``
+modes give the same result, and computing a client's noise costs one hash per 64 bits.
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from jax.extend.random import threefry_2x32
 from jaxtyping import Array
 
-__all__ = ["client_key", "fedavg_round", "local_run", "round_keys", "run_rounds"]
+__all__ = ["client_noise", "fedavg_round", "local_run", "round_key_data", "run_rounds",
+           "sampler_key", "stream_words", "streams_words"]
 
 MODES = ("mask", "gather")
 
 
-def round_keys(trial_key: Array, t) -> tuple[Array, Array]:
-    """(sampling key, noise key) of round t of a trial."""
-    sample_key, noise_key = jax.random.split(jax.random.fold_in(trial_key, t))
-    return sample_key, noise_key
+def round_key_data(trial_key: Array, t) -> Array:
+    """k_t: the uint32[2] key data of round t of a trial."""
+    return jax.random.key_data(jax.random.fold_in(trial_key, t))
 
 
-def client_key(noise_key: Array, i) -> Array:
-    """The noise key of client i in a round."""
-    return jax.random.fold_in(noise_key, i)
+def stream_words(key_data: Array, stream, num_words: int) -> Array:
+    """``num_words`` uint32 words of counter stream ``stream`` under key data k_t."""
+    blocks = (num_words + 1) // 2
+    if blocks == 0:
+        return jnp.zeros((0,), jnp.uint32)
+    hi = jnp.full((blocks,), stream, jnp.uint32)
+    lo = jnp.arange(blocks, dtype=jnp.uint32)
+    return threefry_2x32(key_data, jnp.concatenate([hi, lo]))[:num_words]
 
 
-def local_run(problem, oracle, i, x: Array, stepsize, key: Array, local_steps: int) -> Array:
+def streams_words(key_data: Array, streams: Array, num_words: int) -> Array:
+    """``stream_words`` for many streams at once, shape (len(streams), num_words).
+
+    One flat hash call over all counter pairs: the same words as calling
+    :func:`stream_words` per stream, computed in one vectorised pass.
+    """
+    blocks = (num_words + 1) // 2
+    m = streams.shape[0]
+    if blocks == 0:
+        return jnp.zeros((m, 0), jnp.uint32)
+    hi = jnp.repeat(streams.astype(jnp.uint32), blocks)
+    lo = jnp.tile(jnp.arange(blocks, dtype=jnp.uint32), m)
+    out = threefry_2x32(key_data, jnp.concatenate([hi, lo]))
+    y0, y1 = out[: m * blocks].reshape(m, blocks), out[m * blocks:].reshape(m, blocks)
+    return jnp.concatenate([y0, y1], axis=1)[:, :num_words]
+
+
+def sampler_key(key_data: Array) -> Array:
+    """The sampler's key of a round (stream 0)."""
+    return jax.random.wrap_key_data(stream_words(key_data, 0, 2))
+
+
+def client_noise(oracle, key_data: Array, i, shape: tuple[int, ...], dtype):
+    """Client i's noise for one round (stream i + 1), shape (Q, d)."""
+    words = stream_words(key_data, jnp.asarray(i, jnp.uint32) + 1, oracle.num_words(shape))
+    return oracle.noise_from_words(words, shape, dtype)
+
+
+def local_run(problem, oracle, i, x: Array, stepsize, noise) -> Array:
     """Q local stochastic gradient steps of client i from x (eq. 5).
 
-    x^{l+1} = x^l - alpha_t g_i(x^l; xi^l), l = 0, ..., Q-1, with all Q steps' noise drawn
-    at once by ``oracle.noise``.
+    x^{l+1} = x^l - alpha_t g_i(x^l; xi^l), l = 0, ..., Q-1.
 
     Args:
       problem: a :class:`~fedjax_abc.Problem`.
@@ -47,14 +82,20 @@ def local_run(problem, oracle, i, x: Array, stepsize, key: Array, local_steps: i
       i: client index (may be traced).
       x: x_t, shape (d,).
       stepsize: alpha_t.
-      key: the client's noise key for this round (:func:`client_key`).
-      local_steps: Q (static).
+      noise: the Q steps' noise, leaves with leading axis Q (``oracle.noise(key, (Q, d),
+        dtype)`` or :func:`client_noise`).
 
     Returns:
       x^Q_{i,t}, shape (d,).
+
+    Example:
+      >>> import jax, jax.numpy as jnp, fedjax_abc as fa
+      >>> p = fa.problems.huber_offsets(offsets=[0.0, 4.0])
+      >>> z = p.oracle.noise(jax.random.key(0), (3, 1), jnp.float64)
+      >>> fa.local_run(p, fa.ExactOracle(), 1, jnp.array([0.0]), 0.5, z)  # 3 steps of size 1/2
+      Array([1.5], dtype=float64)
     """
     client = problem.client(i)
-    noise = oracle.noise(key, (local_steps,) + x.shape, x.dtype)
 
     def step(x_l, z):
         return x_l - stepsize * oracle.gradient(problem, client, x_l, z), None
@@ -81,18 +122,21 @@ def fedavg_round(problem, oracle, sampler, x: Array, t, stepsize, trial_key: Arr
       round has no participant.
     """
     n = problem.num_clients
-    sample_key, noise_key = round_keys(trial_key, t)
-    idx, w = sampler(sample_key, n)
+    key_data = round_key_data(trial_key, t)
+    idx, w = sampler(sampler_key(key_data), n)
     w = w.astype(x.dtype)
 
-    def run(i):
-        return local_run(problem, oracle, i, x, stepsize, client_key(noise_key, i), local_steps)
+    shape = (local_steps,) + x.shape
+
+    def run(clients):
+        words = streams_words(key_data, clients + 1, oracle.num_words(shape))
+        noise = jax.vmap(lambda w: oracle.noise_from_words(w, shape, x.dtype))(words)
+        return jax.vmap(lambda i, z: local_run(problem, oracle, i, x, stepsize, z))(clients, noise)
 
     if mode == "mask":
-        virtual = jax.vmap(run)(jnp.arange(n, dtype=jnp.int32))
-        selected = virtual[idx]
+        selected = run(jnp.arange(n, dtype=jnp.int32))[idx]
     elif mode == "gather":
-        selected = jax.vmap(run)(idx)
+        selected = run(idx)
     else:
         raise ValueError(f"mode ({mode!r}) must be one of {MODES}")
     total = jnp.sum(w)

@@ -1,0 +1,1 @@
+"""Throughput benchmarks of fedjax_abc against independent baselines (see run.py)."""

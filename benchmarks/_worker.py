@@ -1,0 +1,200 @@
+"""Runs one benchmark case in a fresh process and prints its measurements as JSON.
+
+Usage: ``python -m benchmarks._worker '<case as JSON>'`` (``benchmarks/run.py`` does this).
+
+The case is timed twice with different keys (seeds): the first call includes compilation,
+the second (the "run") does not. Memory is read from /proc/self/status: VmHWM (the peak
+resident set) is reset before each call through /proc/self/clear_refs, so ``peak_run_mb`` is
+the process's peak resident memory during the timed run (imports, compiled code and
+buffers included) and ``peak_first_mb`` the same during the first call (compilation
+included).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+
+import numpy as np
+
+RESULT_MARK = "@@RESULT "
+
+STEPSIZES = {"huber27": 1e-4, "softplus_huber": 1e-3, "quadratics": 1e-2}
+
+
+def _status_mb(field: str) -> float | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return None
+
+
+def _reset_peak() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _maxrss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def build_problem(case):
+    """(package problem, baseline problem, x0, stepsize) of a case, from the same arrays."""
+    import jax
+
+    import fedjax_abc as fa
+    from benchmarks.baselines import HuberOffsets, Quadratics, SoftplusHuber
+
+    kind, n = case["problem"], case["n"]
+    if kind == "huber27":
+        p = fa.problems.huber_offsets(jax.random.key(0), n=n, d_max=200.0)
+        base = HuberOffsets(np.asarray(p.params))
+        x0 = np.asarray(p.x_star) + 10.0
+    elif kind == "softplus_huber":
+        p = fa.problems.softplus_huber(n)
+        base = SoftplusHuber(n)
+        x0 = np.array([10.0])
+    elif kind == "quadratics":
+        p = fa.problems.quadratics(jax.random.key(0), n=n, d=case["d"])
+        a, c = p.params
+        base = Quadratics(np.asarray(a), np.asarray(c), C=float(p.oracle.C), D=float(p.oracle.D))
+        x0 = np.asarray(p.x_star) + 1.0
+    else:
+        raise ValueError(f"unknown problem {kind!r}")
+    return p, base, x0, case.get("stepsize", STEPSIZES[kind])
+
+
+def make_call(case):
+    """A function ``call(seed) -> x_T`` running the case once."""
+    import jax
+
+    import fedjax_abc as fa
+
+    p, base, x0, alpha = build_problem(case)
+    common = dict(num_sampled=case["S"], local_steps=case["Q"], stepsize=alpha,
+                  rounds=case["T"], x0=x0, trials=case["trials"])
+    impl = case["impl"]
+    if impl == "fedjax_abc":
+        keys = {}
+
+        def call(seed):
+            key = keys.setdefault(seed, jax.random.key(seed))
+            res = fa.simulate(p, key=key, record_every=case["record_every"], mode=case["mode"],
+                              dtype=case["dtype"], record_x=False, **common)
+            return res.x_final
+
+        for s in range(1, 2 + case.get("repeat", 1)):  # create keys outside the timed calls
+            keys[s] = jax.random.key(s)
+        return call
+    if impl in ("numpy_all", "numpy_sampled"):
+        from benchmarks.baselines import numpy_all, numpy_sampled
+
+        fn = numpy_all if impl == "numpy_all" else numpy_sampled
+        return lambda seed: fn(base, seed=seed, **common)
+    if impl == "jax_naive":
+        from benchmarks.baselines import jax_naive
+
+        return lambda seed: jax_naive(base, key=jax.random.key(seed), mode=case["mode"],
+                                      dtype=case["dtype"], **common)
+    raise ValueError(f"unknown implementation {impl!r}")
+
+
+class _CompileLog:
+    """Counts XLA compilations and sums trace + lowering + compile seconds."""
+
+    EVENTS = ("/jax/core/compile/jaxpr_trace_duration",
+              "/jax/core/compile/jaxpr_to_mlir_module_duration",
+              "/jax/core/compile/backend_compile_duration")
+
+    def __init__(self):
+        self.count = 0
+        self.secs = 0.0
+        try:
+            import jax.monitoring
+
+            jax.monitoring.register_event_duration_secs_listener(self._listen)
+        except Exception:  # older JAX: no counts
+            self.count = None
+
+    def _listen(self, name, secs, **kwargs):
+        if name in self.EVENTS:
+            self.secs += secs
+            if name == self.EVENTS[-1]:
+                self.count += 1
+
+    def take(self):
+        out = (self.count, self.secs)
+        if self.count is not None:
+            self.count, self.secs = 0, 0.0
+        return out
+
+
+def run_case(case) -> dict:
+    call = make_call(case)
+    log = _CompileLog() if case["impl"] in ("fedjax_abc", "jax_naive") else None
+    if log:
+        log.take()
+    rss_setup = _status_mb("VmRSS")
+    out = {"rss_setup_mb": rss_setup}
+    can_reset = _reset_peak()
+    compiled = case["impl"] != "numpy_all" and case["impl"] != "numpy_sampled"
+    first_s = None
+    if compiled:
+        t = time.perf_counter()
+        call(1)
+        first_s = time.perf_counter() - t
+        if log:
+            out["compiles_first"], out["trace_compile_s"] = log.take()
+        out["peak_first_mb"] = _status_mb("VmHWM") if can_reset else None
+    runs = []
+    compiles_run = 0
+    for r in range(case.get("repeat", 1)):
+        rss_before = _status_mb("VmRSS")
+        if can_reset:
+            _reset_peak()
+        t = time.perf_counter()
+        x = call(2 + r)
+        runs.append(time.perf_counter() - t)
+        peak = _status_mb("VmHWM") if can_reset else None
+        if r == 0:
+            out["rss_before_run_mb"] = rss_before
+            out["peak_run_mb"] = peak
+        if log:
+            c, _ = log.take()
+            compiles_run += c or 0
+    run_s = min(runs)
+    out.update(
+        first_s=first_s,
+        run_s=run_s,
+        run_s_all=runs,
+        compile_s=None if first_s is None else first_s - runs[0],
+        compiles_run=compiles_run if log else None,
+        maxrss_mb=_maxrss_mb(),
+        peak_reset=can_reset,
+        x_final_mean=float(np.mean(x)),
+        finite=bool(np.all(np.isfinite(x))),
+    )
+    if not can_reset:  # no per-call peak: fall back to the process's lifetime peak
+        out["peak_run_mb"] = out["maxrss_mb"]
+    return out
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    case = json.loads(argv[0])
+    out = run_case(case)
+    print(RESULT_MARK + json.dumps(out), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,25 @@
+"""Baselines for the throughput benchmarks, independent of ``fedjax_abc``.
+
+- :func:`numpy_all`, :func:`numpy_sampled`: plain NumPy, float64, vectorised over trials
+  and clients, Python loops over rounds and local steps (all n virtual trajectories, or
+  only the S sampled clients).
+- :func:`jax_naive`: straightforward JAX (a key split per local step, sampling by
+  ``jax.random.permutation``, ``vmap`` over clients and trials, ``scan`` over steps and
+  rounds, one ``jit``). Imported lazily, so the NumPy baselines do not load JAX.
+
+All run Algorithm 1 of the paper on the problems of :mod:`benchmarks.baselines.problems`
+and return x_T with shape (trials, d).
+"""
+
+from benchmarks.baselines.numpy_impl import numpy_all, numpy_sampled
+from benchmarks.baselines.problems import HuberOffsets, Quadratics, SoftplusHuber
+
+__all__ = ["HuberOffsets", "Quadratics", "SoftplusHuber", "jax_naive", "numpy_all", "numpy_sampled"]
+
+
+def __getattr__(name):
+    if name == "jax_naive":
+        from benchmarks.baselines.jax_impl import jax_naive
+
+        return jax_naive
+    raise AttributeError(name)

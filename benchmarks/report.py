@@ -1,0 +1,227 @@
+"""Renders the JSON written by ``benchmarks/run.py --json`` as Markdown.
+
+Usage::
+
+    python benchmarks/report.py results/bench.json -o docs/performance.md
+
+Every number in the output comes from the JSON file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+WORKLOAD_TITLES = {
+    "table2": "Table II workload: problem (27), n = 40 Huber clients, Q = 10",
+    "fig1": "Fig. 1 workload: problem (25) with oracle (26), n = 16, Q = 5, S = 4",
+    "quadratics": "d-dimensional workload: `problems.quadratics`, d = 100",
+    "trials": "Scaling in the number of trials: problem (27), n = 40, S = 4, Q = 10",
+    "clients": "Scaling in the number of clients: problem (27), S = 10, Q = 10, 100 trials",
+    "memory": "Memory check: problem (27), mask mode, float64",
+}
+
+COLUMNS = ("workload", "implementation", "mode", "dtype", "trials", "n", "S", "Q", "T",
+           "compile s", "run s", "virtual client-steps/s", "sampled client-steps/s", "peak MB",
+           "x numpy", "x jax_naive", "target")
+
+
+def _f(v, fmt):
+    return "—" if v is None else format(v, fmt)
+
+
+def _row_cells(r):
+    base = [r["workload"], r["impl"], r["mode"], r["dtype"], str(r["trials"]), str(r["n"]),
+            str(r["S"]), str(r["Q"]), str(r["T"])]
+    if "error" in r:
+        return base + ["error: " + r["error"][:60]] + [""] * (len(COLUMNS) - len(base) - 1)
+    return base + [
+        _f(r.get("compile_s"), ".2f"),
+        _f(r.get("run_s"), ".3f"),
+        _f(r.get("virtual_rate"), ".3g"),
+        _f(r.get("sampled_rate"), ".3g"),
+        _f(r.get("peak_run_mb"), ".0f"),
+        _f(r.get("ratio_numpy"), ".2f"),
+        _f(r.get("ratio_jax_naive"), ".2f"),
+        r.get("status", ""),
+    ]
+
+
+def markdown_table(rows, console: bool = False, columns=COLUMNS) -> str:
+    """One table row per case."""
+    cells = [list(columns)] + [_row_cells(r) for r in rows]
+    if console:
+        widths = [max(len(c[i]) for c in cells) for i in range(len(columns))]
+        lines = [" | ".join(c[i].ljust(widths[i]) for i in range(len(columns))) for c in cells]
+        lines.insert(1, "-+-".join("-" * w for w in widths))
+        return "\n".join(lines)
+    lines = ["| " + " | ".join(cells[0]) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(c) + " |" for c in cells[1:]]
+    return "\n".join(lines)
+
+
+def _value(t):
+    v, unit = t["value"], t["unit"]
+    if v is None:
+        return "—"
+    if unit == "steps/s":
+        return f"{v:.3g} steps/s"
+    if unit == "x":
+        return f"{v:.2f}x"
+    if unit == "MB":
+        return f"{v:+.1f} MB"
+    return f"{v:.2f} {unit}"
+
+
+def _limit(t):
+    v, unit = t["limit"], t["unit"]
+    if v is None:
+        return "—"
+    if unit == "steps/s":
+        return f">= {v:.3g}"
+    if unit == "x":
+        return f">= {v:g}x"
+    if unit == "MB":
+        return f"<= {v:.1f} MB"
+    return f"< {v:g} {unit}"
+
+
+def targets_table(targets) -> str:
+    lines = ["| target | measured | required | status |", "|---|---|---|---|"]
+    for t in targets:
+        lines.append(f"| {t['name']} | {_value(t)} | {_limit(t)} | {t['status']} |")
+    return "\n".join(lines)
+
+
+def memory_section(mem) -> str:
+    if not mem or "rows" not in mem:
+        return "The memory workload was not run."
+    lines = ["| trials | n | T | record every | RSS after set-up MB | peak during run MB | "
+             "run peak minus set-up MB | peak during first call (compiling) MB |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in mem["rows"]:
+        lines.append(f"| {r['trials']} | {r['n']} | {r['T']} | {r['record_every']} | "
+                     f"{r['rss_setup_mb']:.0f} | {r['peak_run_mb']:.0f} | {r['working_mb']:.0f} | "
+                     f"{_f(r.get('peak_first_mb'), '.0f')} |")
+    if mem.get("passed") is not None:
+        lines.append("")
+        lines.append(
+            f"From T = {mem['T_low']} to T = {mem['T_high']} the peak changed by "
+            f"{mem['growth_mb']:+.1f} MB (allowed: {mem['allowed_mb']:.1f} MB, 10% of the working "
+            f"set plus 16 MB). Keeping the (trials, n) local models of every round would have "
+            f"added {mem['if_proportional_to_T_mb']:.0f} MB: "
+            f"**{'PASS' if mem['passed'] else 'FAIL'}**.")
+    return "\n".join(lines)
+
+
+def machine_section(m) -> str:
+    cores = m.get("cores_per_socket")
+    sockets = m.get("sockets")
+    lines = [
+        f"- CPU: {m.get('cpu_model')} ({m.get('cpu_count')} logical CPUs, {cores} core(s) per "
+        f"socket x {sockets} socket(s), {m.get('threads_per_core')} thread(s) per core; "
+        f"{m.get('cpus_usable')} usable by this process)",
+        f"- memory: {m.get('mem_total_gb')} GB; platform: {m.get('platform')}",
+        f"- Python {m.get('python')}, jax {m.get('jax')}, jaxlib {m.get('jaxlib')}, "
+        f"numpy {m.get('numpy')}, equinox {m.get('equinox')}, fedjax_abc {m.get('fedjax_abc')}",
+        f"- run on {m.get('date')}, {m.get('total_s', 0):.0f} s in all; load average (1, 5, 15 "
+        f"min) {_load(m.get('loadavg_start'))} at the start, {_load(m.get('loadavg_end'))} at the end",
+    ]
+    return "\n".join(lines)
+
+
+def _load(v):
+    return "—" if v is None else "(" + ", ".join(f"{x:.2f}" for x in v) + ")"
+
+
+HEADER = """# Performance
+
+Throughput of `fedjax_abc.simulate` against independent baselines, measured by
+`benchmarks/run.py` and rendered from its JSON output by `benchmarks/report.py` (no
+number below is typed by hand).
+
+## How to rerun
+
+```bash
+python benchmarks/run.py --json results/bench.json       # all workloads, 5-10 minutes on 2 cores
+python benchmarks/report.py results/bench.json -o docs/performance.md
+python benchmarks/run.py --quick                          # tiny sizes, under a minute
+python benchmarks/run.py --only table2 --repeat 3         # one workload, best of 3 timed calls
+```
+
+Run on a quiet machine: absolute timings on a shared CPU drift by up to 2x; only ratios of
+cases measured in the same run are comparable.
+
+## What is measured
+
+- Every case runs in its own subprocess. The first call (key 1) compiles and runs; the
+  second (key 2, a new key, which compiles nothing) is the **run s**. **compile s** is the
+  first call's time minus the second's.
+- **virtual client-steps/s** = trials x n x Q x T / run s, counting all n clients as the
+  mask formulation does, whatever a mode computes; **sampled client-steps/s** = trials x S
+  x Q x T / run s. For the d-dimensional workload one client-step updates all d = 100
+  coordinates.
+- **peak MB**: the subprocess's peak resident memory (VmHWM, reset before the timed call)
+  during the timed run: imports and compiled code (about 300 MB) included.
+- Baselines (`benchmarks/baselines/`, no import of `fedjax_abc`):
+  `numpy_all` (NumPy, float64, vectorised over trials and clients, Python loops over rounds
+  and local steps, all n virtual trajectories each round), `numpy_sampled` (the same, only
+  the S sampled clients, chosen per trial by `argpartition` of uniforms), `jax_naive`
+  (straightforward JAX: one key per local step, sampling by `jax.random.permutation`,
+  `vmap` over clients and trials, `scan` over steps and rounds, one `jit`; mode `all` or
+  `sampled`). They run the same problems from the same arrays and agree in distribution
+  with the package (`tests/test_benchmarks.py`).
+- Baselines run fewer rounds than the package (T column; {baseline_rounds}); throughput is
+  compared per client-step, so T only sets the length of a measurement.
+- **x numpy** / **x jax_naive**: the package's virtual client-steps/s divided by the
+  matching baseline's in the same workload and shape (mask vs `numpy_all` / `jax_naive`
+  all, gather vs `numpy_sampled` / `jax_naive` sampled; `jax_naive` of the same dtype,
+  NumPy always float64). For `jax_naive` rows, x numpy compares it with NumPy.
+- **target**: PASS / FAIL of the targets naming the row (compile time < 5 s for every
+  package row).
+"""
+
+
+def render(doc) -> str:
+    rows = doc["results"]
+    br = doc.get("baseline_rounds", {})
+    out = [HEADER.replace("{baseline_rounds}", ", ".join(f"{k}: T = {v}" for k, v in br.items())
+                          if not doc.get("quick") else "quick run: the same T")]
+    out.append("## Machine\n")
+    out.append(machine_section(doc["machine"]))
+    if doc.get("quick"):
+        out.append("\nThis is a `--quick` run: tiny sizes, targets not measured.")
+    out.append("\n## Targets\n")
+    out.append(targets_table(doc["targets"]))
+    for w in WORKLOAD_TITLES:
+        sel = [r for r in rows if r["workload"] == w]
+        if not sel:
+            continue
+        out.append(f"\n## {WORKLOAD_TITLES[w]}\n")
+        if w == "memory":
+            out.append(memory_section(doc.get("memory", {})))
+            out.append("")
+        out.append(markdown_table(sel))
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Render benchmarks/run.py --json output as Markdown")
+    ap.add_argument("json_file")
+    ap.add_argument("-o", "--out", help="write here instead of stdout")
+    args = ap.parse_args(argv)
+    with open(args.json_file) as f:
+        doc = json.load(f)
+    text = render(doc)
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)) or ".", exist_ok=True)
+        with open(args.out, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,267 @@
+"""Throughput of ``fedjax_abc.simulate`` against independent baselines.
+
+Run from the repository root::
+
+    python benchmarks/run.py                     # everything (about 5-10 minutes on 2 cores)
+    python benchmarks/run.py --quick             # a tiny configuration (under a minute)
+    python -m benchmarks.run --only table2 --json results/bench.json
+    python benchmarks/report.py results/bench.json -o docs/performance.md
+
+Every case runs in its own subprocess (``benchmarks/_worker.py``), so its peak memory is
+its own: the first call with key 1 compiles and runs, the second with key 2 is timed.
+"compile s" is the first call's time minus the second's. Throughput is counted in
+client-steps: virtual = trials * n * Q * T / run s (all n clients, as in the mask
+formulation, whatever a mode computes), sampled = trials * S * Q * T / run s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from importlib import metadata
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import report  # noqa: E402
+from benchmarks._worker import RESULT_MARK  # noqa: E402
+from benchmarks.workloads import BASELINE_MODE, BASELINE_ROUNDS, WORKLOADS, cases  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The targets of the issue "Throughput: benchmarks against baselines".
+TABLE2 = dict(workload="table2", problem="huber27", n=40, Q=10, S=4, T=2000, trials=1000)
+COMPILE_LIMIT_S = 5.0
+MEMORY_TOLERANCE = 0.10  # peak at 4T may exceed the peak at T by 10% of the working set ...
+MEMORY_SLACK_MB = 16.0   # ... plus this much (allocator noise)
+
+
+def machine_info() -> dict:
+    info = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+    }
+    for pkg in ("jax", "jaxlib", "numpy", "equinox", "fedjax_abc"):
+        try:
+            info[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            info[pkg] = None
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+        fields = {k.strip(): v.strip() for k, v in fields.items()}
+        info["cpu_model"] = fields.get("Model name")
+        info["cores_per_socket"] = fields.get("Core(s) per socket")
+        info["threads_per_core"] = fields.get("Thread(s) per core")
+        info["sockets"] = fields.get("Socket(s)")
+    except (OSError, subprocess.SubprocessError):
+        info["cpu_model"] = platform.processor() or None
+    try:
+        with open("/proc/meminfo") as f:
+            info["mem_total_gb"] = round(int(f.readline().split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    return info
+
+
+def run_case(case: dict, timeout: float) -> dict:
+    """Runs one case in a subprocess; returns the case with its measurements (or an error)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    t = time.perf_counter()
+    row = dict(case)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "benchmarks._worker", json.dumps(case)],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        row["error"] = f"timed out after {timeout:.0f} s"
+        return row
+    row["wall_s"] = time.perf_counter() - t
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARK)]
+    if proc.returncode != 0 or not lines:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-5:]
+        row["error"] = f"exit {proc.returncode}: " + " | ".join(tail)
+        return row
+    row.update(json.loads(lines[-1][len(RESULT_MARK):]))
+    steps = case["trials"] * case["Q"] * case["T"]
+    row["virtual_rate"] = steps * case["n"] / row["run_s"]
+    row["sampled_rate"] = steps * case["S"] / row["run_s"]
+    return row
+
+
+def _same_shape(a: dict, b: dict) -> bool:
+    return all(a[k] == b[k] for k in ("workload", "problem", "n", "d", "S", "Q", "trials"))
+
+
+def _find(rows, **want):
+    for r in rows:
+        if "error" not in r and all(r.get(k) == v for k, v in want.items()):
+            return r
+    return None
+
+
+def add_ratios(rows):
+    """Ratio of virtual client-steps/s to the matching baselines (same workload and shape).
+
+    Package mask matches numpy_all / jax_naive "all", gather matches numpy_sampled /
+    jax_naive "sampled"; numpy is float64 only; jax_naive must have the same dtype.
+    """
+    for r in rows:
+        r["ratio_numpy"] = r["ratio_jax_naive"] = None
+        if "error" in r or r["impl"] in ("numpy_all", "numpy_sampled"):
+            continue
+        bmode = BASELINE_MODE.get(r["mode"], r["mode"])
+        for b in rows:
+            if "error" in b or not _same_shape(r, b):
+                continue
+            if b["impl"] == f"numpy_{bmode}":
+                r["ratio_numpy"] = r["virtual_rate"] / b["virtual_rate"]
+            if (r["impl"] == "fedjax_abc" and b["impl"] == "jax_naive" and b["mode"] == bmode
+                    and b["dtype"] == r["dtype"]):
+                r["ratio_jax_naive"] = r["virtual_rate"] / b["virtual_rate"]
+
+
+def _target(name, rows_used, value, limit, passed, unit=""):
+    return dict(name=name, value=value, limit=limit, unit=unit,
+                status="not measured" if passed is None else ("PASS" if passed else "FAIL"),
+                rows=[r["id"] for r in rows_used if r is not None])
+
+
+def evaluate_targets(rows):
+    """The issue's targets, each PASS / FAIL / not measured, and each row's own status."""
+    targets = []
+    pkg = dict(impl="fedjax_abc", **TABLE2)
+    mask64 = _find(rows, mode="mask", dtype="float64", **pkg)
+    gath64 = _find(rows, mode="gather", dtype="float64", **pkg)
+    mask32 = _find(rows, mode="mask", dtype="float32", **pkg)
+    base_shape = {k: v for k, v in TABLE2.items() if k != "T"}
+    np_all = _find(rows, impl="numpy_all", **base_shape)
+    np_smp = _find(rows, impl="numpy_sampled", **base_shape)
+
+    for row, base, mode, bname, factor in ((mask64, np_all, "mask", "numpy_all", 8),
+                                           (gath64, np_smp, "gather", "numpy_sampled", 5)):
+        name = f"Table II: {mode} float64 >= {factor}x {bname}"
+        v = row["virtual_rate"] / base["virtual_rate"] if row and base else None
+        targets.append(_target(name, [row, base], v, factor, None if v is None else v >= factor, "x"))
+    for row, mode, dtype, floor in ((mask64, "mask", "float64", 4e8), (gath64, "gather", "float64", 1.5e9),
+                                    (mask32, "mask", "float32", 1e9)):
+        v = row["virtual_rate"] if row else None
+        targets.append(_target(f"Table II: {mode} {dtype} >= {floor:.1e} virtual client-steps/s",
+                               [row], v, floor, None if row is None else v >= floor, "steps/s"))
+    cm = _find(rows, workload="clients", impl="fedjax_abc", mode="mask", dtype="float64", n=1000, S=10)
+    cg = _find(rows, workload="clients", impl="fedjax_abc", mode="gather", dtype="float64", n=1000, S=10)
+    v = cg["virtual_rate"] / cm["virtual_rate"] if cm and cg else None
+    targets.append(_target("n = 1000, S = 10: gather >= 20x mask (float64)", [cg, cm], v, 20,
+                           None if v is None else v >= 20, "x"))
+    compiled = [r for r in rows if r["impl"] == "fedjax_abc" and r.get("compile_s") is not None]
+    worst = max(compiled, key=lambda r: r["compile_s"], default=None)
+    targets.append(_target(f"compile time < {COMPILE_LIMIT_S:g} s for every package configuration",
+                           [worst], worst and worst["compile_s"], COMPILE_LIMIT_S,
+                           None if worst is None else worst["compile_s"] < COMPILE_LIMIT_S, "s"))
+    mem = memory_check(rows)
+    targets.append(_target("peak memory does not grow with T (T vs 4T, recording every k rounds)",
+                           mem.get("rows_used", []), mem.get("growth_mb"), mem.get("allowed_mb"),
+                           mem.get("passed"), "MB"))
+    # each row: FAIL if any target naming it failed, PASS if all passed
+    for r in rows:
+        r["compile_ok"] = (None if r["impl"] != "fedjax_abc" or r.get("compile_s") is None
+                           else r["compile_s"] < COMPILE_LIMIT_S)
+        named = [t["status"] for t in targets if r["id"] in t["rows"][:1]]
+        if r["compile_ok"] is not None:
+            named.append("PASS" if r["compile_ok"] else "FAIL")
+        r["status"] = "FAIL" if "FAIL" in named else ("PASS" if named else "")
+    return targets, mem
+
+
+def memory_check(rows) -> dict:
+    """Peak memory of the package at T and 4T with the same trials x n (workload "memory")."""
+    mem = [r for r in rows if r["workload"] == "memory" and "error" not in r]
+    if not mem:
+        return {}
+    big = max(r["trials"] for r in mem)
+    at = sorted((r for r in mem if r["trials"] == big), key=lambda r: r["T"])
+    out = {"rows": [dict(trials=r["trials"], n=r["n"], T=r["T"], record_every=r["record_every"],
+                         rss_setup_mb=r["rss_setup_mb"], peak_run_mb=r["peak_run_mb"],
+                         peak_first_mb=r.get("peak_first_mb"),
+                         working_mb=r["peak_run_mb"] - r["rss_setup_mb"]) for r in mem]}
+    if len(at) < 2:
+        return out
+    lo, hi = at[0], at[-1]
+    work = lo["peak_run_mb"] - lo["rss_setup_mb"]
+    growth = hi["peak_run_mb"] - lo["peak_run_mb"]
+    allowed = MEMORY_TOLERANCE * max(work, 0.0) + MEMORY_SLACK_MB
+    # what T-proportional storage of the (trials, n) local models would have added
+    per_T = lo["trials"] * lo["n"] * lo["d"] * 8 * (hi["T"] - lo["T"]) / 2**20
+    out.update(T_low=lo["T"], T_high=hi["T"], growth_mb=growth, allowed_mb=allowed,
+               if_proportional_to_T_mb=per_T, passed=growth <= allowed, rows_used=[hi, lo])
+    return out
+
+
+def print_table(rows, targets, file=sys.stdout):
+    print(report.markdown_table(rows, console=True), file=file)
+    print(file=file)
+    print(report.targets_table(targets), file=file)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="tiny sizes (checks that it runs)")
+    ap.add_argument("--json", metavar="FILE", help="write all measurements to FILE")
+    ap.add_argument("--only", metavar="WORKLOAD", action="append", choices=WORKLOADS,
+                    help=f"run only this workload (repeatable): {', '.join(WORKLOADS)}")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="timed calls per case (new key each); the fastest is reported")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per case")
+    args = ap.parse_args(argv)
+
+    todo = cases(quick=args.quick, only=args.only)
+    for i, c in enumerate(todo):
+        c["id"] = i
+        c["repeat"] = args.repeat
+    info = machine_info()
+    info["loadavg_start"] = os.getloadavg()
+    t0 = time.perf_counter()
+    rows = []
+    for c in todo:
+        row = run_case(c, args.timeout)
+        rows.append(row)
+        what = (f"[{c['id'] + 1}/{len(todo)}] {c['workload']:<10} {c['impl']:<13} {c['mode']:<7} "
+                f"{c['dtype']:<7} R={c['trials']} n={c['n']} S={c['S']} T={c['T']}")
+        if "error" in row:
+            print(f"{what}: ERROR {row['error']}", file=sys.stderr, flush=True)
+        else:
+            print(f"{what}: run {row['run_s']:.3f} s, {row['virtual_rate']:.3g} virtual steps/s",
+                  file=sys.stderr, flush=True)
+    info["loadavg_end"] = os.getloadavg()
+    info["total_s"] = time.perf_counter() - t0
+    add_ratios(rows)
+    targets, mem = evaluate_targets(rows)
+    mem.pop("rows_used", None)
+    print_table(rows, targets)
+    if mem.get("passed") is not None:
+        print(f"\nmemory: peak at T={mem['T_high']} minus at T={mem['T_low']}: "
+              f"{mem['growth_mb']:+.1f} MB (allowed {mem['allowed_mb']:.1f} MB; storing the "
+              f"local models per round would add {mem['if_proportional_to_T_mb']:.0f} MB)")
+    print(f"\n{len(rows)} cases in {info['total_s']:.0f} s; load average {info['loadavg_start']} -> "
+          f"{info['loadavg_end']}")
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        doc = dict(machine=info, quick=args.quick, only=args.only, repeat=args.repeat,
+                   baseline_rounds=BASELINE_ROUNDS, targets=targets, memory=mem, results=rows)
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1)
+    return 1 if any("error" in r for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""The benchmark cases: one dict per (workload, implementation, configuration).
+
+Fields: workload, impl ("fedjax_abc", "numpy_all", "numpy_sampled", "jax_naive"), mode
+("mask"/"gather" for the package, "all"/"sampled" for the baselines), dtype, problem
+("huber27", "softplus_huber", "quadratics"), n, d, S, Q, T, trials, record_every.
+
+Baselines run fewer rounds than the package where noted (``BASELINE_ROUNDS``): throughput
+is compared per client-step, so T only sets how long a measurement lasts.
+"""
+
+from __future__ import annotations
+
+WORKLOADS = ("table2", "fig1", "quadratics", "trials", "clients", "memory")
+QUICK_WORKLOADS = ("table2", "memory")  # what --quick runs unless --only says otherwise
+
+# Rounds the baselines run in the full configuration (the package runs the workload's T).
+BASELINE_ROUNDS = {"table2": 200, "fig1": 200, "quadratics": 100, "trials": 50, "clients": 20}
+
+BASELINE_MODE = {"mask": "all", "gather": "sampled"}
+PACKAGE_MODE = {v: k for k, v in BASELINE_MODE.items()}
+
+
+def _case(workload, impl, mode, dtype, problem, n, S, Q, T, trials, d=1, record_every=None,
+          **extra):
+    if record_every is None:
+        record_every = max(1, T // 10)
+    return dict(workload=workload, impl=impl, mode=mode, dtype=dtype, problem=problem, n=n,
+                d=d, S=S, Q=Q, T=T, trials=trials, record_every=record_every, **extra)
+
+
+def _package_and_baselines(workload, problem, n, S, Q, T, trials, *, d=1, dtypes=("float64",),
+                           base_T, jax_dtypes=("float64",), modes=("mask", "gather"),
+                           numpy=True, jax=True):
+    cases = []
+    for dtype in dtypes:
+        for mode in modes:
+            cases.append(_case(workload, "fedjax_abc", mode, dtype, problem, n, S, Q, T, trials, d))
+    for mode in modes:
+        bmode = BASELINE_MODE[mode]
+        if numpy:
+            cases.append(_case(workload, f"numpy_{bmode}", bmode, "float64", problem, n, S, Q,
+                               base_T, trials, d))
+        if jax:
+            for dtype in jax_dtypes:
+                cases.append(_case(workload, "jax_naive", bmode, dtype, problem, n, S, Q, base_T,
+                                   trials, d))
+    return cases
+
+
+def memory_cases(quick: bool):
+    """The memory check: the package at T and 4T (same trials x n), and at 1/4 of the trials.
+
+    Records every k rounds with k fixed, so the recorded gaps grow with T (trials x T/k
+    numbers, a few hundred kB here) while the working set should not.
+    """
+    if quick:
+        trials, n, T, k = 2000, 200, 10, 5
+    else:
+        trials, n, T, k = 10_000, 100, 25, 5
+    out = []
+    shapes = ((trials, T), (trials, 4 * T)) if quick else ((trials, T), (trials, 4 * T), (trials // 4, T))
+    for tr, t in shapes:
+        out.append(_case("memory", "fedjax_abc", "mask", "float64", "huber27", n, 10, 10, t, tr,
+                         record_every=k))
+    return out
+
+
+def cases(quick: bool = False, only=None):
+    """All cases of the selected workloads (``only``: a list of names, None for all)."""
+    selected = (QUICK_WORKLOADS if quick else WORKLOADS) if not only else tuple(only)
+    for name in selected:
+        if name not in WORKLOADS:
+            raise ValueError(f"unknown workload {name!r}; choose from {', '.join(WORKLOADS)}")
+    out = []
+    if "table2" in selected:
+        if quick:
+            out += _package_and_baselines("table2", "huber27", 40, 4, 10, 20, 64, base_T=20)
+            out.insert(2, _case("table2", "fedjax_abc", "mask", "float32", "huber27", 40, 4, 10,
+                                20, 64))
+            out = [c for c in out if not (c["impl"] == "jax_naive" and c["mode"] == "sampled")]
+        else:
+            for S in (4, 40):
+                out += _package_and_baselines("table2", "huber27", 40, S, 10, 2000, 1000,
+                                              base_T=BASELINE_ROUNDS["table2"],
+                                              dtypes=("float64", "float32"),
+                                              jax_dtypes=("float64", "float32"))
+    if "fig1" in selected:
+        T, R, bT = (20, 64, 20) if quick else (2000, 1000, BASELINE_ROUNDS["fig1"])
+        out += _package_and_baselines("fig1", "softplus_huber", 16, 4, 5, T, R, base_T=bT)
+    if "quadratics" in selected:
+        T, R, bT = (10, 16, 10) if quick else (100, 100, BASELINE_ROUNDS["quadratics"])
+        out += _package_and_baselines("quadratics", "quadratics", 20, 5, 5, T, R, d=100, base_T=bT)
+    if "trials" in selected:
+        counts = (1, 100) if quick else (1, 10, 100, 1000, 10_000)
+        T, bT = (20, 20) if quick else (200, BASELINE_ROUNDS["trials"])
+        for R in counts:
+            out += _package_and_baselines("trials", "huber27", 40, 4, 10, T, R, base_T=bT,
+                                          jax=False)
+    if "clients" in selected:
+        sizes = (10, 1000) if quick else (10, 100, 1000, 10_000)
+        T, bT = (10, 10) if quick else (100, BASELINE_ROUNDS["clients"])
+        for n in sizes:
+            out += _package_and_baselines("clients", "huber27", n, 10, 10, T, 100, base_T=bT,
+                                          jax=False)
+    if "memory" in selected:
+        out += memory_cases(quick)
+    return out

@@ -1,0 +1,326 @@
+"""Shared pieces of ``fedjax-abc reproduce``: settings, keys, progress, simulation, output.
+
+Every experiment of Section IV is a function ``run(settings, progress) -> dict`` (see
+``_repro_fig1``, ``_repro_table2``, ``_repro_fig3``, ``_repro_theory``) returning the JSON
+document it writes; this module holds what they share.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import os
+import platform
+import sys
+import threading
+import time
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+Z95 = 1.959963984540054
+
+# Experiment identifiers folded into the seed key, so that experiments never share a key.
+EXPERIMENT_IDS = {"fig1": 1, "table2": 2, "fig3": 3, "thm1": 11, "thm2": 12, "thm3": 13}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What the command line sets for every experiment.
+
+    Attributes:
+      trials: R, or None for the experiment's default (the paper's R = 100, or the quick one).
+      rounds: T, or None for the experiment's default.
+      seed: the base seed K; run keys are ``fold_in`` of ``jax.random.key(K)``.
+      out: the output folder.
+      quick: reduced scale (each experiment under a minute on 2 cores).
+      precision: "float64" or "float32".
+      argv: the command line, recorded in each result's config.
+    """
+
+    trials: Optional[int] = None
+    rounds: Optional[int] = None
+    seed: int = 0
+    out: str = "results"
+    quick: bool = False
+    precision: str = "float64"
+    argv: tuple = ()
+
+    def scale(self, paper_trials: int, paper_rounds: int, quick_trials: int, quick_rounds: int):
+        """(R, T, label): the paper's values, the quick ones, or the user's overrides."""
+        base_r, base_t = (quick_trials, quick_rounds) if self.quick else (paper_trials, paper_rounds)
+        r = base_r if self.trials is None else self.trials
+        t = base_t if self.rounds is None else self.rounds
+        label = "paper" if (r, t) == (paper_trials, paper_rounds) and not self.quick else (
+            "quick" if self.quick and self.trials is None and self.rounds is None else "custom")
+        return r, t, label
+
+
+def run_key(seed: int, experiment: str, *tags: int):
+    """``jax.random.key(seed)`` folded with the experiment id and integer tags (S, Q, ...)."""
+    import jax
+
+    key = jax.random.fold_in(jax.random.key(seed), EXPERIMENT_IDS[experiment])
+    for tag in tags:
+        key = jax.random.fold_in(key, int(tag))
+    return key
+
+
+KEY_RULE = "fold_in(fold_in(jax.random.key(seed), experiment_id), tag) for each tag in order"
+
+
+def record_every(rounds: int, target: int = 500) -> int:
+    """The smallest divisor k of T with T / k <= target (at most ``target`` records)."""
+    for k in range(max(1, rounds // target), rounds + 1):
+        if rounds % k == 0 and rounds // k <= target:
+            return k
+    return rounds
+
+
+def environment() -> dict:
+    """Library versions and the device, for the config block."""
+    import jax
+    import jaxlib
+    import matplotlib
+    import scipy
+
+    import fedjax_abc
+
+    devices = jax.devices()
+    return {
+        "versions": {
+            "fedjax_abc": fedjax_abc.__version__,
+            "jax": jax.__version__,
+            "jaxlib": jaxlib.__version__,
+            "numpy": np.__version__,
+            "scipy": scipy.__version__,
+            "matplotlib": matplotlib.__version__,
+            "python": platform.python_version(),
+        },
+        "device": {
+            "backend": jax.default_backend(),
+            "devices": [str(d) for d in devices],
+            "device_kind": devices[0].device_kind if devices else None,
+            "cpu_count": os.cpu_count(),
+            "platform": platform.platform(),
+        },
+    }
+
+
+def base_config(settings: Settings, experiment: str, trials: int, rounds, scale: str) -> dict:
+    """The config block's common part; experiments add their parameters."""
+    return {
+        "experiment": experiment,
+        "scale": scale,
+        "trials": trials,
+        "rounds": rounds,
+        "seed": settings.seed,
+        "key_rule": KEY_RULE,
+        "experiment_id": EXPERIMENT_IDS[experiment],
+        "precision": settings.precision,
+        "command": "fedjax-abc " + " ".join(settings.argv) if settings.argv else None,
+        "rerun": rerun_command(settings, experiment),
+        **environment(),
+    }
+
+
+def rerun_command(settings: Settings, experiment: str) -> str:
+    parts = ["fedjax-abc", "reproduce", experiment, "--seed", str(settings.seed),
+             "--precision", settings.precision]
+    if settings.quick:
+        parts.append("--quick")
+    if settings.trials is not None:
+        parts += ["--trials", str(settings.trials)]
+    if settings.rounds is not None:
+        parts += ["--rounds", str(settings.rounds)]
+    return " ".join(parts)
+
+
+# ------------------------------------------------------------------------------ progress
+
+
+def _clock(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class Progress:
+    """One progress line per experiment on stderr: run, rounds done, rate, time left.
+
+    ``plan(work)`` sets the total work (client-steps); ``task(desc, work)`` returns a
+    ``simulate(progress=...)`` callback for one run. A background thread rewrites the line
+    every ``interval`` seconds (also while a run compiles), so nothing is silent for long.
+    """
+
+    def __init__(self, label: str, enabled: bool = True, stream=None, interval: Optional[float] = None):
+        self.label = label
+        self.enabled = enabled
+        self.stream = sys.stderr if stream is None else stream
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.interval = interval if interval is not None else (1.0 if self.tty else 5.0)
+        self.total = 0.0
+        self.done = 0.0
+        self.current = ("starting", 0.0, 0, 0)  # desc, work, rounds done, rounds total
+        self.runs = 0
+        self.start = time.perf_counter()
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.thread = None
+        self.width = 0
+
+    def plan(self, total_work: float):
+        self.total = float(total_work)
+        if self.enabled and self.thread is None:
+            self.thread = threading.Thread(target=self._beat, daemon=True)
+            self.thread.start()
+
+    def task(self, desc: str, work: float) -> Callable:
+        with self.lock:
+            self.runs += 1
+            self.current = (desc, float(work), 0, 0)
+
+        def callback(rounds_done, total, seconds):
+            with self.lock:
+                self.current = (desc, float(work), int(rounds_done), int(total))
+
+        return callback
+
+    def finish_task(self):
+        with self.lock:
+            self.done += self.current[1]
+            self.current = (self.current[0] + ", done", 0.0, 0, 0)
+
+    def line(self) -> str:
+        with self.lock:
+            desc, work, r_done, r_total = self.current
+            frac_run = r_done / r_total if r_total else 0.0
+            done = self.done + work * frac_run
+        elapsed = time.perf_counter() - self.start
+        frac = min(done / self.total, 1.0) if self.total else 0.0
+        rate = done / elapsed if elapsed > 0 else 0.0
+        left = elapsed * (1 - frac) / frac if frac > 0 else float("inf")
+        rounds = f"rounds {r_done:,}/{r_total:,}" if r_total else "compiling or running"
+        return (f"{self.label} [{desc}] {rounds} | {100 * frac:5.1f}% | {rate:.2e} client-steps/s"
+                f" | {_clock(elapsed)} elapsed, ~{_clock(left)} left")
+
+    def _write(self, text: str, final: bool = False):
+        if self.tty:
+            pad = max(0, self.width - len(text))
+            self.stream.write("\r" + text + " " * pad + ("\n" if final else ""))
+            self.width = 0 if final else len(text)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def _beat(self):
+        while not self.stop.wait(self.interval):
+            self._write(self.line())
+
+    def close(self, message: str = ""):
+        self.stop.set()
+        if self.thread is not None:
+            self.thread.join()
+        if self.enabled:
+            elapsed = time.perf_counter() - self.start
+            text = f"{self.label}: done in {_clock(elapsed)}" + (f" ({message})" if message else "")
+            self._write(text, final=True)
+
+
+# ---------------------------------------------------------------------------- simulation
+
+
+def simulate(problem, *, num_sampled: int, local_steps: int, stepsize: float, rounds: int, x0,
+             trials: int, key, precision: str, record: int, progress: Progress, desc: str):
+    """``fa.simulate`` the way every experiment calls it: gather for S < n, no iterates kept."""
+    import fedjax_abc as fa
+
+    n = problem.num_clients
+    work = work_units(n, num_sampled, local_steps, rounds, trials)
+    callback = progress.task(desc, work)
+    result = fa.simulate(problem, num_sampled=num_sampled, local_steps=local_steps,
+                         stepsize=stepsize, rounds=rounds, x0=x0, trials=trials, key=key,
+                         record_every=record, mode="gather" if num_sampled < n else "mask",
+                         dtype=precision, record_x=False, progress=callback)
+    progress.finish_task()
+    return result
+
+
+def work_units(n: int, num_sampled: int, local_steps: int, rounds: int, trials: int) -> float:
+    """Client-steps a run computes: trials x S x Q x T."""
+    return float(trials) * min(num_sampled, n) * local_steps * rounds
+
+
+# -------------------------------------------------------------------------------- output
+
+
+def jsonable(value: Any) -> Any:
+    """NumPy scalars/arrays to Python; NaN and infinities to None (strict JSON)."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return jsonable(value.tolist())
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.bool_,)):
+        return bool(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    if hasattr(value, "shape") and hasattr(value, "dtype"):  # a jax array
+        return jsonable(np.asarray(value))
+    return value
+
+
+def write_json(path: str, doc: dict) -> str:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as fh:
+        json.dump(jsonable(doc), fh, indent=1, allow_nan=False)
+        fh.write("\n")
+    return path
+
+
+def write_csv(path: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(header)
+        for row in rows:
+            writer.writerow(["" if v is None else (f"{v:.10g}" if isinstance(v, float) else v)
+                             for v in jsonable(list(row))])
+    return path
+
+
+def mean_se(values) -> dict:
+    """{"mean", "stderr"} over the first axis (stderr = sample sd / sqrt(R))."""
+    values = np.asarray(values, dtype=float)
+    m = values.shape[0]
+    se = values.std(axis=0, ddof=1) / np.sqrt(m) if m > 1 else np.nan
+    return {"mean": values.mean(axis=0), "stderr": se}
+
+
+def pyplot():
+    """matplotlib.pyplot on the Agg backend (no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def band(ax, rounds, mean, half, label, color=None):
+    """A mean curve with its 95% band on a log axis (the band clipped to positive values)."""
+    mean = np.asarray(mean, dtype=float)
+    half = np.asarray(half, dtype=float)
+    floor = np.nanmin(mean[mean > 0]) * 1e-3 if np.any(mean > 0) else 1e-300
+    line, = ax.plot(rounds, np.maximum(mean, floor), label=label, color=color, lw=1.4)
+    ax.fill_between(rounds, np.maximum(mean - half, floor), np.maximum(mean + half, floor),
+                    color=line.get_color(), alpha=0.2, lw=0)
+    return line

@@ -1,0 +1,215 @@
+"""Theorems 1-3 against computation (``fedjax-abc reproduce thm1|thm2|thm3``).
+
+- thm1: Theorem 1's counterexample: L = 9/4 against max |f_i''|, sigma_f* <= 1/2, and the
+  BGD left-hand side at x_k = sqrt((2 k pi)^4 - 1) against its lower bound (k pi)^2 / 8.
+- thm2: Theorem 2's bound (21) at the stepsize (22) against min_t E||grad f(x_t)||^2 from
+  simulation, on problem (25)-(26) (L = 1, C = 1, D = 1/2) and problem (27) with Dmax = 20
+  (L = 1, C = 1, D = 0), at the participation levels and Q of Section IV.
+- thm3: Theorem 3's diminishing stepsizes alpha_t = alpha_0 / (t + 1)^p with the largest
+  allowed alpha_0 = 1/(8 Q (L + C)): the decay of ||grad f(x_t)|| (mean and max over trials).
+
+The checks themselves are ``fedjax_abc.theory.theorem{1_values,2_check,3_check}``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from fedjax_abc import _repro_common as common
+from fedjax_abc import _repro_offsets as offs
+
+THM1 = dict(ks=(1, 2, 3, 4, 5), domain=(-1.0e4, 1.0e4), num_points=400_001)
+THM_SCALE = dict(T=50_000, R=100, quick_T=2_000, quick_R=20)
+THM3_P = 0.75
+
+
+def _problems():
+    """(label, problem, L, C, D, Q, S list, x0) for the two problems of Section IV."""
+    import fedjax_abc as fa
+
+    p25 = fa.problems.softplus_huber(16)
+    d = offs.paper_offsets(20.0, 40)
+    p27 = fa.problems.huber_offsets(offsets=d)
+    return [
+        ("problem (25)-(26), n = 16", p25, 1.0, 1.0, 0.5, 5, [1, 4, 8, 16], np.array([10.0])),
+        ("problem (27), Dmax = 20, n = 40", p27, 1.0, 1.0, 0.0, 10, [4, 20, 40],
+         np.asarray(p27.x_star) + 10.0),
+    ]
+
+
+# ---------------------------------------------------------------------------------- thm1
+
+
+def run_thm1(settings: common.Settings, progress: common.Progress) -> dict:
+    import fedjax_abc.theory as theory
+
+    progress.plan(1.0)
+    progress.task("Theorem 1", 1.0)
+    v = theory.theorem1_values(ks=THM1["ks"], domain=THM1["domain"], num_points=THM1["num_points"])
+    progress.finish_task()
+    config = common.base_config(settings, "thm1", None, None, "paper")
+    config.update(problem="bgd_counterexample (Theorem 1): f_1,2 = r +/- (r/2) sin(sqrt r), "
+                          "r = sqrt(1 + x^2)", ks=list(THM1["ks"]), domain=list(THM1["domain"]),
+                  num_points=THM1["num_points"], function="fedjax_abc.theory.theorem1_values")
+    return {
+        "experiment": "thm1", "config": config,
+        "L_bound": v.L_bound, "max_abs_second_derivative": v.max_abs_second_derivative,
+        "argmax_second_derivative": v.argmax_second_derivative,
+        "sigma_f_star": v.sigma_f_star, "f1_star": v.f1_star, "f2_star": v.f2_star,
+        "ks": list(v.ks), "x_k": v.x_k, "bgd_lhs": v.bgd_lhs,
+        "bgd_lhs_closed_form": v.bgd_lhs_closed_form, "lower_bound": v.lower_bound,
+    }
+
+
+def write_thm1(doc: dict, out: str) -> list[str]:
+    paths = [common.write_json(os.path.join(out, "thm1.json"), doc)]
+    rows = list(zip(doc["ks"], doc["x_k"], doc["bgd_lhs"], doc["lower_bound"]))
+    paths.append(common.write_csv(os.path.join(out, "thm1.csv"),
+                                  ["k", "x_k", "bgd_lhs", "lower_bound"], rows))
+    plt = common.pyplot()
+    fig, ax = plt.subplots(figsize=(5, 3.8))
+    ks = np.asarray(doc["ks"], float)
+    ax.plot(ks, doc["bgd_lhs"], "o-", label=r"$\frac{1}{2}\sum_i |f_i'(x_k) - f'(x_k)|^2$")
+    ax.plot(ks, doc["lower_bound"], "s--", label=r"$(k\pi)^2/8$ (proof)")
+    ax.set_yscale("log")
+    ax.set_xlabel("k  (x_k = sqrt((2 k pi)^4 - 1))")
+    ax.set_title(f"Theorem 1: BGD left-hand side diverges; max|f''| = "
+                 f"{doc['max_abs_second_derivative']:.3f} <= L = {doc['L_bound']:g}", fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    path = os.path.join(out, "thm1.png")
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return paths + [path]
+
+
+# ---------------------------------------------------------------------------------- thm2
+
+
+def run_thm2(settings: common.Settings, progress: common.Progress) -> dict:
+    import fedjax_abc.theory as theory
+
+    R, T, scale = settings.scale(THM_SCALE["R"], THM_SCALE["T"], THM_SCALE["quick_R"],
+                                 THM_SCALE["quick_T"])
+    k = common.record_every(T, 500)
+    problems = _problems()
+    progress.plan(sum(common.work_units(p.num_clients, S, Q, T, R)
+                      for _, p, _, _, _, Q, Ss, _ in problems for S in Ss))
+    checks = []
+    for j, (label, problem, L, C, D, Q, Ss, x0) in enumerate(problems):
+        for S in Ss:
+            progress.task(f"{label.split(',')[0]} S={S}",
+                          common.work_units(problem.num_clients, S, Q, T, R))
+            res = theory.theorem2_check(
+                problem, L=L, C=C, D=D, num_sampled=S, local_steps=Q, rounds=T, trials=R,
+                key=common.run_key(settings.seed, "thm2", j, S), x0=x0, record_every=k,
+                mode="gather" if S < problem.num_clients else "mask")
+            progress.finish_task()
+            res["label"] = label
+            checks.append(res)
+    config = common.base_config(settings, "thm2", R, T, scale)
+    config.update(problems=[dict(label=lb, L=L, C=C, D=D, Q=Q, S=Ss, x0=x0.tolist())
+                            for lb, _, L, C, D, Q, Ss, x0 in problems],
+                  stepsize="Theorem 2's (22)", record_every=k, key_tags="(problem index, S)",
+                  precision_note="theory.theorem2_check always simulates in float64",
+                  function="fedjax_abc.theory.theorem2_check",
+                  offsets_draw={"convention": offs.PAPER_DRAW.convention,
+                                "seed": offs.PAPER_DRAW.seed})
+    config["precision"] = "float64"
+    return {"experiment": "thm2", "config": config, "checks": checks,
+            "all_hold": all(c["holds"] for c in checks)}
+
+
+def write_thm2(doc: dict, out: str) -> list[str]:
+    paths = [common.write_json(os.path.join(out, "thm2.json"), doc)]
+    keys = ["label", "num_sampled", "local_steps", "stepsize", "bound", "observed",
+            "observed_stderr", "ratio", "holds"]
+    paths.append(common.write_csv(os.path.join(out, "thm2.csv"), keys,
+                                  [[c.get(k) for k in keys] for c in doc["checks"]]))
+    plt = common.pyplot()
+    fig, ax = plt.subplots(figsize=(6, 3.8))
+    labels = [f"{c['label'].split(',')[0]}\nS={c['num_sampled']}" for c in doc["checks"]]
+    x = np.arange(len(labels))
+    ax.plot(x, [c["bound"] for c in doc["checks"]], "v", ms=8, label="bound (21)")
+    obs = np.array([c["observed"] for c in doc["checks"]])
+    se = np.array([c["observed_stderr"] or 0.0 for c in doc["checks"]])
+    ax.errorbar(x, obs, yerr=common.Z95 * se, fmt="o", capsize=3,
+                label=r"$\min_t E\|\nabla f(x_t)\|^2$ (simulation)")
+    ax.set_yscale("log")
+    ax.set_xticks(x)
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_title("Theorem 2 at the stepsize (22)", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    path = os.path.join(out, "thm2.png")
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return paths + [path]
+
+
+# ---------------------------------------------------------------------------------- thm3
+
+
+def run_thm3(settings: common.Settings, progress: common.Progress) -> dict:
+    import fedjax_abc.theory as theory
+
+    R, T, scale = settings.scale(THM_SCALE["R"], THM_SCALE["T"], THM_SCALE["quick_R"],
+                                 THM_SCALE["quick_T"])
+    k = common.record_every(T, 500)
+    problems = [(lb, p, L, C, D, Q, [min(Ss), p.num_clients], x0)
+                for lb, p, L, C, D, Q, Ss, x0 in _problems()]
+    progress.plan(sum(common.work_units(p.num_clients, S, Q, T, R)
+                      for _, p, _, _, _, Q, Ss, _ in problems for S in Ss))
+    checks = []
+    for j, (label, problem, L, C, D, Q, Ss, x0) in enumerate(problems):
+        for S in Ss:
+            progress.task(f"{label.split(',')[0]} S={S}",
+                          common.work_units(problem.num_clients, S, Q, T, R))
+            res = theory.theorem3_check(
+                problem, L=L, C=C, num_sampled=S, local_steps=Q, rounds=T, trials=R,
+                key=common.run_key(settings.seed, "thm3", j, S), alpha0=None, p=THM3_P, x0=x0,
+                record_every=k, mode="gather" if S < problem.num_clients else "mask")
+            progress.finish_task()
+            res["label"] = label
+            checks.append(res)
+    config = common.base_config(settings, "thm3", R, T, scale)
+    config.update(problems=[dict(label=lb, L=L, C=C, Q=Q, S=Ss, x0=x0.tolist())
+                            for lb, _, L, C, D, Q, Ss, x0 in problems],
+                  stepsize=f"alpha_t = alpha_0 / (t + 1)^{THM3_P}, alpha_0 = 1/(8 Q (L + C))",
+                  p=THM3_P, record_every=k, key_tags="(problem index, S)",
+                  precision_note="theory.theorem3_check always simulates in float64",
+                  function="fedjax_abc.theory.theorem3_check")
+    config["precision"] = "float64"
+    return {"experiment": "thm3", "config": config, "checks": checks}
+
+
+def write_thm3(doc: dict, out: str) -> list[str]:
+    paths = [common.write_json(os.path.join(out, "thm3.json"), doc)]
+    keys = ["label", "num_sampled", "local_steps", "alpha0", "p", "initial_max_grad_norm",
+            "final_max_grad_norm", "final_mean_grad_norm", "final_mean_grad_norm_stderr",
+            "decay_slope_mean", "decay_slope_max"]
+    paths.append(common.write_csv(os.path.join(out, "thm3.csv"), keys,
+                                  [[c.get(k) for k in keys] for c in doc["checks"]]))
+    plt = common.pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for c in doc["checks"]:
+        t = np.asarray(c["recorded_rounds"], float)
+        name = f"{c['label'].split(',')[0]}, S={c['num_sampled']}"
+        line, = ax.plot(t[1:], np.asarray(c["mean_grad_norm"], float)[1:], label=name + " (mean)")
+        ax.plot(t[1:], np.asarray(c["max_grad_norm"], float)[1:], ":", color=line.get_color())
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("communication round t")
+    ax.set_ylabel(r"$\|\nabla f(x_t)\|$ (solid: mean, dotted: max over trials)")
+    ax.set_title(f"Theorem 3: alpha_t = alpha_0/(t+1)^{doc['config']['p']}", fontsize=10)
+    ax.legend(fontsize=7)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    path = os.path.join(out, "thm3.png")
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return paths + [path]

@@ -1,0 +1,191 @@
+"""The ``fedjax-abc`` command: reproduce the paper's experiments and write the report.
+
+    fedjax-abc reproduce {fig1,table2,fig3,thm1,thm2,thm3,all} [--trials R] [--rounds T]
+                         [--seed K] [--out DIR] [--quick] [--precision {float64,float32}]
+    fedjax-abc report --results DIR --out docs/reproduction.md
+
+Also ``python -m fedjax_abc``. Errors in the options print one line and exit with status 2;
+errors while running print one line and exit with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Optional, Sequence
+
+EXPERIMENTS = ("fig1", "table2", "fig3", "thm1", "thm2", "thm3")
+PROG = "fedjax-abc"
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (no usage block, no traceback)."""
+
+    def error(self, message):
+        raise _UsageError(message)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _trials(text: str) -> int:
+    value = _positive_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError("need at least 2 trials for a standard error, got 1")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
+    if not 0 <= value < 2 ** 32:
+        raise argparse.ArgumentTypeError(f"seed must be in [0, 2^32), got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="Reproduce the experiments of 'On Federated Averaging with Partial "
+                    "Participation under a General Variance Condition' (Section IV) and "
+                    "write a report comparing them with the paper.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="{reproduce,report}", parser_class=_Parser)
+    sub.required = True
+
+    rep = sub.add_parser(
+        "reproduce", help="run experiments and write <name>.json/.csv/.png",
+        description="Run experiments of Section IV at the paper's settings (R = 100 trials, the "
+                    "paper's T, Q, alpha, S and x0) unless told otherwise, and write "
+                    "<name>.json, <name>.csv (tables) and <name>.png into --out. Progress goes "
+                    "to stderr.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    rep.add_argument("experiment", choices=EXPERIMENTS + ("all",),
+                     help="fig1: Fig. 1 (S in {1,4,8,16} on problem 25); table2: Table II and "
+                          "Fig. 2 (problem 27, Dmax in {20,50,100,200}); fig3: Fig. 3 (Q sweep, "
+                          "eq. 28); thm1: Theorem 1's counterexample; thm2/thm3: Theorems 2 and 3 "
+                          "against simulation; all: every one in turn")
+    rep.add_argument("--trials", type=_trials, default=None, metavar="R",
+                     help="independent trials per configuration (default: the paper's 100, or "
+                          "the quick value with --quick)")
+    rep.add_argument("--rounds", type=_positive_int, default=None, metavar="T",
+                     help="communication rounds (default: the paper's T of each experiment: "
+                          "50000 for fig1/table2, 100000 for fig3)")
+    rep.add_argument("--seed", type=_seed, default=0, metavar="K",
+                     help="base seed; each run's key is jax.random.key(K) folded with the "
+                          "experiment and its parameters")
+    rep.add_argument("--out", default="results", metavar="DIR", help="output folder")
+    rep.add_argument("--quick", action="store_true",
+                     help="reduced scale (fewer trials and rounds, fewer Q values in fig3): each "
+                          "experiment under a minute on 2 cores; not comparable with the paper")
+    rep.add_argument("--precision", choices=("float64", "float32"), default="float64",
+                     help="floating point type of the simulation; float32 is faster but biases "
+                          "the paper's small gaps")
+    rep.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+    rpt = sub.add_parser(
+        "report", help="write docs/reproduction.md from the JSON results",
+        description="Generate the reproduction report (Markdown) from the JSON files written by "
+                    "'reproduce': our numbers beside the paper's, the paper's qualitative claims "
+                    "checked, the figures embedded.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    rpt.add_argument("--results", default="results", metavar="DIR",
+                     help="folder with the <name>.json files")
+    rpt.add_argument("--out", default=os.path.join("docs", "reproduction.md"), metavar="FILE",
+                     help="Markdown file to write (figures are linked by relative path)")
+    return parser
+
+
+def _runner(name: str):
+    from fedjax_abc import _repro_fig1, _repro_fig3, _repro_table2, _repro_theory
+
+    return {
+        "fig1": (_repro_fig1.run, _repro_fig1.write),
+        "table2": (_repro_table2.run, _repro_table2.write),
+        "fig3": (_repro_fig3.run, _repro_fig3.write),
+        "thm1": (_repro_theory.run_thm1, _repro_theory.write_thm1),
+        "thm2": (_repro_theory.run_thm2, _repro_theory.write_thm2),
+        "thm3": (_repro_theory.run_thm3, _repro_theory.write_thm3),
+    }[name]
+
+
+def reproduce(args, argv: Sequence[str]) -> int:
+    from fedjax_abc import _repro_common as common
+
+    settings = common.Settings(trials=args.trials, rounds=args.rounds, seed=args.seed,
+                               out=args.out, quick=args.quick, precision=args.precision,
+                               argv=tuple(argv))
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as err:
+        raise RuntimeError(f"cannot create the output folder {args.out!r}: {err.strerror}") from None
+    if not os.access(args.out, os.W_OK):
+        raise RuntimeError(f"the output folder {args.out!r} is not writable")
+    names = EXPERIMENTS if args.experiment == "all" else (args.experiment,)
+    for name in names:
+        run, write = _runner(name)
+        progress = common.Progress(name, enabled=not args.quiet)
+        start = time.perf_counter()
+        try:
+            doc = run(settings, progress)
+        finally:
+            progress.close()
+        doc["config"]["wall_seconds"] = time.perf_counter() - start
+        paths = write(doc, args.out)
+        if not args.quiet:
+            print(f"{name}: {time.perf_counter() - start:.1f} s, wrote "
+                  + ", ".join(os.path.basename(p) for p in paths), file=sys.stderr)
+    return 0
+
+
+def report(args) -> int:
+    from fedjax_abc import _report
+
+    if not os.path.isdir(args.results):
+        raise RuntimeError(f"no results folder {args.results!r}; run 'fedjax-abc reproduce' first")
+    path = _report.write_report(args.results, args.out)
+    print(path)
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of ``fedjax-abc``; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as err:
+        print(f"{PROG}: error: {err} (see {PROG} --help)", file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+    try:
+        if args.command == "reproduce":
+            return reproduce(args, argv)
+        return report(args)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, RuntimeError, OSError) as err:
+        message = " ".join(str(err).split())
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""The paper's theory as named functions: heterogeneity, noise constants, bounds, checks.
+
+One function per equation of "On Federated Averaging with Partial Participation under a
+General Variance Condition" (Wang, Huang, Johansson, Pu):
+
+- heterogeneity: :func:`sigma_f_star` (eq. 11), :func:`sampling_factor` (eq. 10),
+  :func:`bgd_sum` (eq. 3, Table II), :func:`lemma1_slack` (Lemma 1, eq. 12),
+  :func:`gradient_dissimilarity`, :func:`infima_check`;
+- noise: :func:`oracle_variance`, :func:`abc_constants` and :func:`abc_slack` (eq. 4/8),
+  :func:`relaxed_growth_sigma_sq` (eq. 2);
+- Theorem 1: :func:`theorem1_values`, :func:`theorem1_x_k`;
+- Theorem 2: :func:`theorem2_stepsize_limit` (20), :func:`theorem2_bound` (21),
+  :func:`theorem2_stepsize` (22-23), :func:`theorem2_leading_terms` (24), :func:`remark3_nu`,
+  :func:`remark3_sampling_dominates` (Remark 3);
+- Theorem 3: :func:`diminishing_stepsize`, :func:`theorem3_stepsize_limit`,
+  :func:`check_theorem3_schedule`;
+- against simulation: :func:`theorem2_check`, :func:`theorem3_check` (JSON-ready dicts).
+
+Example:
+  >>> import jax, fedjax_abc as fa
+  >>> fa.theory.sampling_factor(16, 4)
+  0.8
+"""
+
+from fedjax_abc._theory_abc import (
+    ABCConstants,
+    ABCSlack,
+    OracleVariance,
+    RelaxedGrowth,
+    abc_constants,
+    abc_slack,
+    oracle_variance,
+    relaxed_growth_sigma_sq,
+)
+from fedjax_abc._theory_bounds import (
+    SamplingRegime,
+    Theorem2LeadingTerms,
+    Theorem3ScheduleCheck,
+    check_theorem3_schedule,
+    diminishing_stepsize,
+    remark3_nu,
+    remark3_sampling_dominates,
+    theorem2_bound,
+    theorem2_leading_terms,
+    theorem2_stepsize,
+    theorem2_stepsize_limit,
+    theorem3_stepsize_limit,
+)
+from fedjax_abc._theory_check import theorem2_check, theorem3_check
+from fedjax_abc._theory_counterexample import Theorem1Values, theorem1_values, theorem1_x_k
+from fedjax_abc._theory_heterogeneity import (
+    BGDSum,
+    InfimaCheck,
+    Lemma1Slack,
+    bgd_sum,
+    gradient_dissimilarity,
+    infima_check,
+    lemma1_slack,
+    sampling_factor,
+    sigma_f_star,
+)
+
+__all__ = [
+    "ABCConstants",
+    "ABCSlack",
+    "BGDSum",
+    "InfimaCheck",
+    "Lemma1Slack",
+    "OracleVariance",
+    "RelaxedGrowth",
+    "SamplingRegime",
+    "Theorem1Values",
+    "Theorem2LeadingTerms",
+    "Theorem3ScheduleCheck",
+    "abc_constants",
+    "abc_slack",
+    "bgd_sum",
+    "check_theorem3_schedule",
+    "diminishing_stepsize",
+    "gradient_dissimilarity",
+    "infima_check",
+    "lemma1_slack",
+    "oracle_variance",
+    "relaxed_growth_sigma_sq",
+    "remark3_nu",
+    "remark3_sampling_dominates",
+    "sampling_factor",
+    "sigma_f_star",
+    "theorem1_values",
+    "theorem1_x_k",
+    "theorem2_bound",
+    "theorem2_check",
+    "theorem2_leading_terms",
+    "theorem2_stepsize",
+    "theorem2_stepsize_limit",
+    "theorem3_check",
+    "theorem3_stepsize_limit",
+]

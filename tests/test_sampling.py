@@ -1,0 +1,173 @@
+"""Client samplers against eq. (9) and their definitions, by Monte Carlo over many keys.
+
+For S of n clients drawn uniformly without replacement (Assumption 3), eq. (9) says
+P(i in S_t) = S/n and P(i, j in S_t) = S(S-1)/(n(n-1)) for i != j. Frequencies over M keys are
+compared with these within 5 binomial standard errors sqrt(p(1-p)/M).
+"""
+
+import itertools
+import math
+
+import jax
+import numpy as np
+import pytest
+from scipy import stats
+
+import fedjax_abc as fa
+import reference_numpy as ref
+
+M = 20000
+Z = 5.0
+
+
+def draw(sampler, n, m=M, seed=0):
+    keys = jax.random.split(jax.random.key(seed), m)
+    idx, w = jax.vmap(lambda k: sampler(k, n))(keys)
+    masks = jax.vmap(lambda k: fa.sample_mask(sampler, k, n))(keys)
+    return np.asarray(idx), np.asarray(w), np.asarray(masks)
+
+
+def assert_frequency(freq, p, m, what):
+    se = math.sqrt(p * (1 - p) / m)
+    dev = np.abs(np.asarray(freq) - p)
+    assert np.all(dev <= Z * se), f"{what}: max deviation {dev.max():.4g} > {Z} se = {Z * se:.4g}"
+
+
+def pair_frequencies(masks):
+    m = masks.shape[0]
+    return (masks.T @ masks) / m
+
+
+@pytest.mark.parametrize("n,S", [(10, 3), (40, 4), (7, 1), (7, 6), (5, 5), (33, 17)])
+def test_uniform_without_replacement_eq9(n, S):
+    idx, w, masks = draw(fa.UniformWithoutReplacement(S), n, seed=n * 100 + S)
+    assert idx.shape == (M, S) and w.shape == (M, S)
+    np.testing.assert_array_equal(w, 1.0)
+    assert idx.min() >= 0 and idx.max() < n
+    srt = np.sort(idx, axis=1)
+    assert np.all(srt[:, 1:] != srt[:, :-1]), "a sampled set has a repeated client"
+    # sample_mask is the indicator vector of eq. (9): S ones, at the sampled clients
+    assert set(np.unique(masks)) <= {0.0, 1.0}
+    np.testing.assert_array_equal(masks.sum(axis=1), S)
+    ind = np.zeros((M, n))
+    np.put_along_axis(ind, idx, 1.0, axis=1)
+    np.testing.assert_array_equal(masks, ind)
+    if S == n:
+        return
+    assert_frequency(masks.mean(axis=0), S / n, M, "inclusion")
+    pairs = pair_frequencies(masks)[~np.eye(n, dtype=bool)]
+    assert_frequency(pairs, S * (S - 1) / (n * (n - 1)), M, "pairs")
+
+
+def test_every_subset_equally_likely():
+    """n = 6, S = 3: all C(6, 3) = 20 subsets appear with frequency 1/20 (chi-square, p > 1e-4)."""
+    n, S = 6, 3
+    idx, _, _ = draw(fa.UniformWithoutReplacement(S), n, seed=11)
+    subsets = list(itertools.combinations(range(n), S))
+    code = {s: j for j, s in enumerate(subsets)}
+    counts = np.bincount([code[tuple(sorted(r))] for r in idx.tolist()], minlength=len(subsets))
+    assert counts.size == 20 and counts.min() > 0
+    _, pvalue = stats.chisquare(counts)
+    assert pvalue > 1e-4, (counts, pvalue)
+
+
+def test_frequency_check_has_power():
+    """The inclusion check rejects a biased sampler (the first S clients twice as often)."""
+    n, S = 10, 3
+    rng = np.random.default_rng(0)
+    weights = np.where(np.arange(n) < S, 2.0, 1.0)
+    # weighted sampling without replacement: the S largest u^(1/w) (Efraimidis-Spirakis)
+    chosen = np.argsort(-rng.random((M, n)) ** (1 / weights), axis=1)[:, :S]
+    biased = np.zeros((M, n))
+    np.put_along_axis(biased, chosen, 1.0, axis=1)
+    with pytest.raises(AssertionError):
+        assert_frequency(biased.mean(axis=0), S / n, M, "biased")
+
+
+def test_with_replacement():
+    """S iid uniform draws: every slot uniform, slots independent, counts add up to S."""
+    n, S = 8, 3
+    idx, w, masks = draw(fa.WithReplacement(S), n, seed=21)
+    assert idx.shape == (M, S)
+    np.testing.assert_array_equal(w, 1.0)
+    assert idx.min() >= 0 and idx.max() < n
+    for slot in range(S):
+        assert_frequency(np.bincount(idx[:, slot], minlength=n) / M, 1 / n, M, f"slot {slot}")
+    assert_frequency([np.mean(idx[:, 0] == idx[:, 1]), np.mean(idx[:, 1] == idx[:, 2])], 1 / n, M,
+                     "repeat")
+    # the mask counts repeats: a client drawn twice has weight 2
+    np.testing.assert_array_equal(masks.sum(axis=1), S)
+    counts = np.stack([np.bincount(r, minlength=n) for r in idx])
+    np.testing.assert_array_equal(masks, counts)
+    assert masks.max() >= 2
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 1.0])
+def test_bernoulli(p):
+    n = 12
+    idx, w, masks = draw(fa.Bernoulli(p), n, seed=int(p * 100))
+    np.testing.assert_array_equal(idx, np.broadcast_to(np.arange(n), (M, n)))
+    np.testing.assert_array_equal(masks, w)
+    assert set(np.unique(w)) <= {0.0, 1.0}
+    if p == 1.0:
+        np.testing.assert_array_equal(w, 1.0)
+        return
+    assert_frequency(w.mean(axis=0), p, M, "inclusion")
+    pairs = pair_frequencies(w)[~np.eye(n, dtype=bool)]
+    assert_frequency(pairs, p * p, M, "pairs")
+    assert_frequency([np.mean(w.sum(axis=1) == 0)], (1 - p) ** n, M, "empty round")
+
+
+def test_full_participation():
+    n = 7
+    idx, w, masks = draw(fa.FullParticipation(), n, m=10)
+    np.testing.assert_array_equal(idx, np.broadcast_to(np.arange(n), (10, n)))
+    np.testing.assert_array_equal(masks, 1.0)
+
+
+def test_samplers_are_deterministic_in_the_key():
+    s = fa.UniformWithoutReplacement(4)
+    k = jax.random.key(3)
+    a, b = s(k, 20), s(k, 20)
+    np.testing.assert_array_equal(np.asarray(a[0]), np.asarray(b[0]))
+    others = {tuple(np.sort(np.asarray(s(jax.random.key(j), 20)[0]))) for j in range(20)}
+    assert len(others) > 15
+
+
+def test_simulate_draws_fresh_participants_every_round():
+    """Inside simulate, S_t is uniform and independent of S_{t-1}, and differs between trials.
+
+    Exact oracle, S = 1 of three Huber clients with offsets (0, 0.4, -0.5), Q = 1, alpha = 1/2,
+    x_0 = 0.1: x_t stays in [-0.5, 0.4], where every client is in its quadratic zone, so the
+    candidates x_{t+1} = x_t / 2 + d_i / 2 are at least 0.2 apart and each round's participant
+    is identified from x_{t+1}.
+    """
+    offsets = np.array([0.0, 0.4, -0.5])
+    p = fa.problems.huber_offsets(offsets=offsets)
+    T, trials, alpha = 20, 300, 0.5
+    res = fa.simulate(p, num_sampled=1, local_steps=1, stepsize=alpha, rounds=T, x0=0.1,
+                      trials=trials, key=jax.random.key(17), record_every=1, oracle=fa.ExactOracle())
+    x = res.x[:, :, 0]
+    cand = x[:, :-1, None] - alpha * ref.huber_grad(x[:, :-1, None] - offsets)  # (trials, T, 3)
+    assert np.min(np.diff(np.sort(cand, axis=2), axis=2)) > 0.1
+    who = np.argmin(np.abs(cand - x[:, 1:, None]), axis=2)
+    np.testing.assert_allclose(np.take_along_axis(cand, who[..., None], 2)[..., 0], x[:, 1:], rtol=1e-14,
+                               atol=1e-15)
+    draws = trials * T
+    assert_frequency(np.bincount(who.ravel(), minlength=3) / draws, 1 / 3, draws, "participant")
+    pairs = np.zeros((3, 3))
+    np.add.at(pairs, (who[:, :-1].ravel(), who[:, 1:].ravel()), 1)
+    assert_frequency(pairs.ravel() / pairs.sum(), 1 / 9, int(pairs.sum()), "consecutive rounds")
+    assert np.unique(who, axis=0).shape[0] > trials - 5  # trials do not share their draws
+
+
+def test_uniform_below_has_no_visible_bias_for_odd_n():
+    """n not a power of two (n = 3): each client about 1/3 of S = 1 draws."""
+    idx, _, _ = draw(fa.UniformWithoutReplacement(1), 3, seed=8)
+    assert_frequency(np.bincount(idx[:, 0], minlength=3) / M, 1 / 3, M, "n=3")
+
+
+def test_sample_mask_inside_jit():
+    f = jax.jit(lambda k: fa.sample_mask(fa.UniformWithoutReplacement(2), k, 5))
+    m = np.asarray(f(jax.random.key(0)))
+    assert m.shape == (5,) and m.sum() == 2 and set(np.unique(m)) == {0.0, 1.0}
