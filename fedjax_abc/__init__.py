@@ -10,7 +10,7 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from fedjax_abc import problems  # noqa: E402
+from fedjax_abc import problems, theory  # noqa: E402
 from fedjax_abc._fedavg import client_noise, fedavg_round, local_run  # noqa: E402
 from fedjax_abc._oracles import (  # noqa: E402
     AbstractOracle,
@@ -54,5 +54,6 @@ __all__ = [
     "sample_mask",
     "simulate",
     "stepsize_array",
+    "theory",
     "summarize",
 ]

@@ -71,7 +71,7 @@ def client_noise(oracle, key_data: Array, i, shape: tuple[int, ...], dtype):
     return oracle.noise_from_words(words, shape, dtype)
 
 
-def local_run(problem, oracle, i, x: Array, stepsize, noise) -> Array:
+def local_run(problem, oracle, i, x: Array, stepsize, noise, local_steps: int | None = None) -> Array:
     """Q local stochastic gradient steps of client i from x (eq. 5).
 
     x^{l+1} = x^l - alpha_t g_i(x^l; xi^l), l = 0, ..., Q-1.
@@ -82,8 +82,10 @@ def local_run(problem, oracle, i, x: Array, stepsize, noise) -> Array:
       i: client index (may be traced).
       x: x_t, shape (d,).
       stepsize: alpha_t.
-      noise: the Q steps' noise, leaves with leading axis Q (``oracle.noise(key, (Q, d),
-        dtype)`` or :func:`client_noise`).
+      noise: the Q steps' noise: ``oracle.noise(key, (Q, d), dtype)`` (leaves with leading
+        axis Q) or :func:`client_noise`.
+      local_steps: Q; needed only when ``noise`` does not carry it as a leading axis
+        (packed noise from :func:`client_noise`).
 
     Returns:
       x^Q_{i,t}, shape (d,).
@@ -96,11 +98,15 @@ def local_run(problem, oracle, i, x: Array, stepsize, noise) -> Array:
       Array([1.5], dtype=float64)
     """
     client = problem.client(i)
+    if local_steps is None:
+        local_steps = jax.tree_util.tree_leaves(noise)[0].shape[0]
+    shape = (local_steps,) + x.shape
 
-    def step(x_l, z):
+    def step(x_l, l):
+        z = oracle.step_noise(noise, l, shape, x.dtype)
         return x_l - stepsize * oracle.gradient(problem, client, x_l, z), None
 
-    x_q, _ = jax.lax.scan(step, x, noise)
+    x_q, _ = jax.lax.scan(step, x, jnp.arange(shape[0]))
     return x_q
 
 
@@ -131,7 +137,8 @@ def fedavg_round(problem, oracle, sampler, x: Array, t, stepsize, trial_key: Arr
     def run(clients):
         words = streams_words(key_data, clients + 1, oracle.num_words(shape))
         noise = jax.vmap(lambda w: oracle.noise_from_words(w, shape, x.dtype))(words)
-        return jax.vmap(lambda i, z: local_run(problem, oracle, i, x, stepsize, z))(clients, noise)
+        return jax.vmap(lambda i, z: local_run(problem, oracle, i, x, stepsize, z, local_steps))(
+            clients, noise)
 
     if mode == "mask":
         selected = run(jnp.arange(n, dtype=jnp.int32))[idx]

@@ -71,6 +71,15 @@ class AbstractOracle(eqx.Module):
         """The noise of one client's round from ``num_words(shape)`` random uint32 words."""
         return self.noise(jax.random.wrap_key_data(words[:2]), shape, dtype)
 
+    def step_noise(self, noise, step: Array, shape: tuple[int, ...], dtype) -> Any:
+        """Local step ``step``'s part of a round's noise (default: slice the leading axis).
+
+        An oracle may keep its round noise packed (as random words, say) and unpack one
+        step at a time here; the simulator only ever passes what ``noise``/``noise_from_words``
+        returned.
+        """
+        return jax.tree_util.tree_map(lambda a: a[step], noise)
+
 
 def _size(shape) -> int:
     count = 1
@@ -147,6 +156,12 @@ class GaussianOracle(AbstractOracle):
         return g + noise * jnp.sqrt(var / x.shape[-1])
 
 
+class _PackedSigns(eqx.Module):
+    """A round's Rademacher signs kept as random words (32 signs a word) until used."""
+
+    words: Array
+
+
 def objective_gap_magnitude(problem, client, x, value):
     """sqrt(f_i(x) - f_i*): the magnitude of the oracle of problem (27)."""
     return jnp.sqrt(jnp.maximum(value - client.local_min, 0))
@@ -175,7 +190,15 @@ class RademacherOracle(AbstractOracle):
         return (_size(shape) + 31) // 32
 
     def noise_from_words(self, words, shape, dtype):
-        return signs_from_words(words, _size(shape), dtype).reshape(shape)
+        return _PackedSigns(words)
+
+    def step_noise(self, noise, step, shape, dtype):
+        if isinstance(noise, _PackedSigns):  # unpack this step's d signs from the words
+            d = _size(shape[1:])
+            pos = (step * d + jnp.arange(d)).astype(jnp.uint32)
+            bits = (noise.words[pos // 32] >> (pos % 32)) & jnp.uint32(1)
+            return (2 * bits.astype(dtype) - 1).reshape(shape[1:])
+        return noise[step]
 
     def gradient(self, problem, client, x, noise):
         f, g = problem.local_value_and_grad(client, x)
