@@ -9,6 +9,7 @@ stepsize compiles nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import time
@@ -84,6 +85,20 @@ def _segment_records(records: int, pieces: int) -> int:
         if records % s == 0 and s <= max(target, 1):
             best = s
     return best
+
+
+def _progress_block(rounds: int, record_every: int, pieces: int = 50) -> int:
+    """The largest divisor b of k with at least ``pieces`` blocks of b rounds in T."""
+    for b in range(record_every, 0, -1):
+        if record_every % b == 0 and rounds // b >= min(pieces, rounds):
+            return b
+    return 1
+
+
+def _keep_records(segments, keep: slice) -> np.ndarray:
+    """Initial record plus every (k / b)-th block record, along axis 1."""
+    first, rest = segments[0], np.concatenate(segments[1:], axis=1)
+    return np.concatenate([first, rest[:, keep]], axis=1)
 
 
 def _record(problem: Problem, x):
@@ -273,7 +288,8 @@ def simulate(
     jdtype = _DTYPES[dtype]
     if key.dtype == jnp.uint32:
         key = jax.random.wrap_key_data(key)
-    problem_c = problem.astype(jdtype)
+    # the name is static: drop it so problems differing only in name share one compilation
+    problem_c = dataclasses.replace(problem.astype(jdtype), name="")
     oracle_c = cast_floating(oracle, jdtype)
     sampler_c = sampler
 
@@ -287,9 +303,12 @@ def simulate(
     else:
         sharding = jax.sharding.SingleDeviceSharding(devices[0])
 
-    records = T // k
-    s = _segment_records(records, 100) if progress else records
-    stepsize_blocks = jnp.asarray(alphas.reshape(records, k), jdtype)
+    # Rounds run in blocks of b rounds (b = k, or a divisor of k so that progress can be
+    # shown often enough); a record is kept at the end of every k / b blocks.
+    b = _progress_block(T, k) if progress else k
+    blocks, per_record = T // b, k // b
+    s = _segment_records(blocks, 100) if progress else blocks
+    stepsize_blocks = jnp.asarray(alphas.reshape(blocks, b), jdtype)
     bar = _Progress(progress, T * math.ceil(R / chunk), "fedavg")
 
     gaps, gnss, xs, finals = [], [], [], []
@@ -304,20 +323,21 @@ def simulate(
             x_c = jax.device_put(jnp.asarray(x_c, jdtype), sharding)
             g0, n0 = _initial_records(problem_c, x_c)
             seg_gap, seg_gns, seg_x = [np.asarray(g0)[:, None]], [np.asarray(n0)[:, None]], [np.asarray(x_c)[:, None]]
-            for j in range(0, records, s):
+            keep = slice(per_record - 1, None, per_record)
+            for j in range(0, blocks, s):
                 x_c, rec = _run_segment(problem_c, oracle_c, sampler_c, x_c, ids, key,
-                                        jnp.asarray(j * k, jnp.int32), stepsize_blocks[j: j + s],
+                                        jnp.asarray(j * b, jnp.int32), stepsize_blocks[j: j + s],
                                         Q, mode, record_x)
                 seg_gap.append(np.asarray(rec[0]))
                 seg_gns.append(np.asarray(rec[1]))
                 if record_x:
                     seg_x.append(np.asarray(rec[2]))
-                bar.update(s * k, (start // chunk) * T + (j + s) * k)
+                bar.update(s * b, (start // chunk) * T + (j + s) * b)
             m = stop - start
-            gaps.append(np.concatenate(seg_gap, axis=1)[:m])
-            gnss.append(np.concatenate(seg_gns, axis=1)[:m])
+            gaps.append(_keep_records(seg_gap, keep)[:m])
+            gnss.append(_keep_records(seg_gns, keep)[:m])
             if record_x:
-                xs.append(np.concatenate(seg_x, axis=1)[:m])
+                xs.append(_keep_records(seg_x, keep)[:m])
             finals.append(np.asarray(x_c)[:m])
     finally:
         bar.close()
