@@ -163,11 +163,13 @@ class Progress:
         self.enabled = enabled
         self.stream = sys.stderr if stream is None else stream
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.interval = interval if interval is not None else (1.0 if self.tty else 5.0)
+        self.interval = interval if interval is not None else (1.0 if self.tty else 3.0)
         self.total = 0.0
         self.done = 0.0
         self.current = ("starting", 0.0, 0, 0)  # desc, work, rounds done, rounds total
         self.runs = 0
+        self.timings = []  # per run: work (client-steps), seconds, steady rate (after compile)
+        self.timing = None
         self.start = time.perf_counter()
         self.lock = threading.Lock()
         self.stop = threading.Event()
@@ -181,20 +183,37 @@ class Progress:
             self.thread.start()
 
     def task(self, desc: str, work: float) -> Callable:
+        now = time.perf_counter()
         with self.lock:
             self.runs += 1
             self.current = (desc, float(work), 0, 0)
+            self.timing = {"run": desc, "work": float(work), "start": now, "first": None,
+                           "last": None}
 
         def callback(rounds_done, total, seconds):
+            t = time.perf_counter()
             with self.lock:
                 self.current = (desc, float(work), int(rounds_done), int(total))
+                frac = rounds_done / total if total else 0.0
+                if self.timing["first"] is None:
+                    self.timing["first"] = (t, frac)
+                self.timing["last"] = (t, frac)
 
         return callback
 
     def finish_task(self):
+        """Ends the current run; its time and steady rate go to ``timings``."""
+        now = time.perf_counter()
         with self.lock:
             self.done += self.current[1]
             self.current = (self.current[0] + ", done", 0.0, 0, 0)
+            tm = self.timing
+            rate = None
+            if tm["first"] is not None and tm["last"][1] > tm["first"][1]:
+                (t0, f0), (t1, f1) = tm["first"], tm["last"]
+                rate = tm["work"] * (f1 - f0) / max(t1 - t0, 1e-9)
+            self.timings.append({"run": tm["run"], "work": tm["work"],
+                                 "seconds": now - tm["start"], "steady_rate": rate})
 
     def line(self) -> str:
         with self.lock:
@@ -205,7 +224,10 @@ class Progress:
         frac = min(done / self.total, 1.0) if self.total else 0.0
         rate = done / elapsed if elapsed > 0 else 0.0
         left = elapsed * (1 - frac) / frac if frac > 0 else float("inf")
-        rounds = f"rounds {r_done:,}/{r_total:,}" if r_total else "compiling or running"
+        if r_total:
+            rounds = f"rounds {r_done:,}/{r_total:,}"
+        else:
+            rounds = "between runs" if desc.endswith(", done") else "compiling or running"
         return (f"{self.label} [{desc}] {rounds} | {100 * frac:5.1f}% | {rate:.2e} client-steps/s"
                 f" | {_clock(elapsed)} elapsed, ~{_clock(left)} left")
 

@@ -11,7 +11,7 @@ import numpy as np
 from fedjax_abc import _repro_common as common
 
 PAPER = dict(n=16, S=[1, 4, 8, 16], Q=5, alpha=1e-3, x0=10.0, T=50_000, R=100)
-QUICK = dict(T=5_000, R=20)
+QUICK = dict(T=50_000, R=20)
 
 
 def run(settings: common.Settings, progress: common.Progress) -> dict:

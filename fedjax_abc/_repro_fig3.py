@@ -20,13 +20,14 @@ import os
 
 import numpy as np
 
+from fedjax_abc import _repro_checks as checks
 from fedjax_abc import _repro_common as common
 from fedjax_abc import _repro_offsets as offs
 
 PAPER = dict(n=40, d_max=200.0, S=[4, 40], Q=[3, 5, 8, 10, 15, 20, 30, 40, 50, 60, 70, 80, 90,
                                                100, 150, 200],
              gamma=1e-2, T=100_000, R=100, x0_offset=10.0, L=1.0)
-QUICK = dict(T=5_000, R=20, Q=[3, 10, 30, 100])
+QUICK = dict(T=20_000, R=16, Q=[3, 10, 30, 100])
 
 
 def scaled_residual(S, n, T, L, delta_f, sigma, r_s, se_s, r_n, se_n):
@@ -131,12 +132,12 @@ def write(doc: dict, out: str) -> list[str]:
     dq = np.asarray(doc["D_Q"]["mean"], dtype=float)
     ci = np.asarray(doc["D_Q"]["ci95"], dtype=float)
     ax_b.errorbar(Q, dq, yerr=ci, marker="o", ms=3, capsize=2, color="k", label=r"$D_Q$")
-    ok = np.isfinite(dq) & (dq > 0)
-    if ok.any():
-        anchor = np.exp(np.mean(np.log(dq[ok])))
-        q_mid = np.exp(np.mean(np.log(Q[ok])))
-        ax_b.plot(Q, anchor * np.ones_like(Q), "--", label=r"$\propto Q^0$")
-        ax_b.plot(Q, anchor * np.sqrt(Q / q_mid), ":", label=r"$\propto Q^{1/2}$")
+    se = np.asarray(doc["D_Q"]["stderr"], dtype=float)
+    qq = np.geomspace(Q.min(), Q.max(), 100)
+    for exponent, style, label in ((0.0, "--", r"best $c\,Q^0$"), (0.5, ":", r"best $c\,Q^{1/2}$")):
+        fit = checks.trend_fit(Q, dq, se, exponent)
+        if np.isfinite(fit.amplitude):
+            ax_b.plot(qq, fit.amplitude * qq ** exponent, style, label=label)
     ax_b.set_xscale("log")
     if np.all(dq - ci > 0):
         ax_b.set_yscale("log")

@@ -19,6 +19,7 @@ import abc
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Int
 
 __all__ = [
@@ -39,6 +40,11 @@ def _uniform_below(words: Array, bound: Array) -> Array:
     """
     prod = words.astype(jnp.uint64) * bound.astype(jnp.uint64)
     return (prod >> jnp.uint64(32)).astype(jnp.int32)
+
+
+def _check_size(S) -> None:
+    if isinstance(S, bool) or not isinstance(S, (int, np.integer)):
+        raise ValueError(f"num_sampled (S={S!r}) must be an integer")
 
 
 class AbstractSampler(eqx.Module):
@@ -69,6 +75,7 @@ class UniformWithoutReplacement(AbstractSampler):
         return self.num_sampled
 
     def validate(self, n):
+        _check_size(self.num_sampled)
         if not 1 <= self.num_sampled <= n:
             raise ValueError(f"num_sampled (S={self.num_sampled}) must be in [1, n={n}]")
 
@@ -107,6 +114,7 @@ class WithReplacement(AbstractSampler):
         return self.num_sampled
 
     def validate(self, n):
+        _check_size(self.num_sampled)
         if self.num_sampled < 1:
             raise ValueError(f"num_sampled (S={self.num_sampled}) must be >= 1")
 

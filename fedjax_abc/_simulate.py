@@ -279,9 +279,10 @@ def simulate(
         raise ValueError(f"x0 must have shape ({d},) or (trials={R}, {d}), got {x0.shape}")
     if not np.all(np.isfinite(x0)):
         raise ValueError("x0 must be finite")
-    if not (isinstance(key, jax.Array) and (jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
-                                            or (key.dtype == jnp.uint32 and key.shape == (2,)))):
-        raise ValueError("key must be a JAX PRNG key, e.g. jax.random.key(0)")
+    if not (isinstance(key, jax.Array)
+            and ((jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) and key.shape == ())
+                 or (key.dtype == jnp.uint32 and key.shape == (2,)))):
+        raise ValueError("key must be a single JAX PRNG key, e.g. jax.random.key(0)")
     if not isinstance(record_x, bool):
         raise ValueError("record_x must be True or False")
 

@@ -88,9 +88,16 @@ def _mc_variance(problem, oracle, points, key, num_samples):
         def client(i):
             c = problem.client(i)
             g_true = problem.local_grad(c, x)
-            z = oracle.noise(jax.random.fold_in(jax.random.fold_in(key, k), i),
-                             (num_samples, d), x.dtype)
-            g = jax.vmap(lambda zz: oracle.gradient(problem, c, x, zz))(z)
+            shape = (num_samples, d)  # num_samples "steps" of one client at the same x
+            z = oracle.noise(jax.random.fold_in(jax.random.fold_in(key, k), i), shape, x.dtype)
+            if hasattr(oracle, "step_noise"):
+                def pick(l):
+                    return oracle.step_noise(z, l, shape, x.dtype)
+            else:
+                def pick(l):
+                    return jax.tree_util.tree_map(lambda a: a[l], z)
+            steps = jnp.arange(num_samples, dtype=jnp.int32)
+            g = jax.vmap(lambda l: oracle.gradient(problem, c, x, pick(l)))(steps)
             sq = jnp.sum((g - g_true) ** 2, axis=-1)
             return jnp.mean(sq), jnp.std(sq, ddof=1) / jnp.sqrt(num_samples)
 
@@ -100,16 +107,16 @@ def _mc_variance(problem, oracle, points, key, num_samples):
     return jax.lax.map(at, (ks, points), batch_size=64)
 
 
-def oracle_variance(problem: Problem, domain, num_points: int = 2001, *,
-                    oracle: Optional[AbstractOracle] = None, key: Optional[jax.Array] = None,
+def oracle_variance(problem: Problem, oracle: Optional[AbstractOracle] = None, *, domain=None,
+                    num_points: int = 2001, key: Optional[jax.Array] = None,
                     num_samples: int = 4096, method: str = "auto") -> OracleVariance:
     """The oracle variance E||g_i(x; xi) - grad f_i(x)||^2 of every client at every point.
 
     Args:
       problem: a :class:`~fedjax_abc.Problem`.
+      oracle: default ``problem.oracle``.
       domain: (lo, hi) for a 1-D problem, or explicit points of shape (K, d).
       num_points: grid size K for an interval.
-      oracle: default ``problem.oracle``.
       key: PRNG key of the Monte Carlo estimate (required when it is used); point k and
         client i use ``fold_in(fold_in(key, k), i)``.
       num_samples: Monte Carlo draws per point and client (>= 2).
@@ -121,7 +128,8 @@ def oracle_variance(problem: Problem, domain, num_points: int = 2001, *,
 
     Example:
       >>> import fedjax_abc as fa
-      >>> v = fa.theory.oracle_variance(fa.problems.softplus_huber(), (-2.0, 2.0), 5)
+      >>> v = fa.theory.oracle_variance(fa.problems.softplus_huber(), domain=(-2.0, 2.0),
+      ...                              num_points=5)
       >>> [round(float(a), 6) for a in v.variance[:, 0]]  # oracle (26), client 1: |x|
       [2.0, 1.0, 0.0, 1.0, 2.0]
 
@@ -129,7 +137,10 @@ def oracle_variance(problem: Problem, domain, num_points: int = 2001, *,
     """
     oracle = problem.oracle if oracle is None else oracle
     if not isinstance(oracle, AbstractOracle):
-        raise ValueError(f"oracle must be a fedjax_abc.AbstractOracle, got {type(oracle).__name__}")
+        raise ValueError(f"oracle must be a fedjax_abc.AbstractOracle, got {type(oracle).__name__}"
+                         " (give the domain as domain=...)")
+    if domain is None:
+        raise ValueError("domain is required: (lo, hi) for a 1-D problem or points (K, d)")
     if method not in ("auto", "exact", "monte_carlo"):
         raise ValueError(f"method ({method!r}) must be 'auto', 'exact' or 'monte_carlo'")
     known = type(oracle) in (RademacherOracle, GaussianOracle, ExactOracle)
@@ -183,10 +194,10 @@ def _abc_rule(var, gap, C, weights):
     return float(c), float(d)
 
 
-def abc_constants(problem: Problem, domain, num_points: int = 2001, *,
-                  oracle: Optional[AbstractOracle] = None, C: Optional[float] = None,
-                  weights=(1.0, 1.0), key: Optional[jax.Array] = None,
-                  num_samples: int = 4096, method: str = "auto") -> ABCConstants:
+def abc_constants(problem: Problem, oracle: Optional[AbstractOracle] = None, *, domain=None,
+                  num_points: int = 2001, C: Optional[float] = None, weights=(1.0, 1.0),
+                  key: Optional[jax.Array] = None, num_samples: int = 4096,
+                  method: str = "auto") -> ABCConstants:
     """The ABC constants of eq. (4)/(8) that hold at every point of a domain, for all clients.
 
     The feasible (C, D) form a convex set: every C >= 0 is feasible on a bounded domain with
@@ -200,9 +211,9 @@ def abc_constants(problem: Problem, domain, num_points: int = 2001, *,
 
     Args:
       problem: a :class:`~fedjax_abc.Problem`.
+      oracle: default ``problem.oracle``.
       domain: (lo, hi) for a 1-D problem, or explicit points of shape (K, d).
       num_points: grid size K for an interval.
-      oracle: default ``problem.oracle``.
       C: fix C >= 0 and return the smallest D.
       weights: (w_C, w_D) >= 0 of the objective when C is not given.
       key, num_samples, method: as in :func:`oracle_variance` (Monte Carlo oracles).
@@ -212,7 +223,7 @@ def abc_constants(problem: Problem, domain, num_points: int = 2001, *,
 
     Example:
       >>> import fedjax_abc as fa
-      >>> c = fa.theory.abc_constants(fa.problems.softplus_huber(), (-50.0, 50.0), 2001)
+      >>> c = fa.theory.abc_constants(fa.problems.softplus_huber(), domain=(-50.0, 50.0))
       >>> round(c.C, 6), round(c.D, 6)
       (1.0, 0.5)
 
@@ -223,7 +234,7 @@ def abc_constants(problem: Problem, domain, num_points: int = 2001, *,
     w = (check_nonneg("weights[0]", weights[0]), check_nonneg("weights[1]", weights[1]))
     if w[1] <= 0:
         raise ValueError(f"weights {tuple(weights)}: the weight of D must be > 0")
-    v = oracle_variance(problem, domain, num_points, oracle=oracle, key=key,
+    v = oracle_variance(problem, oracle, domain=domain, num_points=num_points, key=key,
                         num_samples=num_samples, method=method)
     c, d = _abc_rule(v.variance, v.gap, C, w)
     if v.exact:
@@ -252,28 +263,28 @@ class ABCSlack(NamedTuple):
     exact: bool
 
 
-def abc_slack(problem: Problem, C: float, D: float, domain, num_points: int = 2001, *,
-              oracle: Optional[AbstractOracle] = None, key: Optional[jax.Array] = None,
+def abc_slack(problem: Problem, C: float, D: float, oracle: Optional[AbstractOracle] = None, *,
+              domain=None, num_points: int = 2001, key: Optional[jax.Array] = None,
               num_samples: int = 4096, method: str = "auto") -> ABCSlack:
     """The worst slack of the ABC bound C (f_i(x) - f_i*) + D - E||g_i - grad f_i||^2.
 
     Args:
       problem: a :class:`~fedjax_abc.Problem`.
       C, D: the constants to check (>= 0).
-      domain, num_points, oracle, key, num_samples, method: as in :func:`oracle_variance`.
+      oracle, domain, num_points, key, num_samples, method: as in :func:`oracle_variance`.
 
     Returns:
       An :class:`ABCSlack`.
 
     Example:
       >>> import fedjax_abc as fa
-      >>> fa.theory.abc_slack(fa.problems.softplus_huber(), 1.0, 0.5, (-50.0, 50.0)).holds
+      >>> fa.theory.abc_slack(fa.problems.softplus_huber(), 1.0, 0.5, domain=(-50.0, 50.0)).holds
       True
 
     Reference: eq. (4) / (8).
     """
     C, D = check_nonneg("C", C), check_nonneg("D", D)
-    v = oracle_variance(problem, domain, num_points, oracle=oracle, key=key,
+    v = oracle_variance(problem, oracle, domain=domain, num_points=num_points, key=key,
                         num_samples=num_samples, method=method)
     slack = C * v.gap + D - v.variance
     k, i = np.unravel_index(int(np.argmin(slack)), slack.shape)
@@ -304,7 +315,9 @@ def relaxed_growth_sigma_sq(problem: Problem, eta_sq: float, domain, num_points:
                             oracle: Optional[AbstractOracle] = None,
                             key: Optional[jax.Array] = None, num_samples: int = 4096,
                             method: str = "auto") -> RelaxedGrowth:
-    """The smallest sigma^2 with E||g_i - grad f_i||^2 <= sigma^2 + eta^2 ||grad f_i||^2 on a domain.
+    """The smallest sigma^2 with E||g_i - grad f_i||^2 <= sigma^2 + eta^2 ||grad f_i||^2 (eq. 2).
+
+    The condition is imposed at every point of the domain and for every client.
 
     For oracle (26) the Huber client has variance |x| and ||grad f_1|| <= 1, so on [-R, R]
     sigma^2 >= R - eta^2 for every eta: it grows without bound with the domain, which is why
@@ -313,7 +326,9 @@ def relaxed_growth_sigma_sq(problem: Problem, eta_sq: float, domain, num_points:
     Args:
       problem: a :class:`~fedjax_abc.Problem`.
       eta_sq: eta^2 >= 0.
-      domain, num_points, oracle, key, num_samples, method: as in :func:`oracle_variance`.
+      domain: (lo, hi) for a 1-D problem, or explicit points of shape (K, d).
+      num_points: grid size K for an interval.
+      oracle, key, num_samples, method: as in :func:`oracle_variance`.
 
     Returns:
       A :class:`RelaxedGrowth`.
@@ -328,7 +343,7 @@ def relaxed_growth_sigma_sq(problem: Problem, eta_sq: float, domain, num_points:
     Reference: eq. (2); Section IV-A ("the relaxed growth condition fails").
     """
     eta_sq = check_nonneg("eta_sq", eta_sq)
-    v = oracle_variance(problem, domain, num_points, oracle=oracle, key=key,
+    v = oracle_variance(problem, oracle, domain=domain, num_points=num_points, key=key,
                         num_samples=num_samples, method=method)
     excess = v.variance - eta_sq * v.grad_norm_sq
     k, i = np.unravel_index(int(np.argmax(excess)), excess.shape)

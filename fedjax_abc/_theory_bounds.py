@@ -1,4 +1,4 @@
-"""Theorem 2 (constant stepsize, eq. 20-24), Remark 3 (nu) and Theorem 3 (diminishing stepsizes).
+"""Theorem 2 (constant stepsize, eq. 20-24) and Remark 3 (nu, where sampling dominates).
 
 Reference: "On Federated Averaging with Partial Participation under a General Variance
 Condition", Section III and Appendix G. The extracted text lost square roots and exponents;
@@ -12,28 +12,20 @@ n clients, S sampled per round, Q local steps, T rounds, I_S = (n - S)/(n - 1) (
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
-import jax.numpy as jnp
-import numpy as np
-
-from fedjax_abc._simulate import stepsize_array
 from fedjax_abc._theory_grid import check_int, check_nonneg, check_positive
 from fedjax_abc._theory_heterogeneity import sampling_factor
 
 __all__ = [
     "SamplingRegime",
     "Theorem2LeadingTerms",
-    "Theorem3ScheduleCheck",
-    "check_theorem3_schedule",
-    "diminishing_stepsize",
     "remark3_nu",
     "remark3_sampling_dominates",
     "theorem2_bound",
     "theorem2_leading_terms",
     "theorem2_stepsize",
     "theorem2_stepsize_limit",
-    "theorem3_stepsize_limit",
 ]
 
 
@@ -50,7 +42,8 @@ class _P(NamedTuple):
     I: float
 
 
-def _params(L, C, D, sigma, delta, n, S, Q, T, delta_positive=True) -> _P:
+def validated_params(L, C, D, sigma, delta, n, S, Q, T, delta_positive=True) -> _P:
+    """Theorem 2's inputs checked (ValueError naming the bad one), with I_S."""
     n = check_int("number of clients (n)", n, 2)
     I_S = sampling_factor(n, S)
     return _P(check_positive("L", L), check_nonneg("C", C), check_nonneg("D", D),
@@ -59,7 +52,8 @@ def _params(L, C, D, sigma, delta, n, S, Q, T, delta_positive=True) -> _P:
               n, int(S), check_int("local_steps (Q)", Q), check_int("rounds (T)", T), I_S)
 
 
-def _limit_terms(p: _P) -> tuple[float, float, float]:
+def limit_terms(p: _P) -> tuple[float, float, float]:
+    """The three terms of the minimum in (20): stability, sampling, cubic."""
     stab = 1.0 / (8.0 * p.Q * (p.L + p.C))
     denom = 4.0 * p.T * p.Q**2 * p.L * (2.0 * p.L * p.I + p.C / p.Q)
     samp = math.sqrt(p.S / denom) if denom > 0 else math.inf
@@ -88,8 +82,8 @@ def theorem2_stepsize_limit(L, C, n, S, Q, T) -> float:
 
     Reference: eq. (20).
     """
-    p = _params(L, C, 0.0, 0.0, 0.0, n, S, Q, T, delta_positive=False)
-    return min(_limit_terms(p))
+    p = validated_params(L, C, 0.0, 0.0, 0.0, n, S, Q, T, delta_positive=False)
+    return min(limit_terms(p))
 
 
 def theorem2_stepsize(L, C, D, sigma_f_star, delta_f, n, S, Q, T) -> float:
@@ -115,10 +109,11 @@ def theorem2_stepsize(L, C, D, sigma_f_star, delta_f, n, S, Q, T) -> float:
 
     Reference: eq. (22)-(23).
     """
-    p = _params(L, C, D, sigma_f_star, delta_f, n, S, Q, T)
+    p = validated_params(L, C, D, sigma_f_star, delta_f, n, S, Q, T)
     a = math.sqrt(p.L * p.Q * p.T * (p.D + 2 * p.C * p.sigma + 4 * p.L * p.Q * p.I * p.sigma)
                   / (3.0 * p.S * p.delta))
-    b = (p.Q**3 * p.L**2 * p.T * (6 * (p.L + p.C) * p.sigma + p.D / p.Q) / (3.0 * p.delta)) ** (1 / 3)
+    Y = 6 * (p.L + p.C) * p.sigma + p.D / p.Q
+    b = (p.Q**3 * p.L**2 * p.T * Y / (3.0 * p.delta)) ** (1 / 3)
     beta = (8.0 * p.Q * (p.L + p.C)
             + math.sqrt(4.0 * p.T * p.Q**2 * p.L * (2 * p.L * p.I + p.C / p.Q) / p.S)
             + (24.0 * p.Q**3 * p.L**2 * (p.L + p.C) * p.T) ** (1 / 3))
@@ -159,10 +154,10 @@ def theorem2_bound(alpha, L, C, D, sigma_f_star, delta_f, n, S, Q, T, *,
 
     Reference: eq. (21); Appendix G.
     """
-    p = _params(L, C, D, sigma_f_star, delta_f, n, S, Q, T, delta_positive=False)
+    p = validated_params(L, C, D, sigma_f_star, delta_f, n, S, Q, T, delta_positive=False)
     alpha = check_positive("alpha", alpha)
     if check_stepsize:
-        limit = min(_limit_terms(p))
+        limit = min(limit_terms(p))
         if alpha > limit * (1 + 1e-12):
             raise ValueError(f"alpha ({alpha:g}) exceeds the limit (20) of Theorem 2 ({limit:g})")
     return float(sum(bound_terms(alpha, p).values()))
@@ -220,7 +215,7 @@ def theorem2_leading_terms(L, C, D, sigma_f_star, delta_f, n, S, Q, T) -> Theore
 
     Reference: eq. (24); Remarks 2-4.
     """
-    p = _params(L, C, D, sigma_f_star, delta_f, n, S, Q, T, delta_positive=False)
+    p = validated_params(L, C, D, sigma_f_star, delta_f, n, S, Q, T, delta_positive=False)
     L, d, s, C, D = p.L, p.delta, p.sigma, p.C, p.D
     noise = math.sqrt(L * d * (D + C * s + C * d) / (p.S * p.Q * p.T))
     sampling = L * (d + math.sqrt(d * s)) * math.sqrt(p.I / (p.S * p.T))
@@ -232,7 +227,7 @@ def theorem2_leading_terms(L, C, D, sigma_f_star, delta_f, n, S, Q, T) -> Theore
 
 
 def remark3_nu(L, C, D, sigma_f_star, delta_f) -> float:
-    """nu = (D + C (sigma + Delta)) / (L (sqrt(Delta) + sqrt(sigma))^2), Remark 3's noise-to-dissimilarity ratio.
+    """Remark 3's noise-to-dissimilarity ratio nu = (D + C (sigma + Delta)) / (L (sqrt Delta + sqrt sigma)^2).
 
     The sampling term of (24) dominates the noise term exactly when I_S >= nu / Q:
     L^2 (Delta + sqrt(Delta sigma))^2 I_S / (S T) >= L Delta (D + C sigma + C Delta)/(S Q T).
@@ -297,112 +292,3 @@ def remark3_sampling_dominates(nu, n, Q) -> SamplingRegime:
     top = min(n, math.floor(s_upper + 1e-12))
     values = tuple(range(1, top + 1))
     return SamplingRegime(nu, s_upper, values, not values)
-
-
-def theorem3_stepsize_limit(L, C, Q) -> float:
-    """1 / (8 Q (L + C)), the largest stepsize Lemma 8 and Theorem 3 allow in any round.
-
-    Example:
-      >>> import fedjax_abc as fa
-      >>> fa.theory.theorem3_stepsize_limit(1.0, 1.0, 10)
-      0.00625
-
-    Reference: Lemma 8; Theorem 3.
-    """
-    return 1.0 / (8.0 * check_int("local_steps (Q)", Q) * (check_positive("L", L)
-                                                             + check_nonneg("C", C)))
-
-
-def diminishing_stepsize(alpha0, p) -> Callable:
-    """The schedule alpha_t = alpha0 / (t + 1)^p, p in (1/2, 1], for Theorem 3.
-
-    sum_t alpha_t = inf (p <= 1) and sum_t alpha_t^2 < inf (p > 1/2). A jax-traceable
-    ``t -> alpha_t``, usable as ``fa.simulate(..., stepsize=schedule)``.
-
-    Args:
-      alpha0: alpha_0 > 0 (Theorem 3 needs alpha0 <= 1/(8 Q (L + C))).
-      p: the decay exponent, 1/2 < p <= 1.
-
-    Returns:
-      The schedule.
-
-    Example:
-      >>> import fedjax_abc as fa
-      >>> sched = fa.theory.diminishing_stepsize(0.01, 1.0)
-      >>> float(sched(0)), float(sched(3))
-      (0.01, 0.0025)
-
-    Reference: Theorem 3.
-    """
-    alpha0 = check_positive("alpha0", alpha0)
-    p = check_positive("p", p)
-    if not 0.5 < p <= 1.0:
-        raise ValueError(f"p ({p}) must be in (1/2, 1] for Theorem 3")
-
-    def schedule(t):
-        return alpha0 * (jnp.asarray(t, dtype=float) + 1.0) ** (-p)
-
-    return schedule
-
-
-class Theorem3ScheduleCheck(NamedTuple):
-    """A schedule checked over a finite horizon against Theorem 3.
-
-    Attributes:
-      holds: every alpha_t <= limit for t < horizon.
-      limit: 1 / (8 Q (L + C)).
-      max_stepsize: max_t alpha_t.
-      first_violation: first t with alpha_t > limit, or -1.
-      sum_stepsize, sum_stepsize_sq: partial sums of alpha_t and alpha_t^2 up to the horizon.
-      tail_exponent: -slope of log alpha_t against log(t + 1) over the second half of the
-        horizon (p for alpha0/(t+1)^p); NaN for horizon < 4.
-      tail_exponent_ok: 1/2 < tail_exponent <= 1 (within 1e-6): the finite-horizon proxy
-        for sum alpha_t = inf and sum alpha_t^2 < inf, which no finite horizon can prove.
-      horizon: number of rounds checked.
-    """
-
-    holds: bool
-    limit: float
-    max_stepsize: float
-    first_violation: int
-    sum_stepsize: float
-    sum_stepsize_sq: float
-    tail_exponent: float
-    tail_exponent_ok: bool
-    horizon: int
-
-
-def check_theorem3_schedule(schedule, L, C, Q, horizon) -> Theorem3ScheduleCheck:
-    """Checks alpha_t <= 1/(8 Q (L + C)) for t < horizon, and the decay of the schedule.
-
-    Args:
-      schedule: ``t -> alpha_t`` (e.g. :func:`diminishing_stepsize`), a number or an array
-        of ``horizon`` values (as ``fa.simulate`` accepts).
-      L, C, Q: smoothness, ABC constant, local steps.
-      horizon: number of rounds (>= 1).
-
-    Returns:
-      A :class:`Theorem3ScheduleCheck`.
-
-    Example:
-      >>> import fedjax_abc as fa
-      >>> s = fa.theory.diminishing_stepsize(0.00625, 0.75)
-      >>> c = fa.theory.check_theorem3_schedule(s, 1.0, 1.0, 10, 1000)
-      >>> c.holds, round(c.tail_exponent, 6)
-      (True, 0.75)
-
-    Reference: Theorem 3 (and Lemma 8).
-    """
-    limit = theorem3_stepsize_limit(L, C, Q)
-    horizon = check_int("horizon", horizon)
-    alphas = stepsize_array(schedule, horizon)
-    bad = alphas > limit * (1 + 1e-12)
-    first = int(np.argmax(bad)) if bad.any() else -1
-    exponent = math.nan
-    if horizon >= 4:
-        t = np.arange(horizon // 2, horizon)
-        exponent = -float(np.polyfit(np.log(t + 1.0), np.log(alphas[t]), 1)[0])
-    ok = bool(0.5 < exponent <= 1.0 + 1e-6) if math.isfinite(exponent) else False
-    return Theorem3ScheduleCheck(not bad.any(), limit, float(alphas.max()), first,
-                                 float(alphas.sum()), float(np.sum(alphas**2)), exponent, ok,
-                                 horizon)

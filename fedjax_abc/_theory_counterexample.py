@@ -57,7 +57,7 @@ class Theorem1Values(NamedTuple):
 
 
 def theorem1_x_k(k) -> np.ndarray:
-    """x_k = sqrt((2 k pi)^4 - 1), where r(x_k) = (2 k pi)^2 and the BGD left-hand side >= (k pi)^2/8.
+    """x_k = sqrt((2 k pi)^4 - 1): r(x_k) = (2 k pi)^2 and the BGD left-hand side is >= (k pi)^2/8.
 
     Args:
       k: an integer >= 1 or an array of them.
@@ -107,15 +107,15 @@ def theorem1_values(ks: Sequence[int] = (1, 2, 3, 4, 5), domain=(-1.0e4, 1.0e4),
 
     Reference: Theorem 1 and its proof (Section II-C).
     """
+    ks = tuple(check_int("k", k, 1) for k in ks)
+    if not ks:
+        raise ValueError("ks must name at least one k >= 1")
     if problem is None:
         from fedjax_abc.problems import bgd_counterexample
 
         problem = bgd_counterexample()
     if problem.num_clients != 2 or problem.dim != 1:
         raise ValueError("theorem1_values needs Theorem 1's problem (n = 2, d = 1)")
-    ks = tuple(check_int("k", k, 1) for k in ks)
-    if not ks:
-        raise ValueError("ks must name at least one k >= 1")
     problem = problem.astype(jnp.float64)
     xs = as_points(domain, num_points, 1)[:, 0]
     grid_fn, point_fn = _second_derivatives(problem)

@@ -2,7 +2,8 @@
 
 A *domain* is where a "for all x" of the paper (eq. 3, 4, 12) is checked numerically:
 either ``(lo, hi)`` for a 1-D problem, evaluated on ``num_points`` equispaced points, or an
-explicit array of points of shape (K, d) for any d. Local values f_i(x) and exact gradients
+explicit array of points of shape (K, d) for any d (two numbers are always an interval; give
+two explicit 1-D points with shape (2, 1)). Local values f_i(x) and exact gradients
 grad f_i(x) (closed form or autodiff, never finite differences) are computed in float64,
 ``vmap``-ed over the points in batches.
 """

@@ -1,4 +1,4 @@
-"""Heterogeneity: sigma_f* (eq. 11), the sampling factor I_S (eq. 10), BGD (eq. 3), Lemma 1 (eq. 12).
+"""Heterogeneity: sigma_f* (eq. 11), sampling factor I_S (eq. 10), BGD (eq. 3), Lemma 1 (eq. 12).
 
 Reference: "On Federated Averaging with Partial Participation under a General Variance
 Condition", Section II-C and Section IV-B (Table II: the optimized BGD sum zeta^2 + psi^2).
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import jax.numpy as jnp
 import numpy as np
 from scipy import optimize
 
@@ -127,13 +126,36 @@ def _solve_lp(cost, a_ub, b_ub):
     return np.maximum(np.asarray(res.x, np.float64), 0.0)
 
 
+def _upper_hull(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Indices of the vertices of the upper convex hull of the points (x_k, y_k).
+
+    An affine function u + v x lies above every point iff it lies above these vertices, so
+    the linear programs below need only them (an exact reduction; Andrew's monotone chain).
+    """
+    order = np.lexsort((y, x))
+    last = np.append(x[order][1:] != x[order][:-1], True)  # highest y for each distinct x
+    order = order[last]
+    hull: list[int] = []
+    for k in order:
+        while len(hull) >= 2:
+            i, j = hull[-2], hull[-1]
+            if (x[j] - x[i]) * (y[k] - y[i]) - (y[j] - y[i]) * (x[k] - x[i]) >= 0:
+                hull.pop()
+            else:
+                break
+        hull.append(int(k))
+    return np.asarray(hull, dtype=np.int64)
+
+
 def min_sum_then_first(lhs: np.ndarray, coef: np.ndarray, weights=(1.0, 1.0),
                        tie_break: int = 0) -> np.ndarray:
     """Smallest w.(u, v) over u, v >= 0 with u + v coef_k >= lhs_k for all k.
 
     Two ``scipy.optimize.linprog`` (HiGHS) solves: the optimal value, then, among the (u, v)
     within 1e-12 relative of it, the one with the smallest u (``tie_break=0``) or v (1);
-    u is then set to the exact smallest feasible value for that v. Constraints with lhs_k <= 0 hold for all u, v >= 0 and are dropped.
+    u is then set to the exact smallest feasible value for that v. Constraints with
+    lhs_k <= 0 hold for all u, v >= 0 and are dropped, and only the upper convex hull of the
+    points (coef_k, lhs_k) is passed to the solver (an exact reduction).
 
     Returns:
       (u, v) as a float64 array of shape (2,).
@@ -141,8 +163,9 @@ def min_sum_then_first(lhs: np.ndarray, coef: np.ndarray, weights=(1.0, 1.0),
     keep = lhs > 0
     if not np.any(keep):
         return np.zeros(2)
-    a_ub = -np.stack([np.ones(keep.sum()), coef[keep]], axis=1)
-    b_ub = -lhs[keep]
+    hull = _upper_hull(coef[keep], lhs[keep])
+    a_ub = -np.stack([np.ones(hull.size), coef[keep][hull]], axis=1)
+    b_ub = -lhs[keep][hull]
     w = np.asarray(weights, np.float64)
     first = _solve_lp(w, a_ub, b_ub)
     best = float(w @ first)

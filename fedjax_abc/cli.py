@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "the quick value with --quick)")
     rep.add_argument("--rounds", type=_positive_int, default=None, metavar="T",
                      help="communication rounds (default: the paper's T of each experiment: "
-                          "50000 for fig1/table2, 100000 for fig3)")
+                          "50000 for fig1/table2, 100000 for fig3, 10000 for thm2/thm3)")
     rep.add_argument("--seed", type=_seed, default=0, metavar="K",
                      help="base seed; each run's key is jax.random.key(K) folded with the "
                           "experiment and its parameters")
@@ -146,6 +146,7 @@ def reproduce(args, argv: Sequence[str]) -> int:
         finally:
             progress.close()
         doc["config"]["wall_seconds"] = time.perf_counter() - start
+        doc["config"]["timings"] = progress.timings
         paths = write(doc, args.out)
         if not args.quiet:
             print(f"{name}: {time.perf_counter() - start:.1f} s, wrote "

@@ -35,16 +35,12 @@ from fedjax_abc._theory_abc import (
 from fedjax_abc._theory_bounds import (
     SamplingRegime,
     Theorem2LeadingTerms,
-    Theorem3ScheduleCheck,
-    check_theorem3_schedule,
-    diminishing_stepsize,
     remark3_nu,
     remark3_sampling_dominates,
     theorem2_bound,
     theorem2_leading_terms,
     theorem2_stepsize,
     theorem2_stepsize_limit,
-    theorem3_stepsize_limit,
 )
 from fedjax_abc._theory_check import theorem2_check, theorem3_check
 from fedjax_abc._theory_counterexample import Theorem1Values, theorem1_values, theorem1_x_k
@@ -58,6 +54,12 @@ from fedjax_abc._theory_heterogeneity import (
     lemma1_slack,
     sampling_factor,
     sigma_f_star,
+)
+from fedjax_abc._theory_theorem3 import (
+    Theorem3ScheduleCheck,
+    check_theorem3_schedule,
+    diminishing_stepsize,
+    theorem3_stepsize_limit,
 )
 
 __all__ = [

@@ -44,8 +44,10 @@ def test_one_round_by_hand():
 def test_local_run_by_hand():
     """fa.local_run of each client (eq. 5) with the exact oracle gives the hand-computed x^Q."""
     p = three_hubers()
+    oracle = fa.ExactOracle()
+    noise = oracle.noise(jax.random.key(3), (2, 1), jax.numpy.float64)  # Q = 2 steps, d = 1
     for i, expected in LOCAL_MODELS_ROUND1.items():
-        xq = fa.local_run(p, fa.ExactOracle(), i, jax.numpy.asarray([0.5]), 0.5, jax.random.key(3), 2)
+        xq = fa.local_run(p, oracle, i, jax.numpy.asarray([0.5]), 0.5, noise)
         np.testing.assert_allclose(np.asarray(xq), [expected], rtol=1e-15, atol=1e-16)
 
 

@@ -122,3 +122,27 @@ def test_other_samplers_match_numpy(name):
                                 stepsizes=np.full(T, ALPHA), trials=TRIALS,
                                 rng=np.random.default_rng(6))
     ref.assert_same_distribution(res.x_final[:, 0], x_ref[:, 0], what=name)
+
+
+# ------------------------------------------------------------- larger runs (pytest -m slow)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which,S", [("softplus_huber", 1), ("softplus_huber", 8), ("softplus_huber", 16),
+                                     ("huber_offsets", 4), ("huber_offsets", 40)])
+def test_paper_sizes_match_numpy_with_many_trials(which, S):
+    """20000 trials at the paper's n (16 for (25), 40 for (27)) and Q = 10; mean and variance within 4 se."""
+    trials, T, Qp, alpha = 20000, 30, 10, 0.02
+    if which == "softplus_huber":
+        p = fa.problems.softplus_huber()
+        prob = ref.SoftplusHuber(16)
+        x0 = float(p.x_star[0]) + 3.0
+    else:
+        p = fa.problems.huber_offsets(jax.random.key(11), n=40, d_max=20.0)
+        prob = ref.HuberOffsets(np.asarray(p.params).reshape(-1))
+        x0 = float(p.x_star[0]) + 10.0
+    res = fa.simulate(p, num_sampled=S, local_steps=Qp, stepsize=alpha, rounds=T, x0=x0, trials=trials,
+                      key=jax.random.key(500 + S), record_every=T, mode="gather")
+    x_ref = ref.fedavg(prob, x0, S=S, Q=Qp, stepsizes=np.full(T, alpha), trials=trials,
+                       rng=np.random.default_rng(600 + S))
+    ref.assert_same_distribution(res.x_final[:, 0], x_ref[:, 0], what=f"{which}, S={S}")

@@ -1,0 +1,209 @@
+"""Statistical checks of the paper's qualitative claims, and run-time estimates.
+
+Every verdict the report prints comes from a function here applied to the JSON results:
+differences in units of their standard error, orderings with significance, weighted fits.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional, Sequence
+
+import numpy as np
+
+Z95 = 1.959963984540054
+
+
+def z_diff(m1: float, se1: float, m2: float, se2: float) -> float:
+    """(m1 - m2) / sqrt(se1^2 + se2^2) for two independent means."""
+    den = math.sqrt((se1 or 0.0) ** 2 + (se2 or 0.0) ** 2)
+    if den == 0:
+        return math.copysign(math.inf, m1 - m2) if m1 != m2 else 0.0
+    return (m1 - m2) / den
+
+
+class Ordering(NamedTuple):
+    """Whether means are ordered as claimed, pair by consecutive pair.
+
+    Attributes:
+      verdict: "yes" (every step in the claimed direction and significant at 95%),
+        "direction only" (every step in the claimed direction, some not significant),
+        "no" (some step reversed, none significantly), "contradicted" (some step
+        significantly reversed).
+      z: z-scores of the consecutive steps, signed so that > 0 is the claimed direction.
+      significant: how many steps exceed 1.96 in the claimed direction.
+      reversed: how many steps go the other way; reversed_significant: of them beyond 1.96.
+    """
+
+    verdict: str
+    z: list
+    significant: int
+    reversed: int
+    reversed_significant: int
+
+
+def ordering(means: Sequence[float], ses: Sequence[float], increasing: bool) -> Ordering:
+    """Checks that ``means`` increase (or decrease) along the sequence."""
+    z = []
+    for (m1, s1), (m2, s2) in zip(zip(means, ses), zip(means[1:], ses[1:])):
+        step = z_diff(m2, s2, m1, s1)
+        z.append(step if increasing else -step)
+    sig = sum(v > Z95 for v in z)
+    rev = sum(v < 0 for v in z)
+    rev_sig = sum(v < -Z95 for v in z)
+    if rev_sig:
+        verdict = "contradicted"
+    elif rev:
+        verdict = "no"
+    elif sig == len(z):
+        verdict = "yes"
+    else:
+        verdict = "direction only"
+    return Ordering(verdict, z, sig, rev, rev_sig)
+
+
+class LogSlope(NamedTuple):
+    slope: float
+    stderr: float
+    points: int
+
+
+def log_slope(x: Sequence[float], y: Sequence[float], se: Sequence[float]) -> LogSlope:
+    """Weighted least-squares slope of log y on log x (weights from se / y, delta method)."""
+    x, y, se = (np.asarray(v, dtype=float) for v in (x, y, se))
+    ok = (x > 0) & (y > 0) & np.isfinite(y) & np.isfinite(se)
+    if ok.sum() < 3:
+        return LogSlope(math.nan, math.nan, int(ok.sum()))
+    lx, ly = np.log(x[ok]), np.log(y[ok])
+    sly = np.maximum(se[ok] / y[ok], 1e-12)
+    w = 1.0 / sly ** 2
+    X = np.stack([np.ones_like(lx), lx], 1)
+    cov = np.linalg.inv(X.T @ (w[:, None] * X))
+    beta = cov @ (X.T @ (w * ly))
+    resid = ly - X @ beta
+    dof = ok.sum() - 2
+    scale = max(1.0, float(np.sum(w * resid ** 2)) / dof)  # inflate if the fit is poor
+    return LogSlope(float(beta[1]), float(math.sqrt(cov[1, 1] * scale)), int(ok.sum()))
+
+
+class TrendFit(NamedTuple):
+    """Weighted fit of y = a x^b for a fixed b: amplitude, chi^2, dof and its p-value."""
+
+    exponent: float
+    amplitude: float
+    chi2: float
+    dof: int
+    p_value: float
+
+
+def trend_fit(x: Sequence[float], y: Sequence[float], se: Sequence[float], exponent: float) -> TrendFit:
+    """Best amplitude a of y ~ a x^exponent by weighted least squares, and its chi^2 test."""
+    from scipy import stats
+
+    x, y, se = (np.asarray(v, dtype=float) for v in (x, y, se))
+    ok = np.isfinite(y) & np.isfinite(se) & (se > 0)
+    x, y, se = x[ok], y[ok], se[ok]
+    if len(y) < 2:
+        return TrendFit(exponent, math.nan, math.nan, 0, math.nan)
+    f = x ** exponent
+    w = 1.0 / se ** 2
+    a = float(np.sum(w * f * y) / np.sum(w * f * f))
+    chi2 = float(np.sum(w * (y - a * f) ** 2))
+    dof = int(len(y) - 1)
+    return TrendFit(exponent, a, chi2, dof, float(stats.chi2.sf(chi2, dof)) if dof > 0 else math.nan)
+
+
+def within_printed(ours: float, printed: float, decimals: int = 3) -> bool:
+    """Whether ``ours`` rounds (half up) to the paper's printed value."""
+    return abs(ours - printed) <= 0.5 * 10 ** -decimals + 1e-9
+
+
+# ----------------------------------------------------------------------------- run time
+
+
+def paper_runs(experiment: str) -> list[tuple[str, float]]:
+    """(run name, client-steps) of every run of an experiment at the paper's scale."""
+    from fedjax_abc import _repro_common as common
+    from fedjax_abc import _repro_fig1 as f1
+    from fedjax_abc import _repro_fig3 as f3
+    from fedjax_abc import _repro_table2 as t2
+    from fedjax_abc import _repro_theory as th
+
+    if experiment == "fig1":
+        P = f1.PAPER
+        return [(f"S={S}", common.work_units(P["n"], S, P["Q"], P["T"], P["R"])) for S in P["S"]]
+    if experiment == "table2":
+        P = t2.PAPER
+        runs = []
+        for d in P["d_max"]:
+            runs += [(f"Dmax={d:g} S={S}", common.work_units(P["n"], S, P["Q"], P["T"], P["R"]))
+                     for S in P["S"]]
+            runs.append((f"Dmax={d:g} noise-free",
+                         common.work_units(P["n"], P["n"], P["Q"], t2.NOISE_FREE_HORIZON * P["T"], 1)))
+        return runs
+    if experiment == "fig3":
+        P = f3.PAPER
+        return [(f"S={S} Q={Q}", common.work_units(P["n"], S, Q, P["T"], P["R"]))
+                for Q in P["Q"] for S in P["S"]]
+    if experiment in ("thm2", "thm3"):
+        T, R = th.THM_SCALE["T"], th.THM_SCALE["R"]
+        runs = []
+        for label, p, _, _, _, Q, Ss, _ in th._problems():
+            Ss = Ss if experiment == "thm2" else [min(Ss), p.num_clients]
+            runs += [(f"{label.split(',')[0]} S={S}", common.work_units(p.num_clients, S, Q, T, R))
+                     for S in Ss]
+        return runs
+    return []
+
+
+def _q_of(name: str) -> Optional[int]:
+    for part in name.split():
+        if part.startswith("Q="):
+            return int(part[2:])
+    return None
+
+
+def _alias(name: str) -> list[tuple[str, str]]:
+    """Runs of other experiments with the same shapes (thm2/thm3 report no steady rate)."""
+    if name.startswith("problem (25)-(26) S="):
+        return [("fig1", name.split()[-1])]
+    if name.startswith("problem (27) S="):
+        return [("table2", "Dmax=20 " + name.split()[-1])]
+    return []
+
+
+def estimate_paper_seconds(experiment: str, timings: Sequence[dict],
+                           others: Optional[dict] = None) -> Optional[float]:
+    """Seconds the experiment would take at the paper's scale, from a run's measured rates.
+
+    Each paper run takes its work over the steady rate (after compilation) of the measured
+    run of the same name (fig3: same S, nearest Q; thm2/thm3: the fig1/table2 run of the
+    same shapes in ``others``, {experiment: timings}, when they measured no steady rate),
+    plus the mean compilation overhead seen.
+    """
+    if not timings:
+        return None
+    others = others or {}
+    rates, overhead = {}, []
+    for t in timings:
+        rate = t.get("steady_rate")
+        for exp, run in ([] if rate else _alias(t["run"])):
+            rate = rate or next((o.get("steady_rate") for o in others.get(exp, [])
+                                 if o["run"] == run), None)
+        rate = rate or (t["work"] / t["seconds"] if t["seconds"] > 0 else None)
+        if rate:
+            rates[t["run"]] = rate
+            overhead.append(max(0.0, t["seconds"] - t["work"] / rate))
+    if not rates:
+        return None
+    fallback = float(np.median(list(rates.values())))
+    total = 0.0
+    for name, work in paper_runs(experiment):
+        rate = rates.get(name)
+        if rate is None and _q_of(name) is not None:
+            prefix = name.split(" Q=")[0]
+            cands = [(abs(math.log(_q_of(k) / _q_of(name))), r) for k, r in rates.items()
+                     if k.startswith(prefix + " Q=")]
+            rate = min(cands)[1] if cands else None
+        total += work / (rate or fallback) + (float(np.mean(overhead)) if overhead else 0.0)
+    return total

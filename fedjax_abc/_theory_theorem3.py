@@ -1,0 +1,138 @@
+"""Theorem 3: stepsizes alpha_t <= 1/(8 Q (L + C)) with sum alpha_t = inf, sum alpha_t^2 < inf.
+
+Reference: "On Federated Averaging with Partial Participation under a General Variance
+Condition", Theorem 3 (Section III) and Lemma 8 (the stepsize limit), Appendix H.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+from fedjax_abc._simulate import stepsize_array
+from fedjax_abc._theory_grid import check_int, check_nonneg, check_positive
+
+__all__ = [
+    "Theorem3ScheduleCheck",
+    "check_theorem3_schedule",
+    "diminishing_stepsize",
+    "theorem3_stepsize_limit",
+]
+
+
+def theorem3_stepsize_limit(L, C, Q) -> float:
+    """1 / (8 Q (L + C)), the largest stepsize Lemma 8 and Theorem 3 allow in any round.
+
+    Args:
+      L: smoothness (> 0). C: ABC constant (>= 0). Q: local steps (>= 1).
+
+    Returns:
+      The limit as a float.
+
+    Example:
+      >>> import fedjax_abc as fa
+      >>> fa.theory.theorem3_stepsize_limit(1.0, 1.0, 10)
+      0.00625
+
+    Reference: Lemma 8; Theorem 3.
+    """
+    return 1.0 / (8.0 * check_int("local_steps (Q)", Q) * (check_positive("L", L)
+                                                             + check_nonneg("C", C)))
+
+
+def diminishing_stepsize(alpha0, p) -> Callable:
+    """The schedule alpha_t = alpha0 / (t + 1)^p, p in (1/2, 1], for Theorem 3.
+
+    sum_t alpha_t = inf (p <= 1) and sum_t alpha_t^2 < inf (p > 1/2). A jax-traceable
+    ``t -> alpha_t``, usable as ``fa.simulate(..., stepsize=schedule)``.
+
+    Args:
+      alpha0: alpha_0 > 0 (Theorem 3 needs alpha0 <= 1/(8 Q (L + C))).
+      p: the decay exponent, 1/2 < p <= 1.
+
+    Returns:
+      The schedule.
+
+    Example:
+      >>> import fedjax_abc as fa
+      >>> sched = fa.theory.diminishing_stepsize(0.01, 1.0)
+      >>> float(sched(0)), float(sched(3))
+      (0.01, 0.0025)
+
+    Reference: Theorem 3.
+    """
+    alpha0 = check_positive("alpha0", alpha0)
+    p = check_positive("p", p)
+    if not 0.5 < p <= 1.0:
+        raise ValueError(f"p ({p}) must be in (1/2, 1] for Theorem 3")
+
+    def schedule(t):
+        return alpha0 * (jnp.asarray(t, dtype=float) + 1.0) ** (-p)
+
+    return schedule
+
+
+class Theorem3ScheduleCheck(NamedTuple):
+    """A schedule checked over a finite horizon against Theorem 3.
+
+    Attributes:
+      holds: every alpha_t <= limit for t < horizon.
+      limit: 1 / (8 Q (L + C)).
+      max_stepsize: max_t alpha_t.
+      first_violation: first t with alpha_t > limit, or -1.
+      sum_stepsize, sum_stepsize_sq: partial sums of alpha_t and alpha_t^2 up to the horizon.
+      tail_exponent: -slope of log alpha_t against log(t + 1) over the second half of the
+        horizon (p for alpha0/(t+1)^p); NaN for horizon < 4.
+      tail_exponent_ok: 1/2 < tail_exponent <= 1 (within 1e-6): the finite-horizon proxy
+        for sum alpha_t = inf and sum alpha_t^2 < inf, which no finite horizon can prove.
+      horizon: number of rounds checked.
+    """
+
+    holds: bool
+    limit: float
+    max_stepsize: float
+    first_violation: int
+    sum_stepsize: float
+    sum_stepsize_sq: float
+    tail_exponent: float
+    tail_exponent_ok: bool
+    horizon: int
+
+
+def check_theorem3_schedule(schedule, L, C, Q, horizon) -> Theorem3ScheduleCheck:
+    """Checks alpha_t <= 1/(8 Q (L + C)) for t < horizon, and the decay of the schedule.
+
+    Args:
+      schedule: ``t -> alpha_t`` (e.g. :func:`diminishing_stepsize`), a number or an array
+        of ``horizon`` values (as ``fa.simulate`` accepts).
+      L, C, Q: smoothness, ABC constant, local steps.
+      horizon: number of rounds (>= 1).
+
+    Returns:
+      A :class:`Theorem3ScheduleCheck`.
+
+    Example:
+      >>> import fedjax_abc as fa
+      >>> s = fa.theory.diminishing_stepsize(0.00625, 0.75)
+      >>> c = fa.theory.check_theorem3_schedule(s, 1.0, 1.0, 10, 1000)
+      >>> c.holds, round(c.tail_exponent, 6)
+      (True, 0.75)
+
+    Reference: Theorem 3 (and Lemma 8).
+    """
+    limit = theorem3_stepsize_limit(L, C, Q)
+    horizon = check_int("horizon", horizon)
+    alphas = stepsize_array(schedule, horizon)
+    bad = alphas > limit * (1 + 1e-12)
+    first = int(np.argmax(bad)) if bad.any() else -1
+    exponent = math.nan
+    if horizon >= 4:
+        t = np.arange(horizon // 2, horizon)
+        exponent = -float(np.polyfit(np.log(t + 1.0), np.log(alphas[t]), 1)[0])
+    ok = bool(0.5 < exponent <= 1.0 + 1e-6) if math.isfinite(exponent) else False
+    return Theorem3ScheduleCheck(not bad.any(), limit, float(alphas.max()), first,
+                                 float(alphas.sum()), float(np.sum(alphas**2)), exponent, ok,
+                                 horizon)

@@ -1,0 +1,133 @@
+"""The benchmark baselines and runner: numerical contracts, no timing assertions.
+
+- The independent baselines (``benchmarks/baselines``) agree in distribution with
+  ``fedjax_abc.simulate``: the mean over >= 300 trials of the last iterate x_T (each
+  coordinate) and of the gap f(x_T) - f* lie within 4 standard errors of the package's.
+- ``benchmarks/run.py --quick`` runs end to end and writes valid JSON that
+  ``benchmarks/report.py`` renders.
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
+
+import fedjax_abc as fa  # noqa: E402
+from benchmarks import baselines  # noqa: E402
+from benchmarks.baselines import HuberOffsets, Quadratics, SoftplusHuber  # noqa: E402
+
+TRIALS = 400
+Z = 4.0
+
+
+def _huber():
+    p = fa.problems.huber_offsets(jax.random.key(0), n=10, d_max=20.0)
+    base = HuberOffsets(np.asarray(p.params))
+    return p, base, dict(num_sampled=3, local_steps=5, stepsize=1e-2, rounds=50,
+                         x0=np.asarray(p.x_star) + 10.0)
+
+
+def _softplus():
+    p = fa.problems.softplus_huber(16)
+    return p, SoftplusHuber(16), dict(num_sampled=4, local_steps=5, stepsize=2e-2, rounds=50,
+                                      x0=np.array([10.0]))
+
+
+def _quadratics():
+    p = fa.problems.quadratics(jax.random.key(3), n=5, d=3)
+    a, c = p.params
+    base = Quadratics(np.asarray(a), np.asarray(c), C=float(p.oracle.C), D=float(p.oracle.D))
+    return p, base, dict(num_sampled=2, local_steps=3, stepsize=5e-2, rounds=30,
+                         x0=np.asarray(p.x_star) + 1.0)
+
+
+def _mean_se(v):
+    v = np.asarray(v, dtype=np.float64)
+    return v.mean(axis=0), v.std(axis=0, ddof=1) / math.sqrt(v.shape[0])
+
+
+@pytest.mark.parametrize("build", [_huber, _softplus, _quadratics], ids=["eq27", "eq25", "quadratics"])
+def test_baselines_agree_with_package(build):
+    problem, base, kw = build()
+    res = fa.simulate(problem, trials=TRIALS, key=jax.random.key(11), record_x=False, **kw)
+    gap = jax.jit(jax.vmap(problem.gap))
+    runs = {
+        "numpy_all": baselines.numpy_all(base, trials=TRIALS, seed=21, **kw),
+        "numpy_sampled": baselines.numpy_sampled(base, trials=TRIALS, seed=22, **kw),
+        "jax_naive all": baselines.jax_naive(base, trials=TRIALS, key=jax.random.key(23),
+                                             mode="all", **kw),
+        "jax_naive sampled": baselines.jax_naive(base, trials=TRIALS, key=jax.random.key(24),
+                                                 mode="sampled", **kw),
+    }
+    ref = {"x_T": _mean_se(res.x_final), "gap": _mean_se(res.gap[:, -1])}
+    # the run must move: x_T differs from x_0 by many standard errors
+    assert np.all(np.abs(ref["x_T"][0] - kw["x0"]) > 10 * ref["x_T"][1])
+    for name, x in runs.items():
+        assert x.shape == res.x_final.shape and np.all(np.isfinite(x)), name
+        got = {"x_T": _mean_se(x), "gap": _mean_se(np.asarray(gap(x)))}
+        for stat in ("x_T", "gap"):
+            (m1, s1), (m2, s2) = ref[stat], got[stat]
+            z = np.abs(m1 - m2) / np.sqrt(s1**2 + s2**2)
+            assert np.all(z < Z), f"{name}, {stat}: package {m1} vs {m2}, {z} standard errors"
+
+
+def test_baselines_check_their_input():
+    p, base, kw = _huber()
+    kw = dict(kw, num_sampled=11)
+    with pytest.raises(ValueError, match="num_sampled"):
+        baselines.numpy_all(base, trials=2, **kw)
+    with pytest.raises(ValueError, match="num_sampled"):
+        baselines.jax_naive(base, trials=2, key=jax.random.key(0), **kw)
+
+
+def test_baselines_do_not_import_the_package():
+    code = ("import sys; import benchmarks.baselines as b; b.jax_naive; "
+            "import benchmarks.baselines.jax_impl, benchmarks.baselines.numpy_impl; "
+            "print('fedjax_abc' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=REPO), timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_runner_quick_end_to_end(tmp_path):
+    out_json = tmp_path / "bench.json"
+    proc = subprocess.run(
+        [sys.executable, os.path.join(REPO, "benchmarks", "run.py"), "--quick", "--only", "table2",
+         "--json", str(out_json)],
+        cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "virtual client-steps/s" in proc.stdout
+    doc = json.loads(out_json.read_text())
+    rows = doc["results"]
+    impls = {(r["impl"], r["mode"], r["dtype"]) for r in rows}
+    assert ("fedjax_abc", "mask", "float64") in impls and ("fedjax_abc", "gather", "float64") in impls
+    assert {"numpy_all", "numpy_sampled", "jax_naive"} <= {r["impl"] for r in rows}
+    for r in rows:
+        assert "error" not in r, r
+        assert r["finite"] and r["run_s"] > 0 and r["peak_run_mb"] > 0
+        steps = r["trials"] * r["Q"] * r["T"]
+        assert math.isclose(r["virtual_rate"], steps * r["n"] / r["run_s"], rel_tol=1e-9)
+        assert math.isclose(r["sampled_rate"], steps * r["S"] / r["run_s"], rel_tol=1e-9)
+        if r["impl"] == "fedjax_abc":
+            assert r["compile_s"] is not None and r["compiles_run"] == 0
+            assert r["ratio_numpy"] is not None and r["ratio_numpy"] > 0
+    names = [t["name"] for t in doc["targets"]]
+    assert any("8x numpy_all" in n for n in names) and any("20x mask" in n for n in names)
+    assert all(t["status"] in ("PASS", "FAIL", "not measured") for t in doc["targets"])
+    assert doc["machine"]["cpu_count"] >= 1
+
+    from benchmarks import report
+
+    text = report.render(doc)
+    assert "| workload | implementation |" in text and "## Targets" in text
+    assert text.count("\n| table2 |") == len(rows)

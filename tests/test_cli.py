@@ -1,0 +1,192 @@
+"""The ``fedjax-abc`` command end to end at a tiny scale, its options and its errors."""
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from fedjax_abc import _repro_common as common
+from fedjax_abc import cli
+
+PNG = b"\x89PNG\r\n\x1a\n"
+FILES = {
+    "fig1": ["fig1.json", "fig1.csv", "fig1.png"],
+    "table2": ["table2.json", "table2.csv", "fig2.png"],
+    "fig3": ["fig3.json", "fig3.csv", "fig3.png"],
+    "thm1": ["thm1.json", "thm1.csv", "thm1.png"],
+    "thm2": ["thm2.json", "thm2.csv", "thm2.png"],
+    "thm3": ["thm3.json", "thm3.csv", "thm3.png"],
+}
+TINY = ["--quick", "--trials", "3", "--rounds", "100", "--seed", "7", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    out = tmp_path_factory.mktemp("results")
+    assert cli.main(["reproduce", "all", *TINY, "--out", str(out)]) == 0
+    return out
+
+
+def _load(results, name):
+    with open(os.path.join(results, f"{name}.json")) as fh:
+        return json.load(fh)
+
+
+def test_all_files_written(results):
+    for files in FILES.values():
+        for f in files:
+            path = os.path.join(results, f)
+            assert os.path.getsize(path) > 0, f
+            if f.endswith(".png"):
+                with open(path, "rb") as fh:
+                    assert fh.read(8) == PNG
+                assert os.path.getsize(path) > 5000
+            if f.endswith(".csv"):
+                with open(path) as fh:
+                    rows = list(csv.reader(fh))
+                assert len(rows) >= 2 and all(len(r) == len(rows[0]) for r in rows)
+
+
+def _check_config(doc, name):
+    c = doc["config"]
+    for key in ("seed", "precision", "versions", "device", "rerun", "scale", "wall_seconds"):
+        assert key in c, (name, key)
+    assert c["seed"] == 7
+    assert c["versions"]["jax"] and c["device"]["backend"]
+    assert c["rerun"].startswith(f"fedjax-abc reproduce {name}")
+
+
+def test_fig1_schema(results):
+    doc = _load(results, "fig1")
+    _check_config(doc, "fig1")
+    assert doc["experiment"] == "fig1" and doc["S"] == [1, 4, 8, 16]
+    assert doc["config"]["trials"] == 3 and doc["config"]["rounds"] == 100
+    assert doc["config"]["Q"] == 5 and doc["config"]["alpha"] == 1e-3 and doc["config"]["x0"] == 10.0
+    assert doc["rounds"][0] == 0 and doc["rounds"][-1] == 100
+    for S in ("1", "4", "8", "16"):
+        assert len(doc["mean_gap"][S]) == len(doc["ci95_gap"][S]) == len(doc["rounds"])
+        assert set(doc["final_gap"][S]) == {"mean", "stderr"}
+        assert doc["final_gap"][S]["mean"] == pytest.approx(doc["mean_gap"][S][-1])
+
+
+def test_table2_schema(results):
+    doc = _load(results, "table2")
+    _check_config(doc, "table2")
+    assert doc["config"]["offsets_draw"]["seed"] == 42
+    assert [r["d_max"] for r in doc["rows"]] == [20.0, 50.0, 100.0, 200.0]
+    for r in doc["rows"]:
+        assert len(r["offsets"]) == 40 and r["offsets"][:2] == [0.0, 0.0]
+        assert set(r["gap"]) == {"4", "20", "40"}
+        for g in r["gap"].values():
+            assert set(g) == {"mean", "stderr"} and g["stderr"] >= 0
+        assert 0.9 < r["bgd_sum"] <= 1.0
+        assert r["noise_free"]["gap_at_T"] > 0
+    assert [round(r["sigma_f_star"], 3) for r in doc["rows"]] == [4.838, 12.809, 26.096, 52.675]
+
+
+def test_fig3_schema(results):
+    doc = _load(results, "fig3")
+    _check_config(doc, "fig3")
+    Q = doc["Q"]
+    assert Q == [3, 10, 30, 100]
+    for S in ("4", "40"):
+        assert len(doc["residual"][S]["mean"]) == len(doc["residual"][S]["ci95"]) == len(Q)
+    assert len(doc["D_Q"]["mean"]) == len(doc["D_Q"]["ci95"]) == len(Q)
+    k = doc["constants"]
+    c = np.sqrt(100) / (k["delta_f"] + np.sqrt(k["delta_f"] * k["sigma_f_star"])) / np.sqrt(k["I_S"])
+    expect = c * (2 * np.array(doc["residual"]["4"]["mean"])
+                  - np.sqrt(40) * np.array(doc["residual"]["40"]["mean"]))
+    np.testing.assert_allclose(doc["D_Q"]["mean"], expect, rtol=1e-10, atol=1e-14)
+
+
+def test_theorem_schemas(results):
+    t1 = _load(results, "thm1")
+    for key in ("L_bound", "max_abs_second_derivative", "sigma_f_star", "f1_star", "f2_star",
+                "x_k", "bgd_lhs"):
+        assert key in t1
+    assert t1["L_bound"] == 2.25 and t1["max_abs_second_derivative"] <= 2.25
+    t2 = _load(results, "thm2")
+    assert len(t2["checks"]) == 7 and all("bound" in c and "observed" in c for c in t2["checks"])
+    t3 = _load(results, "thm3")
+    assert len(t3["checks"]) == 4 and all(c["rounds"] == 100 for c in t3["checks"])
+
+
+def test_report_command(results, tmp_path):
+    out = tmp_path / "docs" / "reproduction.md"
+    assert cli.main(["report", "--results", str(results), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "Table II" in text and "Fig. 3" in text and "Theorem 2" in text
+    rel = os.path.relpath(os.path.join(results, "fig1.png"), out.parent)
+    assert f"]({rel})" in text
+
+
+def test_help_lists_every_option(capsys):
+    assert cli.main(["reproduce", "--help"]) == 0
+    text = capsys.readouterr().out
+    for opt in ("--trials", "--rounds", "--seed", "--out", "--quick", "--precision", "float32",
+                "fig1", "table2", "fig3", "thm1", "thm2", "thm3", "all"):
+        assert opt in text
+    assert cli.main(["report", "--help"]) == 0
+    assert "--results" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [
+    ["reproduce", "fig9"],
+    ["reproduce"],
+    ["frobnicate"],
+    ["reproduce", "fig1", "--trials", "0"],
+    ["reproduce", "fig1", "--trials", "1"],
+    ["reproduce", "fig1", "--trials", "many"],
+    ["reproduce", "fig1", "--rounds", "-5"],
+    ["reproduce", "fig1", "--seed", "-1"],
+    ["reproduce", "fig1", "--precision", "float16"],
+    ["reproduce", "fig1", "--bogus"],
+])
+def test_bad_options_one_line(argv, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith("fedjax-abc: error:")
+
+
+def test_runtime_errors_one_line(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert cli.main(["reproduce", "thm1", "--out", str(blocker / "sub"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert cli.main(["report", "--results", str(tmp_path / "missing")]) == 1
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_module_entry_point_bad_option():
+    proc = subprocess.run([sys.executable, "-m", "fedjax_abc", "reproduce", "fig1", "--rounds", "0"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_progress_line_reports_rounds_rate_and_time_left():
+    stream = io.StringIO()
+    progress = common.Progress("demo", stream=stream, interval=0.05)
+    progress.plan(200.0)
+    callback = progress.task("S=4", 100.0)
+    callback(10, 100, 0.1)
+    time.sleep(0.05)
+    callback(50, 100, 0.2)
+    time.sleep(0.2)
+    line = progress.line()
+    assert "demo [S=4] rounds 50/100" in line and "25.0%" in line
+    assert "client-steps/s" in line and "elapsed" in line and "left" in line
+    progress.finish_task()
+    progress.close("ok")
+    out = stream.getvalue()
+    assert "rounds 50/100" in out and out.rstrip().endswith("demo: done in 0:00 (ok)")
+    (timing,) = progress.timings
+    assert timing["run"] == "S=4" and timing["work"] == 100.0 and timing["steady_rate"] > 0

@@ -1,0 +1,186 @@
+"""Reproducibility contracts of simulate.
+
+- the same key gives the same numbers, bit for bit;
+- trial r's result does not depend on how many trials run beside it, nor on trial_chunk, nor
+  on progress reporting (which splits the rounds into segments);
+- ``mode="mask"`` (all n virtual trajectories) and ``mode="gather"`` (only the sampled
+  clients) give the same result for the same key, for every sampler;
+- a new key, stepsize, x0 or problem data of the same shapes compiles nothing.
+"""
+
+import contextlib
+
+import jax
+import numpy as np
+import pytest
+
+import fedjax_abc as fa
+
+
+def offsets_problem(n=8, seed=0):
+    return fa.problems.huber_offsets(jax.random.key(seed), n=n, d_max=10.0)
+
+
+def run(p, **kw):
+    base = dict(local_steps=3, stepsize=0.05, rounds=12, x0=p.x_star + 3.0, trials=6,
+                key=jax.random.key(0), record_every=4)
+    base.update(kw)
+    return fa.simulate(p, **base)
+
+
+def assert_same(a, b, exact=True):
+    for name in ("x_final", "gap", "grad_norm_sq", "x"):
+        u, v = getattr(a, name), getattr(b, name)
+        if exact:
+            np.testing.assert_array_equal(u, v, err_msg=name)
+        else:
+            np.testing.assert_allclose(u, v, rtol=1e-12, atol=0, err_msg=name)
+
+
+def test_same_key_same_numbers():
+    p = offsets_problem()
+    a = run(p, num_sampled=3)
+    b = run(p, num_sampled=3)
+    assert_same(a, b)
+    assert np.unique(a.x_final).size == a.trials  # the trials are not copies of each other
+
+
+def test_different_key_different_numbers():
+    p = offsets_problem()
+    a = run(p, num_sampled=3, key=jax.random.key(0))
+    b = run(p, num_sampled=3, key=jax.random.key(1))
+    assert np.all(a.x_final != b.x_final)
+
+
+def test_raw_key_data_is_the_same_key():
+    """A legacy uint32[2] key (jax.random.PRNGKey) means the same as the typed key."""
+    p = offsets_problem()
+    a = run(p, num_sampled=3, key=jax.random.key(4))
+    b = run(p, num_sampled=3, key=jax.random.PRNGKey(4))
+    assert_same(a, b)
+
+
+@pytest.mark.parametrize("mode", ["mask", "gather"])
+def test_trial_does_not_depend_on_its_neighbours(mode):
+    p = offsets_problem()
+    a = run(p, num_sampled=3, trials=3, mode=mode)
+    b = run(p, num_sampled=3, trials=10, mode=mode)
+    for name in ("x_final", "gap", "grad_norm_sq", "x"):
+        np.testing.assert_allclose(getattr(a, name), getattr(b, name)[:3], rtol=1e-12, atol=0, err_msg=name)
+
+
+def test_trial_chunk_gives_the_same_numbers():
+    p = offsets_problem()
+    a = run(p, num_sampled=3, trials=10)
+    b = run(p, num_sampled=3, trials=10, trial_chunk=4)
+    assert_same(a, b, exact=False)
+    assert b.x_final.shape == (10, 1)
+
+
+def test_progress_segments_give_the_same_numbers():
+    """progress splits the rounds into several compiled segments; the numbers do not change."""
+    p = offsets_problem()
+    seen = []
+    a = run(p, num_sampled=3, rounds=400, record_every=2)
+    b = run(p, num_sampled=3, rounds=400, record_every=2,
+            progress=lambda done, total, secs: seen.append((done, total)))
+    assert_same(a, b, exact=False)
+    assert len(seen) > 1 and seen[-1] == (400, 400)
+    assert all(d1 < d2 for (d1, _), (d2, _) in zip(seen, seen[1:]))
+
+
+def test_x0_per_trial():
+    """x0 of shape (trials, d): trial r starts from x0[r] (exact oracle, so x_T depends on x0 only)."""
+    p = offsets_problem()
+    starts = np.array([[-4.0], [1.0], [9.0]])
+    kw = dict(num_sampled=8, trials=3, oracle=fa.ExactOracle())
+    together = run(p, x0=starts, **kw)
+    np.testing.assert_array_equal(together.x[:, 0], starts)
+    assert np.unique(together.x_final).size == 3
+    for r in range(3):
+        alone = run(p, x0=starts[r], **kw)
+        np.testing.assert_allclose(together.x_final[r], alone.x_final[0], rtol=1e-13, atol=1e-14)
+
+
+def test_record_x_false_keeps_the_numbers():
+    p = offsets_problem()
+    a = run(p, num_sampled=3)
+    b = run(p, num_sampled=3, record_x=False)
+    assert b.x is None
+    np.testing.assert_array_equal(a.x_final, b.x_final)
+    np.testing.assert_array_equal(a.gap, b.gap)
+    np.testing.assert_array_equal(a.grad_norm_sq, b.grad_norm_sq)
+
+
+def test_float32_is_close_to_float64():
+    p = offsets_problem()
+    a = run(p, num_sampled=3)
+    b = run(p, num_sampled=3, dtype="float32")
+    np.testing.assert_allclose(b.x_final, a.x_final, rtol=1e-4, atol=1e-4)
+
+
+# ------------------------------------------------------------------------ mask == gather
+
+
+SAMPLERS = {
+    "uniform_S_lt_n": lambda n: fa.UniformWithoutReplacement(3),
+    "uniform_S_eq_n": lambda n: fa.UniformWithoutReplacement(n),
+    "with_replacement": lambda n: fa.WithReplacement(4),
+    "bernoulli": lambda n: fa.Bernoulli(0.3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLERS))
+def test_mask_equals_gather(name):
+    p = offsets_problem()
+    sampler = SAMPLERS[name](p.num_clients)
+    a = run(p, sampler=sampler, mode="mask")
+    b = run(p, sampler=sampler, mode="gather")
+    assert_same(a, b)
+    assert np.unique(a.x_final).size > 1
+
+
+def test_mask_equals_gather_gaussian_oracle_in_3d():
+    p = fa.problems.quadratics(jax.random.key(1), n=6, d=3)
+    kw = dict(num_sampled=2, local_steps=3, stepsize=0.1, rounds=10, x0=np.ones(3), trials=4,
+              key=jax.random.key(2))
+    assert_same(fa.simulate(p, mode="mask", **kw), fa.simulate(p, mode="gather", **kw))
+
+
+# --------------------------------------------------------------------- no recompilation
+
+
+@contextlib.contextmanager
+def count_compilations():
+    """Counts JAX tracing-for-jit and backend compilation events inside the block."""
+    events = []
+
+    def listener(name, *args, **kwargs):
+        if name in ("/jax/core/compile/backend_compile_duration", "/jax/core/compile/jaxpr_trace_duration"):
+            events.append(name)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield events
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+
+
+def test_new_key_stepsize_x0_or_data_compiles_nothing():
+    # a shape configuration no other test uses (n = 11, Q = 4, T = 15, 5 trials, k = 5)
+    n, kw = 11, dict(num_sampled=4, local_steps=4, rounds=15, trials=5, record_every=5)
+    p = offsets_problem(n=n)
+    keys = [jax.random.key(s) for s in range(3)]
+    x0 = np.asarray(p.x_star) + 2.0
+    with count_compilations() as first:
+        a = fa.simulate(p, stepsize=0.05, x0=x0, key=keys[0], **kw)
+    assert first, "the listener saw no compilation of a fresh configuration"
+    q = offsets_problem(n=n, seed=5)  # other offsets, same shapes
+    with count_compilations() as later:
+        b = fa.simulate(p, stepsize=0.05, x0=x0, key=keys[1], **kw)
+        c = fa.simulate(p, stepsize=0.02, x0=x0 - 1.0, key=keys[2], **kw)
+        d = fa.simulate(q, stepsize=np.linspace(0.05, 0.01, 15), x0=np.asarray(q.x_star) + 1.0,
+                        key=keys[0], **kw)
+    assert later == [], f"recompiled: {later}"
+    assert np.all(a.x_final != b.x_final) and np.all(a.x_final != c.x_final)
+    assert np.all(a.x_final != d.x_final)
