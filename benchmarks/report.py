@@ -126,10 +126,19 @@ def machine_section(m) -> str:
         f"- memory: {m.get('mem_total_gb')} GB; platform: {m.get('platform')}",
         f"- Python {m.get('python')}, jax {m.get('jax')}, jaxlib {m.get('jaxlib')}, "
         f"numpy {m.get('numpy')}, equinox {m.get('equinox')}, fedjax_abc {m.get('fedjax_abc')}",
+        f"- fedjax_abc at commit {_git(m.get('git'))}"
+        + ("" if m.get("git_end") == m.get("git") else
+           f" at the start, {_git(m.get('git_end'))} at the end (changed during the run)"),
         f"- run on {m.get('date')}, {m.get('total_s', 0):.0f} s in all; load average (1, 5, 15 "
         f"min) {_load(m.get('loadavg_start'))} at the start, {_load(m.get('loadavg_end'))} at the end",
     ]
     return "\n".join(lines)
+
+
+def _git(g):
+    if not g:
+        return "unknown"
+    return g["commit"] + (" with local changes to fedjax_abc/" if g["package_modified"] else "")
 
 
 def _load(v):
@@ -158,7 +167,8 @@ cases measured in the same run are comparable.
 
 - Every case runs in its own subprocess. The first call (key 1) compiles and runs; the
   second (key 2, a new key, which compiles nothing) is the **run s**. **compile s** is the
-  first call's time minus the second's.
+  first call's time minus the second's. A run shorter than 0.5 s is timed again with new
+  keys (at most 10 calls) and the fastest call is reported.
 - **virtual client-steps/s** = trials x n x Q x T / run s, counting all n clients as the
   mask formulation does, whatever a mode computes; **sampled client-steps/s** = trials x S
   x Q x T / run s. For the d-dimensional workload one client-step updates all d = 100

@@ -65,12 +65,27 @@ def machine_info() -> dict:
         info["sockets"] = fields.get("Socket(s)")
     except (OSError, subprocess.SubprocessError):
         info["cpu_model"] = platform.processor() or None
+    info["git"] = git_state()
     try:
         with open("/proc/meminfo") as f:
             info["mem_total_gb"] = round(int(f.readline().split()[1]) / 2**20, 1)
     except OSError:
         pass
     return info
+
+
+def git_state() -> dict | None:
+    """The checked-out commit and whether fedjax_abc/ differs from it (read-only git calls)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                              text=True, timeout=10)
+        dirty = subprocess.run(["git", "--no-optional-locks", "status", "--porcelain", "--",
+                                "fedjax_abc"], cwd=REPO, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if head.returncode != 0:
+        return None
+    return {"commit": head.stdout.strip(), "package_modified": bool(dirty.stdout.strip())}
 
 
 def run_case(case: dict, timeout: float) -> dict:
@@ -243,6 +258,10 @@ def main(argv=None):
             print(f"{what}: run {row['run_s']:.3f} s, {row['virtual_rate']:.3g} virtual steps/s",
                   file=sys.stderr, flush=True)
     info["loadavg_end"] = os.getloadavg()
+    info["git_end"] = git_state()
+    if info["git_end"] != info["git"]:
+        print(f"warning: the package changed during the run: {info['git']} -> {info['git_end']}",
+              file=sys.stderr)
     info["total_s"] = time.perf_counter() - t0
     add_ratios(rows)
     targets, mem = evaluate_targets(rows)

@@ -8,11 +8,12 @@
 - :func:`run_rounds`: rounds t0, ..., t0 + K - 1 of one trial, a ``lax.scan``.
 
 Randomness (counter based). Round t of a trial has the key ``fold_in(trial_key, t)``;
-from its data k_t every stream is one Threefry-2x32 hash of a counter pair:
-stream 0 feeds the sampler, stream i + 1 feeds client i (counters (i + 1, j) give its
-words 2j, 2j + 1). A client's noise is a function of (trial key, t, i) alone: it does not
+from its data k_t, the Threefry-2x32 hash of the counter pair (s, j) gives words 2j and
+2j + 1 of stream s. Stream 0 feeds the sampler; stream 1 is cut into consecutive pieces of
+W words, piece i being client i's (W = what the oracle asks for Q steps, 1 word for up to
+32 sign flips). A client's noise is a function of (trial key, t, i) alone: it does not
 depend on the mode or on which other clients were sampled, so ``mask`` and ``gather``
-modes give the same result, and computing a client's noise costs one hash per 64 bits.
+modes give the same result, and a round costs about n W / 2 hashes in ``mask`` mode.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from jax.extend.random import threefry_2x32
 from jaxtyping import Array
 
 __all__ = ["client_noise", "fedavg_round", "local_run", "round_key_data", "run_rounds",
-           "sampler_key", "stream_words", "streams_words"]
+           "sampler_key", "stream_words", "client_words", "all_client_words"]
 
 MODES = ("mask", "gather")
 
@@ -33,31 +34,49 @@ def round_key_data(trial_key: Array, t) -> Array:
     return jax.random.key_data(jax.random.fold_in(trial_key, t))
 
 
+def _hash(key_data: Array, hi: Array, lo: Array) -> Array:
+    """Threefry-2x32 of the counter pairs (hi_j, lo_j): words 2j, 2j + 1 of the stream."""
+    out = threefry_2x32(key_data, jnp.concatenate([hi, lo]))
+    m = hi.shape[0]
+    return jnp.stack([out[:m], out[m:]], axis=-1).reshape(-1)
+
+
 def stream_words(key_data: Array, stream, num_words: int) -> Array:
-    """``num_words`` uint32 words of counter stream ``stream`` under key data k_t."""
+    """Words 0 .. num_words - 1 of counter stream ``stream`` under key data k_t."""
     blocks = (num_words + 1) // 2
     if blocks == 0:
         return jnp.zeros((0,), jnp.uint32)
     hi = jnp.full((blocks,), stream, jnp.uint32)
-    lo = jnp.arange(blocks, dtype=jnp.uint32)
-    return threefry_2x32(key_data, jnp.concatenate([hi, lo]))[:num_words]
+    return _hash(key_data, hi, jnp.arange(blocks, dtype=jnp.uint32))[:num_words]
 
 
-def streams_words(key_data: Array, streams: Array, num_words: int) -> Array:
-    """``stream_words`` for many streams at once, shape (len(streams), num_words).
+def client_words(key_data: Array, clients: Array, num_words: int) -> Array:
+    """The round's random words of the given clients, shape (len(clients), W).
 
-    One flat hash call over all counter pairs: the same words as calling
-    :func:`stream_words` per stream, computed in one vectorised pass.
+    Client i owns words i W .. i W + W - 1 of the client stream (stream 1), so two clients
+    can share one 64-bit hash. For all n clients in order, the whole stream
+    is hashed in one pass (:func:`all_client_words`); here each client hashes only the
+    blocks holding its words. Both give the same words.
     """
-    blocks = (num_words + 1) // 2
-    m = streams.shape[0]
-    if blocks == 0:
+    W, m = num_words, clients.shape[0]
+    if W == 0:
         return jnp.zeros((m, 0), jnp.uint32)
-    hi = jnp.repeat(streams.astype(jnp.uint32), blocks)
-    lo = jnp.tile(jnp.arange(blocks, dtype=jnp.uint32), m)
-    out = threefry_2x32(key_data, jnp.concatenate([hi, lo]))
-    y0, y1 = out[: m * blocks].reshape(m, blocks), out[m * blocks:].reshape(m, blocks)
-    return jnp.concatenate([y0, y1], axis=1)[:, :num_words]
+    span = W // 2 + 1  # blocks that can hold W consecutive words
+    first = (clients.astype(jnp.uint32) * W) // 2
+    lo = (first[:, None] + jnp.arange(span, dtype=jnp.uint32)[None, :]).reshape(-1)
+    words = _hash(key_data, jnp.ones_like(lo), lo).reshape(m, 2 * span)
+    offset = (clients * W) % 2
+    return jax.vmap(lambda w, o: jax.lax.dynamic_slice(w, (o,), (W,)))(words, offset)
+
+
+def all_client_words(key_data: Array, num_words: int, num_clients: int) -> Array:
+    """:func:`client_words` of all n clients, hashing the stream once: shape (n, W)."""
+    W, n = num_words, num_clients
+    if W == 0:
+        return jnp.zeros((n, 0), jnp.uint32)
+    blocks = (n * W + 1) // 2
+    lo = jnp.arange(blocks, dtype=jnp.uint32)
+    return _hash(key_data, jnp.ones_like(lo), lo)[: n * W].reshape(n, W)
 
 
 def sampler_key(key_data: Array) -> Array:
@@ -66,8 +85,9 @@ def sampler_key(key_data: Array) -> Array:
 
 
 def client_noise(oracle, key_data: Array, i, shape: tuple[int, ...], dtype):
-    """Client i's noise for one round (stream i + 1), shape (Q, d)."""
-    words = stream_words(key_data, jnp.asarray(i, jnp.uint32) + 1, oracle.num_words(shape))
+    """Client i's noise for one round, as the simulator draws it (shape (Q, d) noise)."""
+    clients = jnp.asarray(i, jnp.int32).reshape(1)
+    words = client_words(key_data, clients, oracle.num_words(shape))[0]
     return oracle.noise_from_words(words, shape, dtype)
 
 
@@ -134,16 +154,18 @@ def fedavg_round(problem, oracle, sampler, x: Array, t, stepsize, trial_key: Arr
 
     shape = (local_steps,) + x.shape
 
-    def run(clients):
-        words = streams_words(key_data, clients + 1, oracle.num_words(shape))
+    W = oracle.num_words(shape)
+
+    def run(clients, words):
         noise = jax.vmap(lambda w: oracle.noise_from_words(w, shape, x.dtype))(words)
         return jax.vmap(lambda i, z: local_run(problem, oracle, i, x, stepsize, z, local_steps))(
             clients, noise)
 
     if mode == "mask":
-        selected = run(jnp.arange(n, dtype=jnp.int32))[idx]
+        everyone = jnp.arange(n, dtype=jnp.int32)
+        selected = run(everyone, all_client_words(key_data, W, n))[idx]
     elif mode == "gather":
-        selected = run(idx)
+        selected = run(idx, client_words(key_data, idx, W))
     else:
         raise ValueError(f"mode ({mode!r}) must be one of {MODES}")
     total = jnp.sum(w)

@@ -196,7 +196,10 @@ class RademacherOracle(AbstractOracle):
         if isinstance(noise, _PackedSigns):  # unpack this step's d signs from the words
             d = _size(shape[1:])
             pos = (step * d + jnp.arange(d)).astype(jnp.uint32)
-            bits = (noise.words[pos // 32] >> (pos % 32)) & jnp.uint32(1)
+            if noise.words.shape[0] == 1:  # Q d <= 32: every sign is in one word
+                bits = (noise.words[0] >> pos) & jnp.uint32(1)
+            else:
+                bits = (noise.words[pos // 32] >> (pos % 32)) & jnp.uint32(1)
             return (2 * bits.astype(dtype) - 1).reshape(shape[1:])
         return noise[step]
 

@@ -59,6 +59,12 @@ def _softplus_huber_loss(params, x):
     return jnp.where(kind == 0, huber(z), jax.nn.softplus(z - shift))
 
 
+def _softplus_huber_grad(params, x):
+    kind, shift = params
+    z = x[0]
+    return jnp.where(kind == 0, jnp.clip(z, -1, 1), jax.nn.sigmoid(z - shift)).reshape(1)
+
+
 def _oracle26_magnitude(problem, client, x, value):
     """Oracle (26): sqrt(|x|) for the Huber client 1, sqrt(f_i(x)) for the softplus clients."""
     params = client.params
@@ -102,6 +108,7 @@ def softplus_huber(n: int = 16) -> Problem:
         f_star=jnp.asarray(f_star),
         x_star=jnp.asarray([x_star]),
         oracle=RademacherOracle(magnitude=_oracle26_magnitude),
+        grad_fn=_softplus_huber_grad,
         name=f"softplus_huber(n={n})",
     )
 
@@ -111,6 +118,10 @@ def softplus_huber(n: int = 16) -> Problem:
 
 def _huber_offset_loss(offset, x):
     return jnp.sum(huber(x - offset))
+
+
+def _huber_offset_grad(offset, x):
+    return jnp.clip(x - offset, -1, 1)
 
 
 def huber_offsets(key: Optional[jax.Array] = None, n: int = 40, d_max: float = 200.0, *,
@@ -165,6 +176,7 @@ def huber_offsets(key: Optional[jax.Array] = None, n: int = 40, d_max: float = 2
         f_star=jnp.asarray(f_star),
         x_star=jnp.asarray([x_star]),
         oracle=RademacherOracle(),
+        grad_fn=_huber_offset_grad,
         name=label,
     )
 

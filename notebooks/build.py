@@ -144,10 +144,10 @@ def quickstart():
         md("""
         ## 3. Change S and watch the curve move
 
-        $S = n = 40$ is full participation. Theorem 2 bounds the error by a noise term that
-        falls like $1/S$ and a client-sampling term proportional to
-        $I_S = (n - S)/(n - 1)$, which vanishes at $S = n$; so fewer sampled clients should
-        leave a higher floor. The same key is used for every $S$: the noise of client $i$ in
+        $S = n = 40$ is full participation. Theorem 2's bound (21) has a noise term that falls
+        like $1/S$ and a client-sampling term proportional to $I_S / S$, with
+        $I_S = (n - S)/(n - 1)$, which vanishes at $S = n$; so we expect fewer sampled clients
+        to leave a higher floor. The same key is used for every $S$: the noise of client $i$ in
         round $t$ depends only on the trial, $t$ and $i$, so the runs share their random
         numbers as far as the algorithm allows. `mode="gather"` computes only the sampled
         clients (the default `"mask"` runs all $n$ virtual trajectories of Section II-A and
@@ -355,7 +355,8 @@ def plot_band(ax, rounds, summary, label, **kw):
         while smaller values of $S$ lead to larger objective gaps."*
 
         **Here.** The same problem, oracle, $Q$, $\\alpha$ and $x_0$, with $T = 25000$ rounds
-        and 32 trials per $S$; the curves have flattened by then (see the plot). The check
+        and 32 trials per $S$: by then the curves have left their common deterministic
+        descent and separated by $S$ (see the plot). The check
         compares the last-iterate gap $f(x_T) - f^\\star$ and, less noisy, each trial's mean gap
         over the last 5000 rounds. $f^\\star$ comes from an exact one-dimensional convex
         minimisation (the paper used a fine grid search).
@@ -424,18 +425,18 @@ def plot_band(ax, rounds, summary, label, **kw):
         $\\sigma_f^\\star$ to three decimals (`_repro_offsets.paper_offsets`). The optimized BGD
         sum $\\zeta^2 + \\psi^2$ is `fa.theory.bgd_sum`, the smallest pair for which (3) holds at
         every point of a grid covering the offsets with a margin of 5. Runs use the paper's
-        $T = 50000$, since the claims are about the gap at $T$, with 8 trials per
+        $T = 50000$, since the claims are about the gap at $T$, with 16 trials per
         configuration. Beside them, a noise-free reference: exact gradients and full
         participation from the same $x_0$, a deterministic trajectory that shows how far these
         $\\alpha$, $Q$ and $T$ can move the iterate at all.
         """),
         code("""
         P2 = _repro_table2.PAPER
-        F2 = dict(T=P2["T"], R=8, record_every=500, bgd_points=20_001)
+        F2 = dict(T=P2["T"], R=16, record_every=500, bgd_points=20_001)
         start = time.perf_counter()
         table2 = {}
         for d_max in P2["d_max"]:
-            offsets = _repro_offsets.paper_offsets(d_max, P2["n"])
+            offsets = _repro_offsets.paper_offsets(d_max, P2["n"])  # see the print below
             prob = fa.problems.huber_offsets(offsets=offsets)
             x0 = np.asarray(prob.x_star) + P2["x0_offset"]
             bgd = fa.theory.bgd_sum(prob, domain=(offsets.min() - 5.0, offsets.max() + 5.0),
@@ -453,6 +454,7 @@ def plot_band(ax, rounds, summary, label, **kw):
             table2[d_max] = dict(sigma=fa.theory.sigma_f_star(prob), bgd=bgd.total, runs=runs,
                                  noise_free=noise_free, delta_f=float(prob.gap(jnp.asarray(x0))))
         print(f"{len(P2['d_max']) * (len(P2['S']) + 1)} runs in {time.perf_counter() - start:.1f} s")
+        print("offsets d_3..d_n:", _repro_offsets.PAPER_DRAW.description)
 
         print(f"\\n{'Dmax':>5} | {'sigma_f*':>8} {'paper':>7} | {'BGD sum':>7} {'paper':>6} | "
               + " | ".join(f"{'gap S=' + str(S):>19} {'paper':>8}" for S in P2["S"])
@@ -481,39 +483,57 @@ def plot_band(ax, rounds, summary, label, **kw):
         verdicts.append(("Table II", "sigma_f* grows 4.8 -> 52.7 (printed values)", "yes" if sig_ok else "no"))
         verdicts.append(("Table II", "BGD sum stays in 0.956..0.998 (printed values)", "yes" if bgd_ok else "no"))
 
+        gap = {d: {S: table2[d]["runs"][S].final("gap") for S in S_list} for d in d_list}
+        free = {d: float(table2[d]["noise_free"].gap[0, -1]) for d in d_list}
+        track = {d: {S: gap[d][S].mean / free[d] for S in S_list} for d in d_list}
+        free_rises = all(free[a] < free[b] for a, b in zip(d_list, d_list[1:]))
+        TAG = " [noisy ~ noise-free]"
+        print(f"{TAG.strip()}: every noisy mean gap within 25% of the noise-free gap at T, so the "
+              "gap is set by the deterministic approach, not by noise or sampling")
+
         print("\\nclaim 2: the last-iterate gap increases with Dmax, for every S")
+        print(f"  (the noise-free gap at T increases with Dmax: {free_rises})")
         for S in S_list:
-            v, z = ordering([table2[d]["runs"][S].final("gap") for d in d_list], decreasing=False)
-            print(f"  S = {S:>2}: {v}; z {np.round(z, 1)}")
-            verdicts.append(("Table II", f"gap increases with Dmax at S = {S}", v))
+            v, z = ordering([gap[d][S] for d in d_list], decreasing=False)
+            tag = TAG if free_rises and all(0.8 < track[d][S] < 1.25 for d in d_list) else ""
+            print(f"  S = {S:>2}: {v}; z {np.round(z, 1)}{tag}")
+            verdicts.append(("Table II", f"gap increases with Dmax at S = {S}", v + tag))
 
         print("\\nclaim 3: increasing S from 4 to 40 lowers the gap, for every Dmax")
         for d in d_list:
-            v, z = ordering([table2[d]["runs"][S].final("gap") for S in S_list])
-            print(f"  Dmax = {d:>3.0f}: {v}; z {np.round(z, 1)}")
-            verdicts.append(("Table II", f"gap falls as S grows at Dmax = {d:.0f}", v))
+            v, z = ordering([gap[d][S] for S in S_list])
+            tag = TAG if all(0.8 < track[d][S] < 1.25 for S in S_list) else ""
+            print(f"  Dmax = {d:>3.0f}: {v}; z {np.round(z, 1)}{tag}")
+            verdicts.append(("Table II", f"gap falls as S grows at Dmax = {d:.0f}", v + tag))
 
-        print("\\nthe printed gaps: this run's mean over the paper's value (1 = agreement)")
+        print("\\nthe printed gaps: this run's mean gap over the paper's value (1 = agreement) "
+              "and over the noise-free gap")
         for d in d_list:
-            ratios = [table2[d]["runs"][S].final("gap").mean / _repro_offsets.PAPER_GAP[d][S]
-                      for S in S_list]
-            nf = table2[d]["noise_free"].gap[0, -1]
-            below = sum(nf > _repro_offsets.PAPER_GAP[d][S] for S in S_list)
-            print(f"  Dmax = {d:>3.0f}: " + ", ".join(f"S={S}: {q:8.2f}" for S, q in zip(S_list, ratios))
-                  + f" | noise-free gap at T above the printed gap for {below} of {len(S_list)} S")
-        agree = all(0.5 < table2[d]["runs"][S].final("gap").mean / _repro_offsets.PAPER_GAP[d][S] < 2
-                    for d in d_list for S in S_list)
-        verdicts.append(("Table II", "printed gaps reproduced within a factor 2", "yes" if agree else "no"))
+            above = sum(free[d] > _repro_offsets.PAPER_GAP[d][S] for S in S_list)
+            print(f"  Dmax = {d:>3.0f}: over paper "
+                  + ", ".join(f"S={S} {gap[d][S].mean / _repro_offsets.PAPER_GAP[d][S]:7.1f}" for S in S_list)
+                  + " | over noise-free " + ", ".join(f"{track[d][S]:.2f}" for S in S_list)
+                  + f" | noise-free gap above the printed gap for {above} of {len(S_list)} S")
+        agree = all(0.5 < gap[d][S].mean / _repro_offsets.PAPER_GAP[d][S] < 2 for d in d_list for S in S_list)
+        unreachable = sum(free[d] > _repro_offsets.PAPER_GAP[d][S] for d in d_list for S in S_list)
+        print(f"printed gaps reproduced within a factor 2: {agree}; printed gaps below the noise-free "
+              f"gap at T: {unreachable} of {len(d_list) * len(S_list)}")
+        verdicts.append(("Table II", "printed gaps reproduced within a factor 2", "yes" if agree else
+                         f"no ({unreachable} of {len(d_list) * len(S_list)} below the noise-free gap)"))
         """),
         md("""
-        Where the noise-free run is itself above a printed gap, the stated $\\alpha$, $Q$, $T$
-        and $x_0$ do not let the iterate get that close to $x^\\star$ even without any noise,
-        so the printed value cannot come from those settings alone; some setting of the
-        paper's runs must differ from what the text states. Orderings driven by that
-        deterministic approach (a wider spread of offsets flattens $f$ near $x^\\star$ and
-        slows it) are not evidence about the noise or the sampling. Fig. 2's trajectories,
-        with the noise-free run dashed:
+        How to read this. Where the noise-free run ends above a printed gap, the stated
+        $\\alpha$, $Q$, $T$ and $x_0$ do not bring the iterate that close to $x^\\star$ even
+        without noise. Where, in addition, the noisy runs end close to the noise-free gap
+        (the tag above), the gap at $T$ is set by the deterministic approach to $x^\\star$ (a
+        wider spread of offsets makes $f$ flatter near $x^\\star$, so the approach is slower),
+        not by the oracle noise or by client sampling: orderings seen in such runs are not
+        evidence for the mechanism the paper describes, and the printed gaps are not what
+        the stated settings produce in this simulation, which suggests that some setting of
+        the paper's runs differs from what the text states. Fig. 2's trajectories, with the
+        noise-free run dashed:
         """),
+
         code("""
         fig, axes = plt.subplots(1, len(S_list), figsize=(11, 3.4), sharey=True)
         for ax, S, tag in zip(axes, S_list, "abc"):
@@ -543,15 +563,18 @@ def plot_band(ax, rounds, summary, label, **kw):
         3. the scaled residual of eq. (28),
            $D_Q = (\\sqrt{S} R_S(Q) - \\sqrt{n} R_n(Q)) \\sqrt{T} /
            (L (\\Delta_f + \\sqrt{\\Delta_f \\sigma_f^\\star}) \\sqrt{I_S})$,
-           *"does not follow the $\\sqrt{Q}$ trend"*: the sampling term carries no extra $Q$
-           factor, so $D_Q$ should be roughly constant in $Q$.
+           should be approximately constant in $Q$ if the sampling term carries no extra $Q$
+           factor, as in Theorem 2; the paper reports that $D_Q$ *"does not follow the
+           $\\sqrt{Q}$ trend"*.
 
         (The extracted text of (28) lost its square roots; this is the reading the package's
         `_repro_fig3.scaled_residual` implements, with its standard error.)
 
         **Here.** $Q \\in \\{3, 10, 30\\}$, $T = 50000$, 16 trials per point, $x_0 = x^\\star + 10$
         as in Section IV-B. The trend test fits $D_Q = c$ and $D_Q = c\\sqrt{Q}$ by weighted
-        least squares and compares their $\\chi^2$.
+        least squares and reports each fit's $\\chi^2$ and p-value: the claim that $D_Q$ does not
+        follow $\\sqrt{Q}$ is shown when that trend is rejected, and "roughly constant" is
+        consistent when the constant is not.
         """),
         code("""
         from scipy import stats
@@ -608,20 +631,20 @@ def plot_band(ax, rounds, summary, label, **kw):
             fits[name] = (c, chi2, float(stats.chi2.sf(chi2, len(qs) - 1)))
             print(f"  D_Q = c * {name:>8}: c = {c:8.3f}, chi2 = {chi2:6.2f} on {len(qs) - 1} dof, "
                   f"p = {fits[name][2]:.3f}")
-        const_ok = fits["constant"][2] > 0.05
-        sqrt_ok = fits["sqrt(Q)"][2] > 0.05
-        positive = bool(np.all(dq - Z95 * np.asarray(dq_se) > 0))
-        if const_ok and not sqrt_ok:
-            v3 = "yes (constant fits, sqrt(Q) rejected at 5%)"
-        elif const_ok and sqrt_ok:
-            v3 = "undecided (both trends fit at this scale)"
-        elif sqrt_ok:
-            v3 = "no (sqrt(Q) fits, constant rejected)"
-        else:
-            v3 = "no (neither trend fits)"
-        print(f"claim 3: D_Q flat in Q rather than growing like sqrt(Q): {v3}")
-        print(f"  every D_Q significantly > 0: {positive}")
-        verdicts.append(("Fig. 3", "D_Q flat in Q, not ~ sqrt(Q)", v3))
+        sqrt_rejected = fits["sqrt(Q)"][2] < 0.05
+        const_rejected = fits["constant"][2] < 0.05
+        z_ends = float((dq[-1] - dq[0]) / np.hypot(dq_se[-1], dq_se[0]))
+        v3 = ("yes (sqrt(Q) trend rejected at 5%)" if sqrt_rejected
+              else "not shown (sqrt(Q) trend not rejected at this scale)")
+        v4 = ("consistent (constant not rejected at 5%)" if not const_rejected
+              else "no (constant rejected at 5%)")
+        print(f"claim 3: D_Q does not follow sqrt(Q): {v3}")
+        print(f"         D_Q roughly constant in Q: {v4}")
+        print(f"  D_Q at Q = {F3['Q'][-1]} minus D_Q at Q = {F3['Q'][0]}: z = {z_ends:.1f} "
+              "(> 0: grows with Q, < 0: falls)")
+        print(f"  every D_Q significantly > 0: {bool(np.all(dq - Z95 * np.asarray(dq_se) > 0))}")
+        verdicts.append(("Fig. 3", "D_Q does not follow sqrt(Q)", v3))
+        verdicts.append(("Fig. 3", "D_Q roughly constant in Q", v4))
 
         fig, (ax_a, ax_b) = plt.subplots(1, 2, figsize=(10, 3.5))
         for S in P3["S"]:
@@ -639,6 +662,9 @@ def plot_band(ax, rounds, summary, label, **kw):
             ax_b.plot(qs, fits[name][0] * h, style, label=f"fit $\\\\propto$ {name}")
         ax_b.axhline(0.0, color="0.5", lw=0.6)
         ax_b.set(xscale="log", xlabel="local updates Q", ylabel="$D_Q$", title="(b) scaled residual")
+        for ax in (ax_a, ax_b):
+            ax.set_xticks(qs, [str(q) for q in F3["Q"]])
+            ax.set_xticks([], minor=True)
         ax_b.legend(fontsize=8)
         fig.suptitle(f"Fig. 3 at reduced scale: Dmax = {P3['d_max']:g}, alpha Q = {P3['gamma']:g}, "
                      f"T = {F3['T']}, R = {F3['R']} (bars: 95%)", fontsize=9)
@@ -853,7 +879,9 @@ def loglog_slope(x, y, se=None):
                   f"{str(r['holds_upper95']):>6}")
         print("\\nterms of (21):")
         for S, r in thm2.items():
-            print(f"  S = {S:>2}: " + ", ".join(f"{k} {v:.2e}" for k, v in r["bound_terms"].items()))
+            largest = max(r["bound_terms"], key=r["bound_terms"].get)
+            print(f"  S = {S:>2}: " + ", ".join(f"{k} {v:.2e}" for k, v in r["bound_terms"].items())
+                  + f"  (largest: {largest})")
         same = all(np.isclose(fa.theory.theorem2_bound(r["stepsize"], 1.0, 1.0, 0.0, r["sigma_f_star"],
                                                        r["delta_f"], 40, S, 10, 10_000), r["bound"],
                               rtol=1e-12) for S, r in thm2.items())
@@ -891,7 +919,8 @@ def loglog_slope(x, y, se=None):
 
         Problem (27) with $D_{\\max} = 20$ has $C = L = 1$, $D = 0$, so
         $\\nu = (\\sigma_f^\\star + \\Delta_f)/(\\sqrt{\\Delta_f} + \\sqrt{\\sigma_f^\\star})^2 \\in [1/2, 1]$:
-        sampling dominates for almost every $S < n$. To see the other regime, the same
+        the regime is never empty and covers more of the $S < n$ as $Q$ grows. To see the
+        other regime, the same
         $\\sigma_f^\\star$ and $\\Delta_f$ with an additive noise floor $D$ (for instance a
         `fa.GaussianOracle(C=1, D=...)`), and problem (25) with its oracle (26) ($D = 1/2$).
         """),
@@ -962,8 +991,11 @@ def loglog_slope(x, y, se=None):
         $16\\alpha Q L^2 I_S\\sigma_f^\\star/S$, the initial-gap term and (for $D = 0$) the drift
         term do not depend on $Q$. Remark 4 contrasts this with BGD-based bounds, whose
         sampling term grows with $Q$: in (21) more local steps do not amplify the cost of
-        client sampling. Below, the four terms at $\\gamma = 10^{-2}$ (written out from (21)
-        and checked against `fa.theory.theorem2_bound`), then a simulation of the stationary
+        client sampling. Below, the four terms at $\\gamma = 10^{-2}$ (Fig. 3's value; written
+        out from (21) and checked against `fa.theory.theorem2_bound`), with whether
+        $\\alpha = \\gamma/Q$ satisfies the stepsize condition (20); where it does not, (21) is
+        not proved for that run and the terms only show how the formula depends on $Q$.
+        Then a simulation of the stationary
         residual for $S = 4$ and $S = 40$ on problem (27) with $D_{\\max} = 20$: each trial's mean
         $\\|\\nabla f(x_t)\\|^2$ over $4000 \\le t \\le 6000$, averaged over 48 trials. The excess
         $R_4 - R_{40}$ is what partial participation adds; a sampling term amplified like
@@ -989,6 +1021,10 @@ def loglog_slope(x, y, se=None):
                                                         check_stepsize=False), rtol=1e-12)
                     for Q in Q_theory)
         print("sum of the terms = fa.theory.theorem2_bound:", agree)
+        paper_fig3 = [gamma / Q <= fa.theory.theorem2_stepsize_limit(L, C, n, 4, Q, 100_000)
+                      for Q in (3, 10, 30, 100, 200)]
+        print("alpha = gamma / Q within (20) at the paper's Fig. 3 settings (S = 4, T = 100000), "
+              "Q = 3, 10, 30, 100, 200:", paper_fig3)
         print(f"{'Q':>3} {'alpha':>8} {'(20) holds':>10} | " + " ".join(f"{k:>11}" for k in terms[1]))
         for Q in Q_theory:
             ok = gamma / Q <= fa.theory.theorem2_stepsize_limit(L, C, n, 4, Q, T_q)
@@ -1043,7 +1079,7 @@ def loglog_slope(x, y, se=None):
         plt.show()
         """),
         md("""
-        The bound's sampling term is flat in $Q$ by construction; the simulation shows how the
+        At fixed $\\alpha Q$ the bound's sampling term is flat in $Q$; the simulation shows how the
         actual excess of partial participation moves with $Q$ on this problem (the printed
         slope and its standard error). A flat or falling excess is consistent with Remark 4;
         only growth like $\\sqrt{Q}$ would point the other way. Notebook 02 runs the paper's

@@ -1,0 +1,92 @@
+"""The example notebooks in notebooks/: they run top to bottom, and the stored copies are what
+notebooks/build.py writes, with their outputs, under 2 MB.
+
+Each run uses a fresh ``python3`` kernel on a copy of the notebook in a temporary folder (so
+nothing in notebooks/ or left by an earlier run can help it), with its stored outputs
+cleared first.
+"""
+
+import importlib.util
+import pathlib
+import shutil
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+NB_DIR = ROOT / "notebooks"
+NAMES = ["01_quickstart.ipynb", "02_reproduce_paper.ipynb", "03_theory_explorer.ipynb"]
+MAX_BYTES = 2 * 1024 * 1024
+CELL_TIMEOUT = 600
+
+
+def _build_script():
+    spec = importlib.util.spec_from_file_location("notebooks_build", NB_DIR / "build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _code_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+def _outputs(nb):
+    return [o for c in _code_cells(nb) for o in c.get("outputs", [])]
+
+
+def _images(nb):
+    return [o for o in _outputs(nb) if "image/png" in o.get("data", {})]
+
+
+def test_build_script_lists_the_notebooks():
+    assert sorted(_build_script().NOTEBOOKS) == NAMES
+    assert sorted(p.name for p in NB_DIR.glob("*.ipynb")) == NAMES
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_stored_notebook_is_small_and_executed(name):
+    path = NB_DIR / name
+    assert path.stat().st_size < MAX_BYTES, f"{name} is {path.stat().st_size} bytes"
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    code = _code_cells(nb)
+    assert code, f"{name} has no code cells"
+    assert [c.execution_count for c in code] == list(range(1, len(code) + 1)), (
+        f"{name} was not stored from one top-to-bottom run")
+    errors = [o for o in _outputs(nb) if o.output_type == "error"]
+    assert not errors, f"{name} stores an error: {errors[0].get('ename')}: {errors[0].get('evalue')}"
+    assert _images(nb), f"{name} stores no plot"
+    silent = [j for j, c in enumerate(code) if ("print(" in c.source or "plt.show()" in c.source)
+              and not c.outputs]
+    assert not silent, f"{name}: code cells {silent} print or plot but store no output"
+    text = "".join(o.get("text", "") for o in _outputs(nb) if o.output_type == "stream")
+    assert str(ROOT) not in text, f"{name} stores an absolute path of this checkout"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_stored_notebook_matches_build_script(name):
+    stored = nbformat.read(NB_DIR / name, as_version=4)
+    built = _build_script().make_notebook(name)
+    assert [(c.cell_type, c.source) for c in stored.cells] == [
+        (c.cell_type, c.source) for c in built.cells
+    ], f"{name} differs from notebooks/build.py; run python notebooks/build.py {name[:2]}"
+    assert stored.metadata["kernelspec"]["name"] == "python3"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_runs_top_to_bottom(name, tmp_path):
+    copy = tmp_path / name
+    shutil.copyfile(NB_DIR / name, copy)
+    nb = nbformat.read(copy, as_version=4)
+    for cell in _code_cells(nb):
+        cell.outputs = []
+        cell.execution_count = None
+    client = NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()  # raises CellExecutionError at the first cell that fails
+    errors = [o for o in _outputs(nb) if o.output_type == "error"]
+    assert not errors
+    assert _images(nb), f"{name} drew no plot"
+    assert all(c.execution_count is not None for c in _code_cells(nb))
