@@ -36,7 +36,7 @@ def _row_cells(r):
     base = [r["workload"], r["impl"], r["mode"], r["dtype"], str(r["trials"]), str(r["n"]),
             str(r["S"]), str(r["Q"]), str(r["T"])]
     if "error" in r:
-        return base + ["error: " + r["error"][:60]] + [""] * (len(COLUMNS) - len(base) - 1)
+        return base + ["error (below)"] + [""] * (len(COLUMNS) - len(base) - 1)
     return base + [
         _f(r.get("compile_s"), ".2f"),
         _f(r.get("run_s"), ".3f"),
@@ -60,6 +60,12 @@ def markdown_table(rows, console: bool = False, columns=COLUMNS) -> str:
     lines = ["| " + " | ".join(cells[0]) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(c) + " |" for c in cells[1:]]
     return "\n".join(lines)
+
+
+def errors_list(rows) -> str:
+    """One line per failed case, or an empty string."""
+    return "\n".join(f"- error in case {r['id']} ({r['workload']}, {r['impl']}, {r['mode']}, "
+                     f"{r['dtype']}): {r['error']}" for r in rows if "error" in r)
 
 
 def _value(t):
@@ -214,6 +220,8 @@ def render(doc) -> str:
             out.append(memory_section(doc.get("memory", {})))
             out.append("")
         out.append(markdown_table(sel))
+        if errors_list(sel):
+            out.append("\n" + errors_list(sel))
     return "\n".join(out) + "\n"
 
 

@@ -148,7 +148,7 @@ def add_ratios(rows):
 def _target(name, rows_used, value, limit, passed, unit=""):
     return dict(name=name, value=value, limit=limit, unit=unit,
                 status="not measured" if passed is None else ("PASS" if passed else "FAIL"),
-                rows=[r["id"] for r in rows_used if r is not None])
+                rows=[None if r is None else r["id"] for r in rows_used])
 
 
 def evaluate_targets(rows):
@@ -190,7 +190,7 @@ def evaluate_targets(rows):
     for r in rows:
         r["compile_ok"] = (None if r["impl"] != "fedjax_abc" or r.get("compile_s") is None
                            else r["compile_s"] < COMPILE_LIMIT_S)
-        named = [t["status"] for t in targets if r["id"] in t["rows"][:1]]
+        named = [t["status"] for t in targets if t["rows"][:1] == [r["id"]]]
         if r["compile_ok"] is not None:
             named.append("PASS" if r["compile_ok"] else "FAIL")
         r["status"] = "FAIL" if "FAIL" in named else ("PASS" if named else "")
@@ -224,6 +224,9 @@ def memory_check(rows) -> dict:
 def print_table(rows, targets, file=sys.stdout):
     print(report.markdown_table(rows, console=True), file=file)
     print(file=file)
+    errors = report.errors_list(rows)
+    if errors:
+        print(errors + "\n", file=file)
     print(report.targets_table(targets), file=file)
 
 
