@@ -2,11 +2,14 @@
 
 Usage: ``python -m benchmarks._worker '<case as JSON>'`` (``benchmarks/run.py`` does this).
 
-The case is timed twice with different keys (seeds): the first call includes compilation,
-the second (the "run") does not. A run shorter than ``MIN_TIMED_S`` is repeated with new
-keys (at most ``MAX_CALLS`` timed calls) and the fastest is reported. Memory is read from /proc/self/status: VmHWM (the peak
-resident set) is reset before each call through /proc/self/clear_refs, so ``peak_run_mb`` is
-the process's peak resident memory during the timed run (imports, compiled code and
+The first call (key 1) compiles and runs; the following calls, each with a new key, are
+timed, until they add up to ``MIN_TIMED_S`` (at most ``MAX_CALLS`` calls, at least the
+case's ``repeat``). The fastest is reported, with the cores it used (CPU seconds of all
+threads / wall seconds). NumPy cases have no compiling call.
+
+Memory is read from /proc/self/status: VmHWM (the peak resident set) is reset through
+/proc/self/clear_refs before the first and before the first timed call, so ``peak_run_mb``
+is the process's peak resident memory during the timed run (imports, compiled code and
 buffers included) and ``peak_first_mb`` the same during the first call (compilation
 included).
 """
@@ -22,9 +25,9 @@ import numpy as np
 
 RESULT_MARK = "@@RESULT "
 
-# A run shorter than this is timed again with new keys (up to MAX_CALLS calls in all) and the
-# fastest call is reported: millisecond runs are otherwise at the mercy of the scheduler.
-MIN_TIMED_S = 0.5
+# Timed calls are repeated with new keys until they add up to MIN_TIMED_S (at most MAX_CALLS
+# calls) and the fastest is reported: short runs are otherwise at the mercy of the scheduler.
+MIN_TIMED_S = 1.5
 MAX_CALLS = 10
 
 STEPSIZES = {"huber27": 1e-4, "softplus_huber": 1e-3, "quadratics": 1e-2}
@@ -48,6 +51,12 @@ def _reset_peak() -> bool:
         return True
     except OSError:
         return False
+
+
+def _cpu_s() -> float:
+    """CPU seconds (user + system) of this process, all threads."""
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
 
 
 def _maxrss_mb() -> float:
@@ -99,8 +108,8 @@ def make_call(case):
                               dtype=case["dtype"], record_x=False, **common)
             return res.x_final
 
-        for s in range(1, 2 + max(case.get("repeat", 1), MAX_CALLS)):  # keys made outside the timing
-            keys[s] = jax.random.key(s)
+        for s in range(1, 2 + max(case.get("repeat", 1), MAX_CALLS)):
+            keys[s] = jax.random.key(s)  # made here, outside the timed calls
         return call
     if impl in ("numpy_all", "numpy_sampled"):
         from benchmarks.baselines import numpy_all, numpy_sampled
@@ -162,16 +171,18 @@ def run_case(case) -> dict:
         if log:
             out["compiles_first"], out["trace_compile_s"] = log.take()
         out["peak_first_mb"] = _status_mb("VmHWM") if can_reset else None
-    runs = []
+    runs, cores = [], []
     compiles_run = 0
     r = 0
     while r < case.get("repeat", 1) or (sum(runs) < MIN_TIMED_S and r < MAX_CALLS):
         rss_before = _status_mb("VmRSS")
         if can_reset:
             _reset_peak()
+        c0 = _cpu_s()
         t = time.perf_counter()
         x = call(2 + r)
         runs.append(time.perf_counter() - t)
+        cores.append((_cpu_s() - c0) / runs[-1])
         peak = _status_mb("VmHWM") if can_reset else None
         if r == 0:
             out["rss_before_run_mb"] = rss_before
@@ -186,6 +197,7 @@ def run_case(case) -> dict:
         run_s=run_s,
         run_s_all=runs,
         timed_calls=len(runs),
+        cores_used=cores[int(np.argmin(runs))],
         compile_s=None if first_s is None else first_s - runs[0],
         compiles_run=compiles_run if log else None,
         maxrss_mb=_maxrss_mb(),

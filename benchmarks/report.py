@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/report.py results/bench.json -o docs/performance.md
+    python benchmarks/report.py benchmarks/results/latest.json -o docs/performance.md
 
 Every number in the output comes from the JSON file.
 """
@@ -19,12 +19,14 @@ WORKLOAD_TITLES = {
     "fig1": "Fig. 1 workload: problem (25) with oracle (26), n = 16, Q = 5, S = 4",
     "quadratics": "d-dimensional workload: `problems.quadratics`, d = 100",
     "trials": "Scaling in the number of trials: problem (27), n = 40, S = 4, Q = 10",
-    "clients": "Scaling in the number of clients: problem (27), S = 10, Q = 10, 100 trials",
+    "clients": "Scaling in the number of clients: problem (27), S = 10, Q = 10, 100 trials "
+               "(T = 1000, 100 at n = 10^4), and n = 1000 with 1000 trials (T = 200)",
     "memory": "Memory check: problem (27), mask mode, float64",
 }
 
 COLUMNS = ("workload", "implementation", "mode", "dtype", "trials", "n", "S", "Q", "T",
-           "compile s", "run s", "virtual client-steps/s", "sampled client-steps/s", "peak MB",
+           "compile s", "run s", "cores", "virtual client-steps/s", "sampled client-steps/s",
+           "peak MB",
            "x numpy", "x jax_naive", "target")
 
 
@@ -40,6 +42,7 @@ def _row_cells(r):
     return base + [
         _f(r.get("compile_s"), ".2f"),
         _f(r.get("run_s"), ".3f"),
+        _f(r.get("cores_used"), ".1f"),
         _f(r.get("virtual_rate"), ".3g"),
         _f(r.get("sampled_rate"), ".3g"),
         _f(r.get("peak_run_mb"), ".0f"),
@@ -115,9 +118,10 @@ def memory_section(mem) -> str:
         lines.append("")
         lines.append(
             f"From T = {mem['T_low']} to T = {mem['T_high']} the peak changed by "
-            f"{mem['growth_mb']:+.1f} MB (allowed: {mem['allowed_mb']:.1f} MB, 10% of the working "
-            f"set plus 16 MB). Keeping the (trials, n) local models of every round would have "
-            f"added {mem['if_proportional_to_T_mb']:.0f} MB: "
+            f"{mem['growth_mb']:+.1f} MB (allowed: {mem['allowed_mb']:.1f} MB, "
+            f"{100 * mem['tolerance_fraction']:.0f}% of the working set at T = {mem['T_low']} plus "
+            f"{mem['slack_mb']:.0f} MB). Keeping the (trials, n) local models of every round "
+            f"would have added {mem['if_proportional_to_T_mb']:.0f} MB: "
             f"**{'PASS' if mem['passed'] else 'FAIL'}**.")
     return "\n".join(lines)
 
@@ -136,7 +140,8 @@ def machine_section(m) -> str:
         + ("" if m.get("git_end") == m.get("git") else
            f" at the start, {_git(m.get('git_end'))} at the end (changed during the run)"),
         f"- run on {m.get('date')}, {m.get('total_s', 0):.0f} s in all; load average (1, 5, 15 "
-        f"min) {_load(m.get('loadavg_start'))} at the start, {_load(m.get('loadavg_end'))} at the end",
+        f"min) {_load(m.get('loadavg_start'))} at the start, {_load(m.get('loadavg_end'))} at "
+        f"the end",
     ]
     return "\n".join(lines)
 
@@ -160,10 +165,11 @@ number below is typed by hand).
 ## How to rerun
 
 ```bash
-python benchmarks/run.py --json results/bench.json       # all workloads, 5-10 minutes on 2 cores
-python benchmarks/report.py results/bench.json -o docs/performance.md
-python benchmarks/run.py --quick                          # tiny sizes, under a minute
-python benchmarks/run.py --only table2 --repeat 3         # one workload, best of 3 timed calls
+# all workloads: about 5 minutes on 2 quiet cores
+python benchmarks/run.py --json benchmarks/results/latest.json
+python benchmarks/report.py benchmarks/results/latest.json -o docs/performance.md
+python benchmarks/run.py --quick                    # tiny sizes, under a minute
+python benchmarks/run.py --only table2 --repeat 3   # one workload, at least 3 timed calls
 ```
 
 Run on a quiet machine: absolute timings on a shared CPU drift by up to 2x; only ratios of
@@ -173,8 +179,11 @@ cases measured in the same run are comparable.
 
 - Every case runs in its own subprocess. The first call (key 1) compiles and runs; the
   second (key 2, a new key, which compiles nothing) is the **run s**. **compile s** is the
-  first call's time minus the second's. A run shorter than 0.5 s is timed again with new
-  keys (at most 10 calls) and the fastest call is reported.
+  first call's time minus the second's. Timed calls are repeated with new keys until they
+  add up to 1.5 s (at most 10 calls) and the fastest is reported. **cores**: CPU seconds
+  of all threads divided by the wall seconds of that call; XLA spreads a run over the cores,
+  NumPy's small element-wise operations use one, so on a loaded machine the package loses
+  more than the NumPy baselines.
 - **virtual client-steps/s** = trials x n x Q x T / run s, counting all n clients as the
   mask formulation does, whatever a mode computes; **sampled client-steps/s** = trials x S
   x Q x T / run s. For the d-dimensional workload one client-step updates all d = 100
@@ -200,6 +209,25 @@ cases measured in the same run are comparable.
 """
 
 
+def contention_note(doc) -> str:
+    """A sentence on how many cores the package's longer runs got, from the ``cores`` column."""
+    usable = doc["machine"].get("cpus_usable") or doc["machine"].get("cpu_count") or 1
+    runs = [r for r in doc["results"] if r["impl"] == "fedjax_abc" and "error" not in r
+            and r.get("run_s", 0) >= 0.3 and r.get("cores_used") is not None]
+    if usable < 2 or not runs:
+        return ""
+    starved = [r for r in runs if r["cores_used"] < 0.75 * usable]
+    text = (f"Of the {len(runs)} package runs lasting 0.3 s or more, {len(starved)} got fewer "
+            f"than {0.75 * usable:g} of the {usable} cores (cores column)")
+    if starved:
+        text += (": the CPU was shared with other work during this run, which slows the package "
+                 "(multi-threaded) more than the NumPy baselines (one thread), so its ratios "
+                 "against NumPy are understated.")
+    else:
+        text += "."
+    return text
+
+
 def render(doc) -> str:
     rows = doc["results"]
     br = doc.get("baseline_rounds", {})
@@ -207,6 +235,9 @@ def render(doc) -> str:
                           if not doc.get("quick") else "quick run: the same T")]
     out.append("## Machine\n")
     out.append(machine_section(doc["machine"]))
+    note = contention_note(doc)
+    if note:
+        out.append("\n" + note)
     if doc.get("quick"):
         out.append("\nThis is a `--quick` run: tiny sizes, targets not measured.")
     out.append("\n## Targets\n")

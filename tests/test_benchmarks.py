@@ -55,7 +55,8 @@ def _mean_se(v):
     return v.mean(axis=0), v.std(axis=0, ddof=1) / math.sqrt(v.shape[0])
 
 
-@pytest.mark.parametrize("build", [_huber, _softplus, _quadratics], ids=["eq27", "eq25", "quadratics"])
+@pytest.mark.parametrize("build", [_huber, _softplus, _quadratics],
+                         ids=["eq27", "eq25", "quadratics"])
 def test_baselines_agree_with_package(build):
     problem, base, kw = build()
     res = fa.simulate(problem, trials=TRIALS, key=jax.random.key(11), record_x=False, **kw)
@@ -110,7 +111,8 @@ def test_runner_quick_end_to_end(tmp_path):
     doc = json.loads(out_json.read_text())
     rows = doc["results"]
     impls = {(r["impl"], r["mode"], r["dtype"]) for r in rows}
-    assert ("fedjax_abc", "mask", "float64") in impls and ("fedjax_abc", "gather", "float64") in impls
+    assert ("fedjax_abc", "mask", "float64") in impls
+    assert ("fedjax_abc", "gather", "float64") in impls
     assert {"numpy_all", "numpy_sampled", "jax_naive"} <= {r["impl"] for r in rows}
     for r in rows:
         assert "error" not in r, r
@@ -123,7 +125,8 @@ def test_runner_quick_end_to_end(tmp_path):
             assert r["ratio_numpy"] is not None and r["ratio_numpy"] > 0
     names = [t["name"] for t in doc["targets"]]
     assert any("8x numpy_all" in n for n in names) and any("20x mask" in n for n in names)
-    assert all(t["status"] in ("PASS", "FAIL", "not measured") for t in doc["targets"])
+    assert all(t["status"].split(" (")[0] in ("PASS", "FAIL", "not measured")
+               for t in doc["targets"])
     assert doc["machine"]["cpu_count"] >= 1
 
     from benchmarks import report
