@@ -24,7 +24,7 @@ from jax.extend.random import threefry_2x32
 from jaxtyping import Array
 
 __all__ = ["client_noise", "fedavg_round", "local_run", "round_key_data", "run_rounds",
-           "sampler_key", "stream_words", "client_words", "all_client_words"]
+           "stream_words", "client_words", "all_client_words"]
 
 MODES = ("mask", "gather")
 
@@ -77,11 +77,6 @@ def all_client_words(key_data: Array, num_words: int, num_clients: int) -> Array
     blocks = (n * W + 1) // 2
     lo = jnp.arange(blocks, dtype=jnp.uint32)
     return _hash(key_data, jnp.ones_like(lo), lo)[: n * W].reshape(n, W)
-
-
-def sampler_key(key_data: Array) -> Array:
-    """The sampler's key of a round (stream 0)."""
-    return jax.random.wrap_key_data(stream_words(key_data, 0, 2))
 
 
 def client_noise(oracle, key_data: Array, i, shape: tuple[int, ...], dtype):
@@ -149,7 +144,7 @@ def fedavg_round(problem, oracle, sampler, x: Array, t, stepsize, trial_key: Arr
     """
     n = problem.num_clients
     key_data = round_key_data(trial_key, t)
-    idx, w = sampler(sampler_key(key_data), n)
+    idx, w = sampler.from_words(stream_words(key_data, 0, sampler.num_words(n)), n)
     w = w.astype(x.dtype)
 
     shape = (local_steps,) + x.shape

@@ -61,6 +61,14 @@ class AbstractSampler(eqx.Module):
     def validate(self, n: int) -> None:
         """Raises ValueError when the sampler does not fit n clients."""
 
+    def num_words(self, n: int) -> int:
+        """How many uint32 random words ``from_words`` needs."""
+        return 2
+
+    def from_words(self, words: Array, n: int) -> tuple[Int[Array, " m"], Float[Array, " m"]]:
+        """The round's slots from ``num_words(n)`` random words (default: a key of two)."""
+        return self(jax.random.wrap_key_data(words[:2]), n)
+
 
 class UniformWithoutReplacement(AbstractSampler):
     """S of n clients uniformly without replacement (Assumption 3).
@@ -80,10 +88,15 @@ class UniformWithoutReplacement(AbstractSampler):
             raise ValueError(f"num_sampled (S={self.num_sampled}) must be in [1, n={n}]")
 
     def __call__(self, key, n):
+        return self.from_words(jax.random.bits(key, (self.num_sampled,), jnp.uint32), n)
+
+    def num_words(self, n):
+        return 0 if self.num_sampled == n else self.num_sampled
+
+    def from_words(self, words, n):
         S = self.num_sampled
         if S == n:
             return jnp.arange(n, dtype=jnp.int32), jnp.ones((n,))
-        words = jax.random.bits(key, (S,), jnp.uint32)
 
         def body(k, chosen):
             j = n - S + k
@@ -91,7 +104,7 @@ class UniformWithoutReplacement(AbstractSampler):
             taken = jnp.any((chosen == t) & (jnp.arange(S) < k))
             return chosen.at[k].set(jnp.where(taken, j, t))
 
-        chosen = jax.lax.fori_loop(0, S, body, jnp.zeros((S,), jnp.int32))
+        chosen = jax.lax.fori_loop(0, S, body, jnp.zeros((S,), jnp.int32), unroll=S <= 16)
         return chosen, jnp.ones((S,))
 
 
@@ -103,6 +116,12 @@ class FullParticipation(AbstractSampler):
 
     def __call__(self, key, n):
         return jnp.arange(n, dtype=jnp.int32), jnp.ones((n,))
+
+    def num_words(self, n):
+        return 0
+
+    def from_words(self, words, n):
+        return self(None, n)
 
 
 class WithReplacement(AbstractSampler):
@@ -119,7 +138,12 @@ class WithReplacement(AbstractSampler):
             raise ValueError(f"num_sampled (S={self.num_sampled}) must be >= 1")
 
     def __call__(self, key, n):
-        words = jax.random.bits(key, (self.num_sampled,), jnp.uint32)
+        return self.from_words(jax.random.bits(key, (self.num_sampled,), jnp.uint32), n)
+
+    def num_words(self, n):
+        return self.num_sampled
+
+    def from_words(self, words, n):
         return _uniform_below(words, jnp.asarray(n)), jnp.ones((self.num_sampled,))
 
 

@@ -296,7 +296,8 @@ def simulate(
 
     devices = _resolve_devices(devices)
     ndev = len(devices)
-    per_call = int(math.ceil(chunk / ndev) * ndev)
+    # a batch of one trial can compile to different float rounding: pad to >= 2 trials
+    per_call = int(math.ceil(max(chunk, 2) / ndev) * ndev)
     sharding = None
     if ndev > 1:
         mesh = Mesh(np.array(devices), ("trials",))

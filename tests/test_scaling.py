@@ -56,9 +56,6 @@ def test_trial_chunk_is_bit_identical(name, mode):
     assert whole.x_final.shape == (7, p.dim)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "fedjax_abc 0.1.0: with trial_chunk=1 (a batch of one trial) grad_norm_sq differs from "
-    "one chunk by about 1 ulp on problem (27); x and gap are bit-identical"))
 @pytest.mark.parametrize("mode", ["mask", "gather"])
 def test_trial_chunk_of_one_is_bit_identical(mode):
     p, kw = _kwargs("eq27")
