@@ -337,6 +337,15 @@ def pyplot():
     return plt
 
 
+def save_figure(fig, out: str, name: str) -> str:
+    """Lays out, writes ``<out>/<name>`` (PNG, 120 dpi) and closes a figure; returns the path."""
+    fig.tight_layout()
+    path = os.path.join(out, name)
+    fig.savefig(path, dpi=120)
+    pyplot().close(fig)
+    return path
+
+
 def band(ax, rounds, mean, half, label, color=None):
     """A mean curve with its 95% band on a log axis (the band clipped to positive values)."""
     mean = np.asarray(mean, dtype=float)

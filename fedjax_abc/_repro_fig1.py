@@ -73,8 +73,5 @@ def write(doc: dict, out: str) -> list[str]:
                  f"R = {cfg['trials']}", fontsize=9)
     ax.legend()
     ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    path = os.path.join(out, "fig1.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    path = common.save_figure(fig, out, "fig1.png")
     return paths + [path]

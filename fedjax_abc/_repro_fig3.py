@@ -150,8 +150,5 @@ def write(doc: dict, out: str) -> list[str]:
     cfg = doc["config"]
     fig.suptitle(f"Fig. 3: problem (27), Dmax = {cfg['d_max']:g}, alpha Q = {cfg['gamma']:g}, "
                  f"T = {cfg['rounds']}, R = {cfg['trials']}", fontsize=10)
-    fig.tight_layout()
-    path = os.path.join(out, "fig3.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    path = common.save_figure(fig, out, "fig3.png")
     return paths + [path]

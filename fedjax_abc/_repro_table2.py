@@ -158,8 +158,5 @@ def write(doc: dict, out: str) -> list[str]:
     cfg = doc["config"]
     fig.suptitle(f"Fig. 2: problem (27), n = {cfg['n']}, Q = {cfg['Q']}, alpha = {cfg['alpha']:g}, "
                  f"R = {cfg['trials']}", fontsize=10)
-    fig.tight_layout()
-    path = os.path.join(out, "fig2.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    path = common.save_figure(fig, out, "fig2.png")
     return paths + [path]

@@ -80,10 +80,7 @@ def write_thm1(doc: dict, out: str) -> list[str]:
                  f"{doc['max_abs_second_derivative']:.3f} <= L = {doc['L_bound']:g}", fontsize=9)
     ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    path = os.path.join(out, "thm1.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    path = common.save_figure(fig, out, "thm1.png")
     return paths + [path]
 
 
@@ -145,10 +142,7 @@ def write_thm2(doc: dict, out: str) -> list[str]:
     ax.set_title("Theorem 2 at the stepsize (22)", fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    path = os.path.join(out, "thm2.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    path = common.save_figure(fig, out, "thm2.png")
     return paths + [path]
 
 
@@ -208,8 +202,5 @@ def write_thm3(doc: dict, out: str) -> list[str]:
     ax.set_title(f"Theorem 3: alpha_t = alpha_0/(t+1)^{doc['config']['p']}", fontsize=10)
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    path = os.path.join(out, "thm3.png")
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    path = common.save_figure(fig, out, "thm3.png")
     return paths + [path]
