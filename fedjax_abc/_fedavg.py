@@ -65,8 +65,8 @@ def client_words(key_data: Array, clients: Array, num_words: int) -> Array:
     first = (clients.astype(jnp.uint32) * W) // 2
     lo = (first[:, None] + jnp.arange(span, dtype=jnp.uint32)[None, :]).reshape(-1)
     words = _hash(key_data, jnp.ones_like(lo), lo).reshape(m, 2 * span)
-    offset = (clients * W) % 2
-    return jax.vmap(lambda w, o: jax.lax.dynamic_slice(w, (o,), (W,)))(words, offset)
+    odd = ((clients * W) % 2 == 1)[:, None]  # client's first word is the second of a block
+    return jnp.where(odd, words[:, 1: W + 1], words[:, :W])
 
 
 def all_client_words(key_data: Array, num_words: int, num_clients: int) -> Array:

@@ -96,6 +96,12 @@ class Problem(eqx.Module):
         idx = jnp.arange(self.num_clients)
         return jax.vmap(lambda i: self.local_grad(self.client(i), x))(idx)
 
+    def value_and_grad(self, x: Array):
+        """(f(x), grad f(x)) in one pass over the clients."""
+        idx = jnp.arange(self.num_clients)
+        vals, grads = jax.vmap(lambda i: self.local_value_and_grad(self.client(i), x))(idx)
+        return jnp.mean(vals), jnp.mean(grads, axis=0)
+
     def value(self, x: Array) -> Array:
         """f(x) = (1/n) sum_i f_i(x) (eq. 1)."""
         return jnp.mean(self.local_values(x))

@@ -102,8 +102,8 @@ def _keep_records(segments, keep: slice) -> np.ndarray:
 
 
 def _record(problem: Problem, x):
-    g = problem.grad(x)
-    return problem.gap(x), jnp.sum(g * g)
+    f, g = problem.value_and_grad(x)
+    return f - problem.f_star, jnp.sum(g * g)
 
 
 @eqx.filter_jit
