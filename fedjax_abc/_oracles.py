@@ -19,7 +19,7 @@ Write your own in a few lines::
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import equinox as eqx
 import jax

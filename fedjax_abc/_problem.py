@@ -8,7 +8,7 @@ stochastic-gradient oracle that goes with it.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 import equinox as eqx
 import jax

@@ -1,7 +1,6 @@
 """The report generator on a small hand-made result set, its checks, and the offsets draw."""
 
 import json
-import math
 
 import numpy as np
 import pytest
