@@ -87,13 +87,8 @@ def write_thm1(doc: dict, out: str) -> list[str]:
 # ---------------------------------------------------------------------------------- thm2
 
 
-def run_thm2(settings: common.Settings, progress: common.Progress) -> dict:
-    import fedjax_abc.theory as theory
-
-    R, T, scale = settings.scale(THM_SCALE["R"], THM_SCALE["T"], THM_SCALE["quick_R"],
-                                 THM_SCALE["quick_T"])
-    k = common.record_every(T, 500)
-    problems = _problems()
+def _run_checks(progress: common.Progress, problems, T: int, R: int, check) -> list[dict]:
+    """Runs ``check`` for every (problem, S) with a progress task each; labels the results."""
     progress.plan(sum(common.work_units(p.num_clients, S, Q, T, R)
                       for _, p, _, _, _, Q, Ss, _ in problems for S in Ss))
     checks = []
@@ -101,14 +96,29 @@ def run_thm2(settings: common.Settings, progress: common.Progress) -> dict:
         for S in Ss:
             callback = progress.task(f"{label.split(',')[0]} S={S}",
                                      common.work_units(problem.num_clients, S, Q, T, R))
-            res = theory.theorem2_check(
-                problem, L=L, C=C, D=D, num_sampled=S, local_steps=Q, rounds=T, trials=R,
-                key=common.run_key(settings.seed, "thm2", j, S), x0=x0, record_every=k,
-                mode="gather" if S < problem.num_clients else "mask",
-                dtype=settings.precision, progress=callback)
+            res = check(j, label, problem, L, C, D, Q, S, x0, callback)
             progress.finish_task()
             res["label"] = label
             checks.append(res)
+    return checks
+
+
+def run_thm2(settings: common.Settings, progress: common.Progress) -> dict:
+    import fedjax_abc.theory as theory
+
+    R, T, scale = settings.scale(THM_SCALE["R"], THM_SCALE["T"], THM_SCALE["quick_R"],
+                                 THM_SCALE["quick_T"])
+    k = common.record_every(T, 500)
+    problems = _problems()
+
+    def check(j, label, problem, L, C, D, Q, S, x0, callback):
+        return theory.theorem2_check(
+            problem, L=L, C=C, D=D, num_sampled=S, local_steps=Q, rounds=T, trials=R,
+            key=common.run_key(settings.seed, "thm2", j, S), x0=x0, record_every=k,
+            mode="gather" if S < problem.num_clients else "mask",
+            dtype=settings.precision, progress=callback)
+
+    checks = _run_checks(progress, problems, T, R, check)
     config = common.base_config(settings, "thm2", R, T, scale)
     config.update(problems=[dict(label=lb, L=L, C=C, D=D, Q=Q, S=Ss, x0=x0.tolist())
                             for lb, _, L, C, D, Q, Ss, x0 in problems],
@@ -157,21 +167,15 @@ def run_thm3(settings: common.Settings, progress: common.Progress) -> dict:
     k = common.record_every(T, 500)
     problems = [(lb, p, L, C, D, Q, [min(Ss), p.num_clients], x0)
                 for lb, p, L, C, D, Q, Ss, x0 in _problems()]
-    progress.plan(sum(common.work_units(p.num_clients, S, Q, T, R)
-                      for _, p, _, _, _, Q, Ss, _ in problems for S in Ss))
-    checks = []
-    for j, (label, problem, L, C, D, Q, Ss, x0) in enumerate(problems):
-        for S in Ss:
-            callback = progress.task(f"{label.split(',')[0]} S={S}",
-                                     common.work_units(problem.num_clients, S, Q, T, R))
-            res = theory.theorem3_check(
-                problem, L=L, C=C, num_sampled=S, local_steps=Q, rounds=T, trials=R,
-                key=common.run_key(settings.seed, "thm3", j, S), alpha0=None, p=THM3_P, x0=x0,
-                record_every=k, mode="gather" if S < problem.num_clients else "mask",
-                dtype=settings.precision, progress=callback)
-            progress.finish_task()
-            res["label"] = label
-            checks.append(res)
+
+    def check(j, label, problem, L, C, D, Q, S, x0, callback):
+        return theory.theorem3_check(
+            problem, L=L, C=C, num_sampled=S, local_steps=Q, rounds=T, trials=R,
+            key=common.run_key(settings.seed, "thm3", j, S), alpha0=None, p=THM3_P, x0=x0,
+            record_every=k, mode="gather" if S < problem.num_clients else "mask",
+            dtype=settings.precision, progress=callback)
+
+    checks = _run_checks(progress, problems, T, R, check)
     config = common.base_config(settings, "thm3", R, T, scale)
     config.update(problems=[dict(label=lb, L=L, C=C, Q=Q, S=Ss, x0=x0.tolist())
                             for lb, _, L, C, D, Q, Ss, x0 in problems],

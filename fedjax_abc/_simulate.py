@@ -292,13 +292,11 @@ def simulate(
     # the name is static: drop it so problems differing only in name share one compilation
     problem_c = dataclasses.replace(problem.astype(jdtype), name="")
     oracle_c = cast_floating(oracle, jdtype)
-    sampler_c = sampler
 
     devices = _resolve_devices(devices)
     ndev = len(devices)
     # a batch of one trial can compile to different float rounding: pad to >= 2 trials
     per_call = int(math.ceil(max(chunk, 2) / ndev) * ndev)
-    sharding = None
     if ndev > 1:
         mesh = Mesh(np.array(devices), ("trials",))
         sharding = NamedSharding(mesh, PartitionSpec("trials"))
@@ -327,7 +325,7 @@ def simulate(
             seg_gap, seg_gns, seg_x = [np.asarray(g0)[:, None]], [np.asarray(n0)[:, None]], [np.asarray(x_c)[:, None]]
             keep = slice(per_record - 1, None, per_record)
             for j in range(0, blocks, s):
-                x_c, rec = _run_segment(problem_c, oracle_c, sampler_c, x_c, ids, key,
+                x_c, rec = _run_segment(problem_c, oracle_c, sampler, x_c, ids, key,
                                         jnp.asarray(j * b, jnp.int32), stepsize_blocks[j: j + s],
                                         Q, mode, record_x)
                 seg_gap.append(np.asarray(rec[0]))
