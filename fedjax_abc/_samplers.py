@@ -15,6 +15,7 @@ averages the local models of the slots with these weights (zero-weight slots dro
 from __future__ import annotations
 
 import abc
+import functools
 
 import equinox as eqx
 import jax
@@ -98,14 +99,25 @@ class UniformWithoutReplacement(AbstractSampler):
         if S == n:
             return jnp.arange(n, dtype=jnp.int32), jnp.ones((n,))
 
-        def body(k, chosen):
-            j = n - S + k
-            t = _uniform_below(words[k], jnp.asarray(j + 1))
-            taken = jnp.any((chosen == t) & (jnp.arange(S) < k))
-            return chosen.at[k].set(jnp.where(taken, j, t))
+        if S > 16:  # a loop keeps the program small; each step compares with all S slots
+            def body(k, chosen):
+                j = n - S + k
+                t = _uniform_below(words[k], jnp.asarray(j + 1))
+                taken = jnp.any((chosen == t) & (jnp.arange(S) < k))
+                return chosen.at[k].set(jnp.where(taken, j, t))
 
-        chosen = jax.lax.fori_loop(0, S, body, jnp.zeros((S,), jnp.int32), unroll=S <= 16)
-        return chosen, jnp.ones((S,))
+            chosen = jax.lax.fori_loop(0, S, body, jnp.zeros((S,), jnp.int32))
+            return chosen, jnp.ones((S,))
+        # written out, step k compares with the k taken so far; the slots stay (1,)-shaped
+        # and are concatenated, which under vmap compiles with fewer transposes than a stack
+        chosen = []
+        for k in range(S):
+            j = n - S + k
+            t = _uniform_below(words[k:k + 1], jnp.asarray(j + 1))
+            taken = functools.reduce(jnp.logical_or, [c == t for c in chosen],
+                                     jnp.zeros((1,), bool))
+            chosen.append(jnp.where(taken, j, t))
+        return jnp.concatenate(chosen), jnp.ones((S,))
 
 
 class FullParticipation(AbstractSampler):

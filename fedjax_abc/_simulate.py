@@ -1,10 +1,11 @@
 """``simulate``: many independent trials of Algorithm 1 as one compiled XLA program.
 
-Layout of the program: ``vmap`` over trials of [``lax.scan`` over records of [``lax.scan``
-over the k rounds between records of [one round: ``vmap`` over clients of [``lax.scan`` over
-Q local steps]]]], under one ``jit``. Shapes (n, S, Q, T/k, trials per chunk, mode) are
-static; the key, x0, the stepsizes and the problem's arrays are data, so a new key or a new
-stepsize compiles nothing.
+Layout of the program: ``lax.scan`` over records of [``lax.scan`` over the k rounds between
+records of [one round of all trials: ``vmap`` over clients of [``vmap`` over trials of
+[``lax.scan`` over Q local steps]]]], under one ``jit``; the trials are the innermost
+``vmap`` so that their copies of a client's model lie side by side in memory. Shapes (n, S,
+Q, T/k, trials per chunk, mode) are static; the key, x0, the stepsizes and the problem's
+arrays are data, so a new key or a new stepsize compiles nothing.
 """
 
 from __future__ import annotations
@@ -111,6 +112,9 @@ def _initial_records(problem, x):
     return jax.vmap(lambda xr: _record(problem, xr))(x)
 
 
+_LANE_BYTES = 64  # the widest SIMD register in common use (AVX-512)
+
+
 @eqx.filter_jit
 def _run_segment(problem, oracle, sampler, x, trial_ids, key, t0, stepsizes, local_steps, mode,
                  record_x):
@@ -120,21 +124,19 @@ def _run_segment(problem, oracle, sampler, x, trial_ids, key, t0, stepsizes, loc
     (gap, grad_norm_sq[, x]) of shape (m, s[, d]).
     """
     k = stepsizes.shape[1]
+    trial_keys = jax.vmap(lambda r: jax.random.key_data(jax.random.fold_in(key, r)),
+                          out_axes=1)(trial_ids)  # (2, m)
 
-    def one_trial(x_r, r):
-        trial_key = jax.random.fold_in(key, r)
+    def block(x_t, inputs):
+        j, alphas = inputs
+        x_next = _fedavg.run_rounds(problem, oracle, sampler, x_t, trial_keys, t0 + j * k,
+                                    alphas, local_steps, mode)
+        gap, gns = jax.vmap(lambda xr: _record(problem, xr))(x_next)
+        return x_next, (gap, gns, x_next) if record_x else (gap, gns)
 
-        def block(x_t, inputs):
-            j, alphas = inputs
-            x_next = _fedavg.run_rounds(problem, oracle, sampler, x_t, t0 + j * k, alphas,
-                                        trial_key, local_steps, mode)
-            gap, gns = _record(problem, x_next)
-            return x_next, (gap, gns, x_next) if record_x else (gap, gns)
-
-        steps = jnp.arange(stepsizes.shape[0], dtype=jnp.int32)
-        return jax.lax.scan(block, x_r, (steps, stepsizes))
-
-    return jax.vmap(one_trial)(x, trial_ids)
+    steps = jnp.arange(stepsizes.shape[0], dtype=jnp.int32)
+    x, records = jax.lax.scan(block, x, (steps, stepsizes))
+    return x, tuple(jnp.moveaxis(r, 0, 1) for r in records)
 
 
 class _Progress:
@@ -204,12 +206,16 @@ def simulate(
       stepsize: alpha > 0, an array of T values, or a schedule ``t -> alpha_t`` (optax too).
       rounds: T >= 1.
       x0: initial point, shape (d,) (or () when d = 1), or (trials, d) for one per trial.
-      trials: number of independent trials (>= 1).
-      key: a JAX PRNG key; trial r uses ``fold_in(key, r)`` whatever the number of trials.
+      trials: number of independent trials (>= 1). Each device runs a multiple of 8
+        (float64) or 16 (float32) trials, the extra ones discarded: trial r's numbers are
+        then the same bit for bit whatever the number of trials, the chunks or the devices.
+      key: a JAX PRNG key of the default threefry2x32 generator; trial r uses
+        ``fold_in(key, r)`` whatever the number of trials.
       record_every: k, recording t = 0, k, ..., T; must divide T. Default: the smallest k
         that keeps at most 1000 records.
       mode: "mask" runs all n virtual local trajectories (Section II-A) and averages the
-        sampled ones; "gather" runs only the sampled clients. Same key, same result.
+        sampled ones; "gather" runs only the sampled clients. Same key, same draws: the
+        same numbers bit for bit on the paper's problems, to rounding in general.
       sampler: an :class:`~fedjax_abc.AbstractSampler`; overrides ``num_sampled``.
       oracle: overrides ``problem.oracle``.
       dtype: "float64" (default; use it for anything compared with the paper) or "float32"
@@ -288,15 +294,22 @@ def simulate(
 
     jdtype = _DTYPES[dtype]
     if key.dtype == jnp.uint32:
-        key = jax.random.wrap_key_data(key)
+        key = jax.random.wrap_key_data(key, impl="threefry2x32")
+    if str(jax.random.key_impl(key)) != "threefry2x32":
+        raise ValueError("key must be a threefry2x32 key (the default, jax.random.key(seed)); "
+                         f"got a {jax.random.key_impl(key)} key")
     # the name is static: drop it so problems differing only in name share one compilation
     problem_c = dataclasses.replace(problem.astype(jdtype), name="")
     oracle_c = cast_floating(oracle, jdtype)
 
     devices = _resolve_devices(devices)
     ndev = len(devices)
-    # a batch of one trial can compile to different float rounding: pad to >= 2 trials
-    per_call = int(math.ceil(max(chunk, 2) / ndev) * ndev)
+    # The trials are the innermost axis, so the compiled loops run along them in SIMD
+    # lanes; a trial that fell in a loop's scalar remainder could round differently. Each
+    # device gets a multiple of 64 bytes' worth of trials (8 in float64, 16 in float32),
+    # so that trial r's numbers do not depend on the chunking, the devices or its neighbours.
+    lanes = _LANE_BYTES // np.dtype(jdtype).itemsize
+    per_call = int(math.ceil(chunk / (ndev * lanes))) * ndev * lanes
     if ndev > 1:
         mesh = Mesh(np.array(devices), ("trials",))
         sharding = NamedSharding(mesh, PartitionSpec("trials"))

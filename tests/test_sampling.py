@@ -171,3 +171,29 @@ def test_sample_mask_inside_jit():
     f = jax.jit(lambda k: fa.sample_mask(fa.UniformWithoutReplacement(2), k, 5))
     m = np.asarray(f(jax.random.key(0)))
     assert m.shape == (5,) and m.sum() == 2 and set(np.unique(m)) == {0.0, 1.0}
+
+
+def _floyd_numpy(words, n, S):
+    """Floyd's algorithm as the docstring states it, in plain Python integers."""
+    chosen = []
+    for k in range(S):
+        j = n - S + k
+        t = (int(words[k]) * (j + 1)) >> 32  # floor(u * (j + 1)), u = word / 2^32
+        chosen.append(j if t in chosen else t)
+    return chosen
+
+
+@pytest.mark.parametrize("n,S", [(40, 4), (1000, 10), (20, 16), (20, 17), (64, 40)])
+def test_floyd_picks_match_a_plain_implementation(n, S):
+    """Both code paths (written out for S <= 16, a loop beyond) pick what Floyd's algorithm picks."""
+    words = np.random.default_rng(n + S).integers(0, 2 ** 32, size=(300, S), dtype=np.uint32)
+    # small words collide often: exercise the "already taken" branch
+    words[:100] = np.random.default_rng(1).integers(0, 2 ** 27, size=(100, S), dtype=np.uint32)
+    sampler = fa.UniformWithoutReplacement(S)
+    idx, _ = jax.jit(jax.vmap(lambda w: sampler.from_words(w, n)))(jax.numpy.asarray(words))
+    expected = np.array([_floyd_numpy(w, n, S) for w in words])
+    np.testing.assert_array_equal(np.asarray(idx), expected)
+    assert np.mean([len(set(e)) < S for e in expected]) == 0
+    taken = sum(int((w * ((n - S + k) + 1)) >> 32) in row[:k]  # the j branch was used
+                for row, ws in zip(expected, words) for k, w in enumerate(ws.astype(object)))
+    assert taken > 0

@@ -242,3 +242,9 @@ def test_gaussian_oracle_bad_constants():
         fa.GaussianOracle(C=-1.0, D=0.0)
     with pytest.raises(ValueError, match=r"D=-0.5"):
         fa.GaussianOracle(C=1.0, D=-0.5)
+
+
+def test_key_of_another_generator(problem, monkeypatch):
+    """The simulator hashes with Threefry-2x32: a key of another generator is refused."""
+    rbg = jax.random.key(0, impl="rbg")
+    rejects(monkeypatch, r"threefry2x32", lambda: fa.simulate(problem, **good(problem, key=rbg)))
