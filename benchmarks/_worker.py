@@ -28,7 +28,7 @@ RESULT_MARK = "@@RESULT "
 # Timed calls are repeated with new keys until they add up to MIN_TIMED_S (at most MAX_CALLS
 # calls) and the fastest is reported: short runs are otherwise at the mercy of the scheduler.
 MIN_TIMED_S = 1.5
-MAX_CALLS = 10
+MAX_CALLS = 100
 
 STEPSIZES = {"huber27": 1e-4, "softplus_huber": 1e-3, "quadratics": 1e-2}
 

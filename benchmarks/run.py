@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python benchmarks/run.py                     # everything (about 5 minutes on 2 quiet cores)
+    python benchmarks/run.py                     # everything, 2 passes (about 10 minutes)
     python benchmarks/run.py --quick             # a tiny configuration (under a minute)
     python -m benchmarks.run --only table2       # one workload
     python benchmarks/run.py --json benchmarks/results/latest.json
@@ -10,8 +10,9 @@ Run from the repository root::
 
 Every case runs in its own subprocess (``benchmarks/_worker.py``), so its peak memory is
 its own: the first call with key 1 compiles and runs, the next ones with new keys are timed
-(until they add up to 1.5 s; the fastest counts). "compile s" is the first call's time minus
-the second's. Throughput is counted in
+(until they add up to 1.5 s; the fastest counts). Each case runs once per pass (two by
+default, the second in reverse order) and its fastest pass is kept. "compile s" is the first
+call's time minus the second's. Throughput is counted in
 client-steps: virtual = trials * n * Q * T / run s (all n clients, as in the mask
 formulation, whatever a mode computes), sampled = trials * S * Q * T / run s.
 """
@@ -249,8 +250,15 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=1,
                     help="at least this many timed calls per case (new key each; more until "
                          "they add up to 1.5 s); the fastest is reported")
+    ap.add_argument("--passes", type=int, default=None,
+                    help="run every case this many times, in alternating order (forward, "
+                         "backward, ...), and keep each case's fastest pass, which damps the "
+                         "drift of a shared machine (default 2; 1 with --quick)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per case")
     args = ap.parse_args(argv)
+    passes = args.passes if args.passes is not None else (1 if args.quick else 2)
+    if passes < 1:
+        ap.error("--passes must be at least 1")
 
     todo = cases(quick=args.quick, only=args.only)
     for i, c in enumerate(todo):
@@ -259,17 +267,24 @@ def main(argv=None):
     info = machine_info()
     info["loadavg_start"] = os.getloadavg()
     t0 = time.perf_counter()
-    rows = []
-    for c in todo:
-        row = run_case(c, args.timeout)
-        rows.append(row)
-        what = (f"[{c['id'] + 1}/{len(todo)}] {c['workload']:<10} {c['impl']:<13} {c['mode']:<7} "
-                f"{c['dtype']:<7} R={c['trials']} n={c['n']} S={c['S']} T={c['T']}")
-        if "error" in row:
-            print(f"{what}: ERROR {row['error']}", file=sys.stderr, flush=True)
-        else:
-            print(f"{what}: run {row['run_s']:.3f} s, {row['virtual_rate']:.3g} virtual steps/s",
-                  file=sys.stderr, flush=True)
+    best, pass_times = {}, {c["id"]: [] for c in todo}
+    for p in range(passes):
+        for c in (todo if p % 2 == 0 else todo[::-1]):
+            row = run_case(c, args.timeout)
+            pass_times[c["id"]].append(row.get("run_s"))
+            old = best.get(c["id"])
+            if old is None or ("error" in old and "error" not in row) or (
+                    "error" not in row and "error" not in old and row["run_s"] < old["run_s"]):
+                best[c["id"]] = row
+            what = (f"[pass {p + 1}/{passes}, {c['id'] + 1}/{len(todo)}] {c['workload']:<10} "
+                    f"{c['impl']:<13} {c['mode']:<7} {c['dtype']:<7} R={c['trials']} n={c['n']} "
+                    f"S={c['S']} T={c['T']}")
+            if "error" in row:
+                print(f"{what}: ERROR {row['error']}", file=sys.stderr, flush=True)
+            else:
+                print(f"{what}: run {row['run_s']:.3f} s, {row['virtual_rate']:.3g} virtual "
+                      "steps/s", file=sys.stderr, flush=True)
+    rows = [dict(best[c["id"]], run_s_passes=pass_times[c["id"]]) for c in todo]
     info["loadavg_end"] = os.getloadavg()
     info["git_end"] = git_state()
     if info["git_end"] != info["git"]:
@@ -292,6 +307,7 @@ def main(argv=None):
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         doc = dict(machine=info, quick=args.quick, only=args.only, repeat=args.repeat,
+                   passes=passes,
                    baseline_rounds=BASELINE_ROUNDS, targets=targets, memory=mem, results=rows)
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=1)
