@@ -81,6 +81,8 @@ def client_words(key_data: Array, clients: Array, num_words: int) -> Array:
     start = clients.astype(jnp.uint32) * W
     if W < _BLOCKWISE_MIN_WORDS:
         return _words(key_data, 1, start[:, None] + jnp.arange(W, dtype=jnp.uint32)[None, :])
+    if W % 2 == 0:  # every client's words start a block
+        return _block_words(key_data, 1, start // 2, W // 2)
     words = _block_words(key_data, 1, start // 2, W // 2 + 1)
     odd = (start % 2 == 1)[:, None]  # the client's first word is the second of a block
     return jnp.where(odd, words[:, 1: W + 1], words[:, :W])
