@@ -27,6 +27,7 @@ from fedjax_abc._oracles import AbstractOracle
 from fedjax_abc._problem import Problem, cast_floating
 from fedjax_abc._result import SimResult
 from fedjax_abc._samplers import AbstractSampler, FullParticipation, UniformWithoutReplacement
+from fedjax_abc._threefry import fold_in_data
 
 __all__ = ["simulate", "stepsize_array"]
 
@@ -124,8 +125,7 @@ def _run_segment(problem, oracle, sampler, x, trial_ids, key, t0, stepsizes, loc
     (gap, grad_norm_sq[, x]) of shape (m, s[, d]).
     """
     k = stepsizes.shape[1]
-    trial_keys = jax.vmap(lambda r: jax.random.key_data(jax.random.fold_in(key, r)),
-                          out_axes=1)(trial_ids)  # (2, m)
+    trial_keys = fold_in_data(jax.random.key_data(key), trial_ids)  # (2, m): fold_in(key, r)
 
     def block(x_t, inputs):
         j, alphas = inputs
