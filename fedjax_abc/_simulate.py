@@ -118,20 +118,33 @@ _LANE_BYTES = 64  # the widest SIMD register in common use (AVX-512)
 
 @eqx.filter_jit
 def _run_segment(problem, oracle, sampler, x, trial_ids, key, t0, stepsizes, local_steps, mode,
-                 record_x):
-    """Rounds t0 .. t0 + s*k - 1 of every trial; records after every k rounds.
+                 record_x, per_record=1):
+    """Rounds t0 .. t0 + s*b - 1 of every trial in s blocks of b rounds; a record per block.
 
-    x: (m, d); trial_ids: (m,); stepsizes: (s, k). Returns x at the end and the records
-    (gap, grad_norm_sq[, x]) of shape (m, s[, d]).
+    x: (m, d); trial_ids: (m,); stepsizes: (s, b). Returns x at the end and the records
+    (gap, grad_norm_sq[, x]) of shape (m, s[, d]). Only blocks b * (i + 1) = k (i + 1)
+    rounds after t = 0 (k = per_record * b, t0 a multiple of b) evaluate f and grad f; the
+    records of the other blocks are zeros, for the caller to drop.
     """
-    k = stepsizes.shape[1]
+    b = stepsizes.shape[1]
     trial_keys = fold_in_data(jax.random.key_data(key), trial_ids)  # (2, m): fold_in(key, r)
+
+    def record(x_next):
+        return jax.vmap(lambda xr: _record(problem, xr))(x_next)
+
+    def skip(x_next):
+        zero = jnp.zeros(x_next.shape[:1], x_next.dtype)
+        return zero, zero
 
     def block(x_t, inputs):
         j, alphas = inputs
-        x_next = _fedavg.run_rounds(problem, oracle, sampler, x_t, trial_keys, t0 + j * k,
+        x_next = _fedavg.run_rounds(problem, oracle, sampler, x_t, trial_keys, t0 + j * b,
                                     alphas, local_steps, mode)
-        gap, gns = jax.vmap(lambda xr: _record(problem, xr))(x_next)
+        if per_record == 1:
+            gap, gns = record(x_next)
+        else:  # every trial's f(x) costs a pass over all n clients: only where it is kept
+            kept = (t0 // b + j) % per_record == per_record - 1
+            gap, gns = jax.lax.cond(kept, record, skip, x_next)
         return x_next, (gap, gns, x_next) if record_x else (gap, gns)
 
     steps = jnp.arange(stepsizes.shape[0], dtype=jnp.int32)
@@ -340,7 +353,7 @@ def simulate(
             for j in range(0, blocks, s):
                 x_c, rec = _run_segment(problem_c, oracle_c, sampler, x_c, ids, key,
                                         jnp.asarray(j * b, jnp.int32), stepsize_blocks[j: j + s],
-                                        Q, mode, record_x)
+                                        Q, mode, record_x, per_record)
                 seg_gap.append(np.asarray(rec[0]))
                 seg_gns.append(np.asarray(rec[1]))
                 if record_x:
