@@ -11,16 +11,18 @@ import jax
 jax.config.update("jax_enable_x64", True)
 
 from fedjax_abc import problems, theory  # noqa: E402
-from fedjax_abc._fedavg import client_noise, fedavg_round, local_run  # noqa: E402
-from fedjax_abc._oracles import (  # noqa: E402
+from fedjax_abc._algorithms._fedavg import local_run  # noqa: E402
+from fedjax_abc._engine._random import client_noise  # noqa: E402
+from fedjax_abc._engine._round import fedavg_round  # noqa: E402
+from fedjax_abc._problems._oracles import (  # noqa: E402
     AbstractOracle,
     ExactOracle,
     GaussianOracle,
     RademacherOracle,
 )
-from fedjax_abc._problem import Client, Problem, make_problem  # noqa: E402
-from fedjax_abc._result import SimResult, Summary, summarize  # noqa: E402
-from fedjax_abc._samplers import (  # noqa: E402
+from fedjax_abc._problems._problem import Client, Problem, make_problem  # noqa: E402
+from fedjax_abc._engine._result import SimResult, Summary, summarize  # noqa: E402
+from fedjax_abc._problems._samplers import (  # noqa: E402
     AbstractSampler,
     Bernoulli,
     FullParticipation,
@@ -28,7 +30,7 @@ from fedjax_abc._samplers import (  # noqa: E402
     WithReplacement,
     sample_mask,
 )
-from fedjax_abc._simulate import simulate, stepsize_array  # noqa: E402
+from fedjax_abc._engine._simulate import simulate, stepsize_array  # noqa: E402
 
 __version__ = "0.1.0"
 

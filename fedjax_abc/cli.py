@@ -112,21 +112,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _runner(name: str):
-    from fedjax_abc import _repro_fig1, _repro_fig3, _repro_table2, _repro_theory
-
+    from fedjax_abc.repro import fig1, fig3, table2, theorems
     return {
-        "fig1": (_repro_fig1.run, _repro_fig1.write),
-        "table2": (_repro_table2.run, _repro_table2.write),
-        "fig3": (_repro_fig3.run, _repro_fig3.write),
-        "thm1": (_repro_theory.run_thm1, _repro_theory.write_thm1),
-        "thm2": (_repro_theory.run_thm2, _repro_theory.write_thm2),
-        "thm3": (_repro_theory.run_thm3, _repro_theory.write_thm3),
+        "fig1": (fig1.run, fig1.write),
+        "table2": (table2.run, table2.write),
+        "fig3": (fig3.run, fig3.write),
+        "thm1": (theorems.run_thm1, theorems.write_thm1),
+        "thm2": (theorems.run_thm2, theorems.write_thm2),
+        "thm3": (theorems.run_thm3, theorems.write_thm3),
     }[name]
 
 
 def reproduce(args, argv: Sequence[str]) -> int:
-    from fedjax_abc import _repro_common as common
-
+    from fedjax_abc.repro import common
     settings = common.Settings(trials=args.trials, rounds=args.rounds, seed=args.seed,
                                out=args.out, quick=args.quick, precision=args.precision,
                                argv=tuple(argv))
@@ -155,11 +153,10 @@ def reproduce(args, argv: Sequence[str]) -> int:
 
 
 def report(args) -> int:
-    from fedjax_abc import _report
-
+    from fedjax_abc.repro import report as report_module
     if not os.path.isdir(args.results):
         raise RuntimeError(f"no results folder {args.results!r}; run 'fedjax-abc reproduce' first")
-    path = _report.write_report(args.results, args.out)
+    path = report_module.write_report(args.results, args.out)
     print(path)
     return 0
 

@@ -22,7 +22,7 @@ Example:
   0.8
 """
 
-from fedjax_abc._theory_abc import (
+from fedjax_abc._theory._abc import (
     ABCConstants,
     ABCSlack,
     OracleVariance,
@@ -32,7 +32,7 @@ from fedjax_abc._theory_abc import (
     oracle_variance,
     relaxed_growth_sigma_sq,
 )
-from fedjax_abc._theory_bounds import (
+from fedjax_abc._theory._bounds import (
     SamplingRegime,
     Theorem2LeadingTerms,
     remark3_nu,
@@ -42,9 +42,9 @@ from fedjax_abc._theory_bounds import (
     theorem2_stepsize,
     theorem2_stepsize_limit,
 )
-from fedjax_abc._theory_check import theorem2_check, theorem3_check
-from fedjax_abc._theory_counterexample import Theorem1Values, theorem1_values, theorem1_x_k
-from fedjax_abc._theory_heterogeneity import (
+from fedjax_abc._theory._check import theorem2_check, theorem3_check
+from fedjax_abc._theory._counterexample import Theorem1Values, theorem1_values, theorem1_x_k
+from fedjax_abc._theory._heterogeneity import (
     BGDSum,
     InfimaCheck,
     Lemma1Slack,
@@ -55,7 +55,7 @@ from fedjax_abc._theory_heterogeneity import (
     sampling_factor,
     sigma_f_star,
 )
-from fedjax_abc._theory_theorem3 import (
+from fedjax_abc._theory._theorem3 import (
     Theorem3ScheduleCheck,
     check_theorem3_schedule,
     diminishing_stepsize,

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from fedjax_abc import _repro_common as common
+from fedjax_abc.repro import common
 from fedjax_abc import cli
 
 PNG = b"\x89PNG\r\n\x1a\n"

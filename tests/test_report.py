@@ -6,11 +6,10 @@ import numpy as np
 import pytest
 
 import fedjax_abc as fa
-from fedjax_abc import _repro_checks as chk
-from fedjax_abc import _repro_offsets as offs
-from fedjax_abc import _report
-
-
+from fedjax_abc.repro import checks as chk
+from fedjax_abc.repro import offsets as offs
+from fedjax_abc.repro import paper
+from fedjax_abc.repro import report as _report
 def _config(**kw):
     base = dict(scale="paper", trials=100, rounds=50000, precision="float64", seed=0,
                 wall_seconds=1.0, timings=[], versions={"jax": "x"}, device={"devices": ["cpu:0"]})
@@ -31,12 +30,12 @@ def _fig1():
 def _table2(z=2.0):
     rows = []
     for d in (20.0, 50.0, 100.0, 200.0):
-        gap = {str(S): {"mean": offs.PAPER_GAP[d][S] * (1 + 0.1 * z),
-                        "stderr": offs.PAPER_GAP[d][S] * 0.1} for S in (4, 20, 40)}
+        gap = {str(S): {"mean": paper.TABLE2_GAP[d][S] * (1 + 0.1 * z),
+                        "stderr": paper.TABLE2_GAP[d][S] * 0.1} for S in (4, 20, 40)}
         nf = {"gap_at_T": 0.3, "x_minus_x_star_at_T": 7.5, "horizon": 500000,
               "first_round_at_paper_gap": {"4": 200000, "20": 220000, "40": 250000},
               "start_offset_for_paper_gap": {"4": 0.5, "20": 0.6, "40": 0.8}}
-        rows.append({"d_max": d, "sigma_f_star": offs.PAPER_SIGMA[d], "bgd_sum": offs.PAPER_BGD[d],
+        rows.append({"d_max": d, "sigma_f_star": paper.TABLE2_SIGMA[d], "bgd_sum": paper.TABLE2_BGD[d],
                      "gap": gap, "noise_free": nf})
     return {"experiment": "table2", "rows": rows,
             "config": _config(n=40, Q=10, alpha=1e-4, x0="x* + 10", S=[4, 20, 40],
@@ -110,7 +109,7 @@ def test_ordering_and_fits():
 
 
 def test_paper_offsets_reproduce_sigma_to_three_decimals():
-    for d_max, printed in offs.PAPER_SIGMA.items():
+    for d_max, printed in paper.TABLE2_SIGMA.items():
         d = offs.paper_offsets(d_max)
         assert d.shape == (40,) and d[0] == d[1] == 0.0 and d[2:].min() >= 0 and d.max() <= d_max
         p = fa.problems.huber_offsets(offsets=d)

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from jax.extend.random import threefry_2x32
 
-from fedjax_abc import _fedavg
-from fedjax_abc._threefry import fold_in_data, threefry2x32
+from fedjax_abc._engine import _random
+from fedjax_abc._engine._threefry import fold_in_data, threefry2x32
 
 RNG = np.random.default_rng(0)
 
@@ -47,7 +47,7 @@ def _stream(key_data, stream, num_words):
 def test_stream_words():
     k = jnp.asarray(RNG.integers(0, 2 ** 32, 2, dtype=np.uint32))
     for num in (1, 2, 5, 16):
-        np.testing.assert_array_equal(np.asarray(_fedavg.stream_words(k, 0, num)),
+        np.testing.assert_array_equal(np.asarray(_random.stream_words(k, 0, num)),
                                       _stream(k, 0, num))
 
 
@@ -57,6 +57,6 @@ def test_client_words_are_their_slice_of_the_stream(W):
     k = jnp.asarray(RNG.integers(0, 2 ** 32, 2, dtype=np.uint32))
     stream = _stream(k, 1, n * W)
     clients = np.array([0, 1, 2, 7, 48, 49, 13, 13], dtype=np.int32)  # odd and even starts
-    got = np.asarray(jax.jit(_fedavg.client_words, static_argnums=2)(k, clients, W))
+    got = np.asarray(jax.jit(_random.client_words, static_argnums=2)(k, clients, W))
     expected = np.stack([stream[i * W:(i + 1) * W] for i in clients])
     np.testing.assert_array_equal(got, expected)

@@ -13,7 +13,7 @@ import pytest
 
 import fedjax_abc as fa
 from fedjax_abc import theory as th
-from fedjax_abc._theory_bounds import bound_terms, explicit_rate, validated_params
+from fedjax_abc._theory._bounds import bound_terms, explicit_rate, validated_params
 
 
 def _random_params(rng, full=False):

@@ -7,13 +7,13 @@ import pytest
 
 MODULES = [
     "fedjax_abc.theory",
-    "fedjax_abc._theory_abc",
-    "fedjax_abc._theory_bounds",
-    "fedjax_abc._theory_check",
-    "fedjax_abc._theory_counterexample",
-    "fedjax_abc._theory_grid",
-    "fedjax_abc._theory_heterogeneity",
-    "fedjax_abc._theory_theorem3",
+    "fedjax_abc._theory._abc",
+    "fedjax_abc._theory._bounds",
+    "fedjax_abc._theory._check",
+    "fedjax_abc._theory._counterexample",
+    "fedjax_abc._theory._grid",
+    "fedjax_abc._theory._heterogeneity",
+    "fedjax_abc._theory._theorem3",
 ]
 
 

@@ -7,7 +7,7 @@ import pytest
 
 import fedjax_abc as fa
 from fedjax_abc import theory as th
-from fedjax_abc._theory_grid import local_values_and_grads
+from fedjax_abc._theory._grid import local_values_and_grads
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ import optax
 import pytest
 
 import fedjax_abc as fa
-import fedjax_abc._simulate as _simulate
+import fedjax_abc._engine._simulate as _simulate
 
 N = 13  # a client count no other test file uses: nothing of this shape is compiled anywhere
 KEY = jax.random.key(0)  # made here, outside the blocks that must not compile

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedjax_abc._problem import Problem
+from fedjax_abc._problems._problem import Problem
 
 __all__ = [
     "as_points",

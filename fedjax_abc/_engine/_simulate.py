@@ -22,12 +22,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from fedjax_abc import _fedavg
-from fedjax_abc._oracles import AbstractOracle
-from fedjax_abc._problem import Problem, cast_floating
-from fedjax_abc._result import SimResult
-from fedjax_abc._samplers import AbstractSampler, FullParticipation, UniformWithoutReplacement
-from fedjax_abc._threefry import fold_in_data
+from fedjax_abc._engine import _round
+from fedjax_abc._problems._oracles import AbstractOracle
+from fedjax_abc._problems._problem import Problem, cast_floating
+from fedjax_abc._engine._result import SimResult
+from fedjax_abc._problems._samplers import AbstractSampler, FullParticipation, UniformWithoutReplacement
+from fedjax_abc._engine._threefry import fold_in_data
 
 __all__ = ["simulate", "stepsize_array"]
 
@@ -138,7 +138,7 @@ def _run_segment(problem, oracle, sampler, x, trial_ids, key, t0, stepsizes, loc
 
     def block(x_t, inputs):
         j, alphas = inputs
-        x_next = _fedavg.run_rounds(problem, oracle, sampler, x_t, trial_keys, t0 + j * b,
+        x_next = _round.run_rounds(problem, oracle, sampler, x_t, trial_keys, t0 + j * b,
                                     alphas, local_steps, mode)
         if per_record == 1:
             gap, gns = record(x_next)
@@ -264,8 +264,8 @@ def simulate(
     k = _default_record_every(T) if record_every is None else _check_int("record_every", record_every)
     if T % k:
         raise ValueError(f"record_every ({k}) must divide rounds (T={T})")
-    if mode not in _fedavg.MODES:
-        raise ValueError(f"mode ({mode!r}) must be one of {_fedavg.MODES}")
+    if mode not in _round.MODES:
+        raise ValueError(f"mode ({mode!r}) must be one of {_round.MODES}")
     if dtype not in _DTYPES:
         raise ValueError(f"dtype ({dtype!r}) must be 'float64' or 'float32'")
     if dtype == "float64" and not jax.config.jax_enable_x64:

@@ -1,7 +1,7 @@
 """``fedjax-abc report``: docs/reproduction.md generated from the JSON results.
 
 Every number and every verdict in the report is computed here from ``<name>.json`` (see
-``_repro_checks``); the prose is templates. Nothing in it is typed by hand.
+``checks``); the prose is templates. Nothing in it is typed by hand.
 """
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ import json
 import math
 import os
 
-from fedjax_abc import _repro_checks as chk
-from fedjax_abc import _repro_offsets as offs
-
+from fedjax_abc.repro import checks as chk
+from fedjax_abc.repro import paper, runtime
 ORDER = ("fig1", "table2", "fig3", "thm1", "thm2", "thm3")
 VERDICT = {"yes": "**yes**", "direction only": "direction only (not all steps significant)",
            "no": "**no** (a step goes the other way, not significantly)",
@@ -67,7 +66,7 @@ def _overview(docs: dict, results: str, out: str) -> list[str]:
     others = {name: doc["config"].get("timings") or [] for name, doc in docs.items()}
     for name, doc in docs.items():
         c = doc["config"]
-        est = chk.estimate_paper_seconds(name, c.get("timings") or [], others)
+        est = runtime.estimate_paper_seconds(name, c.get("timings") or [], others)
         est = c.get("wall_seconds") if name == "thm1" else est
         lines.append(f"| {name} | {c.get('scale')} | {c.get('trials') or '-'} | {c.get('rounds') or '-'} | "
                      f"{c.get('precision')} | {c.get('seed')} | {_clock(c.get('wall_seconds'))} | "
@@ -133,7 +132,7 @@ def _table2(doc: dict, results: str, out_dir: str) -> list[str]:
     sig_ok = []
     for r in rows:
         d = float(r["d_max"])
-        ps, pb = offs.PAPER_SIGMA.get(d), offs.PAPER_BGD.get(d)
+        ps, pb = paper.TABLE2_SIGMA.get(d), paper.TABLE2_BGD.get(d)
         ok = ps is not None and chk.within_printed(r["sigma_f_star"], ps) and \
             chk.within_printed(r["bgd_sum"], pb)
         sig_ok.append(ok)
@@ -148,7 +147,7 @@ def _table2(doc: dict, results: str, out_dir: str) -> list[str]:
         d = float(r["d_max"])
         cells = []
         for S in S_list:
-            g, p = r["gap"][str(S)], offs.PAPER_GAP.get(d, {}).get(S)
+            g, p = r["gap"][str(S)], paper.TABLE2_GAP.get(d, {}).get(S)
             z = (g["mean"] - p) / g["stderr"] if p is not None and g["stderr"] else None
             zs.append(z)
             cells.append(f"{_sci(g['mean'])} ({_sci(g['stderr'], 2)}) | {_sci(p)} | "
@@ -210,7 +209,7 @@ def _table2_explain(doc: dict, zs) -> list[str]:
               "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         nf, d = r["noise_free"], float(r["d_max"])
-        p = offs.PAPER_GAP.get(d, {}).get(int(S_full))
+        p = paper.TABLE2_GAP.get(d, {}).get(int(S_full))
         t = nf["first_round_at_paper_gap"].get(S_full)
         ratio = r["gap"][S_full]["mean"] / nf["gap_at_T"] if nf["gap_at_T"] > 0 else math.nan
         start = nf.get("start_offset_for_paper_gap", {}).get(S_full)
@@ -221,7 +220,7 @@ def _table2_explain(doc: dict, zs) -> list[str]:
                      f"{'> ' + str(nf['horizon']) if t is None else t} | "
                      f"{need} | "
                      f"{'n/a' if start is None else f'{start:.2f}'} |")
-    slow = [r for r in rows if r["noise_free"]["gap_at_T"] > 10 * offs.PAPER_GAP.get(
+    slow = [r for r in rows if r["noise_free"]["gap_at_T"] > 10 * paper.TABLE2_GAP.get(
         float(r["d_max"]), {}).get(int(S_full), math.inf)]
     close = [r for r in rows if r["noise_free"]["gap_at_T"] > 0 and
              abs(r["gap"][S_full]["mean"] / r["noise_free"]["gap_at_T"] - 1) < 0.25]
@@ -245,8 +244,8 @@ def _table2_explain(doc: dict, zs) -> list[str]:
         spread = max((max(r["gap"][str(S)]["mean"] for S in c["S"]) -
                       min(r["gap"][str(S)]["mean"] for S in c["S"])) / r["gap"][S_full]["mean"]
                      for r in close)
-        paper = [offs.PAPER_GAP[float(r["d_max"])] for r in close]
-        factors = [g[c["S"][0]] / g[int(S_full)] for g in paper]
+        printed = [paper.TABLE2_GAP[float(r["d_max"])] for r in close]
+        factors = [g[c["S"][0]] / g[int(S_full)] for g in printed]
         lines.append(f"It is also why our gaps at T change little with S: for Dmax in "
                      f"{{{close_d}}} the means over S differ by at most {100 * spread:.0f}% of "
                      f"the S = {S_full} value, while the paper's S = {c['S'][0]} and "

@@ -16,14 +16,8 @@ import os
 
 import numpy as np
 
-from fedjax_abc import _repro_common as common
-from fedjax_abc import _repro_offsets as offs
-
-PAPER = dict(n=40, d_max=[20.0, 50.0, 100.0, 200.0], S=[4, 20, 40], Q=10, alpha=1e-4,
-             x0_offset=10.0, T=50_000, R=100)
-QUICK = dict(T=50_000, R=8)
-NOISE_FREE_HORIZON = 10  # the noise-free run goes to 10 T
-BGD_POINTS = 200_001
+from fedjax_abc.repro import common, paper
+from fedjax_abc.repro import offsets as offs
 
 
 def bgd_domain(offsets: np.ndarray) -> tuple[float, float]:
@@ -33,12 +27,12 @@ def bgd_domain(offsets: np.ndarray) -> tuple[float, float]:
 
 
 def noise_free(problem, x0, Q, alpha, T, paper_gaps, progress=False) -> dict:
-    """The deterministic full-participation trajectory from x0 up to NOISE_FREE_HORIZON * T."""
+    """The deterministic full-participation trajectory from x0 up to paper.NOISE_FREE_HORIZON * T."""
     import jax
 
     import fedjax_abc as fa
 
-    horizon = NOISE_FREE_HORIZON * T
+    horizon = paper.NOISE_FREE_HORIZON * T
     k = common.record_every(horizon, 1000)
     res = fa.simulate(problem, local_steps=Q, stepsize=alpha, rounds=horizon, x0=x0, trials=1,
                       key=jax.random.key(0), record_every=k, mode="mask", record_x=True,
@@ -67,21 +61,21 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
     import fedjax_abc as fa
     import fedjax_abc.theory as theory
 
-    R, T, scale = settings.scale(PAPER["R"], PAPER["T"], QUICK["R"], QUICK["T"])
-    n, Q, alpha = PAPER["n"], PAPER["Q"], PAPER["alpha"]
+    R, T, scale = settings.scale(paper.TABLE2["R"], paper.TABLE2["T"], paper.TABLE2_QUICK["R"], paper.TABLE2_QUICK["T"])
+    n, Q, alpha = paper.TABLE2["n"], paper.TABLE2["Q"], paper.TABLE2["alpha"]
     k = common.record_every(T)
-    work = sum(common.work_units(n, S, Q, T, R) for S in PAPER["S"]) * len(PAPER["d_max"])
-    work += len(PAPER["d_max"]) * common.work_units(n, n, Q, NOISE_FREE_HORIZON * T, 1)
+    work = sum(common.work_units(n, S, Q, T, R) for S in paper.TABLE2["S"]) * len(paper.TABLE2["d_max"])
+    work += len(paper.TABLE2["d_max"]) * common.work_units(n, n, Q, paper.NOISE_FREE_HORIZON * T, 1)
     progress.plan(work)
 
     rows, traj_mean, traj_ci, rounds = [], {}, {}, None
-    for d_max in PAPER["d_max"]:
+    for d_max in paper.TABLE2["d_max"]:
         d = offs.paper_offsets(d_max, n)
         problem = fa.problems.huber_offsets(offsets=d)
-        x0 = np.asarray(problem.x_star) + PAPER["x0_offset"]
-        bgd = theory.bgd_sum(problem, domain=bgd_domain(d), num_points=BGD_POINTS)
+        x0 = np.asarray(problem.x_star) + paper.TABLE2["x0_offset"]
+        bgd = theory.bgd_sum(problem, domain=bgd_domain(d), num_points=paper.BGD_POINTS)
         gap, traj_mean[str(int(d_max))], traj_ci[str(int(d_max))] = {}, {}, {}
-        for S in PAPER["S"]:
+        for S in paper.TABLE2["S"]:
             res = common.simulate(problem, num_sampled=S, local_steps=Q, stepsize=alpha,
                                   rounds=T, x0=x0, trials=R,
                                   key=common.run_key(settings.seed, "table2", int(d_max), S),
@@ -93,8 +87,8 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
             traj_mean[str(int(d_max))][str(S)] = summ.mean
             traj_ci[str(int(d_max))][str(S)] = summ.ci95
         callback = progress.task(f"Dmax={d_max:g} noise-free", common.work_units(
-            n, n, Q, NOISE_FREE_HORIZON * T, 1))
-        nf = noise_free(problem, x0, Q, alpha, T, offs.PAPER_GAP[d_max], callback)
+            n, n, Q, paper.NOISE_FREE_HORIZON * T, 1))
+        nf = noise_free(problem, x0, Q, alpha, T, paper.TABLE2_GAP[d_max], callback)
         progress.finish_task()
         rows.append({
             "d_max": d_max, "offsets": d, "sigma_f_star": float(problem.sigma_f_star),
@@ -107,15 +101,15 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
     config = common.base_config(settings, "table2", R, T, scale)
     config.update(
         problem="huber_offsets (eq. 27) with the sign oracle of Section IV-B", n=n,
-        d_max=PAPER["d_max"], S=PAPER["S"], Q=Q, alpha=alpha,
-        x0=f"x* + {PAPER['x0_offset']:g}", record_every=k, L=1.0, C=1.0, D=0.0,
+        d_max=paper.TABLE2["d_max"], S=paper.TABLE2["S"], Q=Q, alpha=alpha,
+        x0=f"x* + {paper.TABLE2['x0_offset']:g}", record_every=k, L=1.0, C=1.0, D=0.0,
         offsets_draw={"convention": offs.PAPER_DRAW.convention, "seed": offs.PAPER_DRAW.seed,
                       "code": offs.PAPER_DRAW.description,
                       "note": "identified: reproduces the paper's four sigma_f* to 3 decimals",
                       "search": offs.SEARCH_NOTE},
-        bgd={"domain": "[min d_i - 5, max d_i + 5]", "num_points": BGD_POINTS,
+        bgd={"domain": "[min d_i - 5, max d_i + 5]", "num_points": paper.BGD_POINTS,
              "function": "fedjax_abc.theory.bgd_sum"},
-        noise_free={"oracle": "ExactOracle", "participation": "full", "horizon": f"{NOISE_FREE_HORIZON} T"},
+        noise_free={"oracle": "ExactOracle", "participation": "full", "horizon": f"{paper.NOISE_FREE_HORIZON} T"},
         key_tags="(Dmax, S)", mode="gather for S < n, mask for S = n (same results)",
     )
     return {"experiment": "table2", "config": config, "rows": rows,
@@ -135,8 +129,8 @@ def write(doc: dict, out: str) -> list[str]:
         line = [row["d_max"], row["bgd_sum"], row["sigma_f_star"]]
         for S in S_list:
             g = row["gap"][str(S)]
-            line += [g["mean"], g["stderr"], offs.PAPER_GAP.get(float(row["d_max"]), {}).get(S)]
-        line += [offs.PAPER_BGD.get(float(row["d_max"])), offs.PAPER_SIGMA.get(float(row["d_max"]))]
+            line += [g["mean"], g["stderr"], paper.TABLE2_GAP.get(float(row["d_max"]), {}).get(S)]
+        line += [paper.TABLE2_BGD.get(float(row["d_max"])), paper.TABLE2_SIGMA.get(float(row["d_max"]))]
         rows.append(line)
     paths.append(common.write_csv(os.path.join(out, "table2.csv"), header, rows))
 

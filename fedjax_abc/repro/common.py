@@ -1,7 +1,7 @@
 """Shared pieces of ``fedjax-abc reproduce``: settings, keys, progress, simulation, output.
 
 Every experiment of Section IV is a function ``run(settings, progress) -> dict`` (see
-``_repro_fig1``, ``_repro_table2``, ``_repro_fig3``, ``_repro_theory``) returning the JSON
+``fig1``, ``table2``, ``fig3``, ``theorems``) returning the JSON
 document it writes; this module holds what they share.
 """
 

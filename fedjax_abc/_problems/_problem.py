@@ -16,8 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
-from fedjax_abc import _minimize
-from fedjax_abc._oracles import AbstractOracle
+from fedjax_abc._problems import _minimize
+from fedjax_abc._problems._oracles import AbstractOracle
 
 __all__ = ["Client", "Problem", "make_problem"]
 

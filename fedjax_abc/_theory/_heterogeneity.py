@@ -14,8 +14,8 @@ from typing import NamedTuple
 import numpy as np
 from scipy import optimize
 
-from fedjax_abc._problem import Problem
-from fedjax_abc._theory_grid import as_points, check_int, check_positive, local_values_and_grads
+from fedjax_abc._problems._problem import Problem
+from fedjax_abc._theory._grid import as_points, check_int, check_positive, local_values_and_grads
 
 __all__ = [
     "BGDSum",
@@ -83,7 +83,7 @@ def gradient_dissimilarity(problem: Problem, points) -> tuple[np.ndarray, np.nda
 
     Args:
       problem: a :class:`~fedjax_abc.Problem`.
-      points: (K, d) points (see ``fedjax_abc._theory_grid.as_points``).
+      points: (K, d) points (see ``fedjax_abc._theory._grid.as_points``).
 
     Returns:
       (dissimilarity, grad_norm_sq), float64 arrays of shape (K,).

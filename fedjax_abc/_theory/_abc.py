@@ -19,10 +19,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedjax_abc._oracles import AbstractOracle, ExactOracle, GaussianOracle, RademacherOracle
-from fedjax_abc._problem import Problem, cast_floating
-from fedjax_abc._theory_grid import (as_points, check_int, check_nonneg, local_values_and_grads)
-from fedjax_abc._theory_heterogeneity import min_sum_then_first
+from fedjax_abc._problems._oracles import AbstractOracle, ExactOracle, GaussianOracle, RademacherOracle
+from fedjax_abc._problems._problem import Problem, cast_floating
+from fedjax_abc._theory._grid import (as_points, check_int, check_nonneg, local_values_and_grads)
+from fedjax_abc._theory._heterogeneity import min_sum_then_first
 
 __all__ = [
     "ABCConstants",

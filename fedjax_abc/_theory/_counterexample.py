@@ -17,9 +17,9 @@ import jax.numpy as jnp
 import numpy as np
 from scipy import optimize
 
-from fedjax_abc._problem import Problem
-from fedjax_abc._theory_grid import as_points, check_int
-from fedjax_abc._theory_heterogeneity import gradient_dissimilarity, sigma_f_star
+from fedjax_abc._problems._problem import Problem
+from fedjax_abc._theory._grid import as_points, check_int
+from fedjax_abc._theory._heterogeneity import gradient_dissimilarity, sigma_f_star
 
 __all__ = ["Theorem1Values", "theorem1_values", "theorem1_x_k"]
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from fedjax_abc._theory_grid import check_int, check_nonneg, check_positive
-from fedjax_abc._theory_heterogeneity import sampling_factor
+from fedjax_abc._theory._grid import check_int, check_nonneg, check_positive
+from fedjax_abc._theory._heterogeneity import sampling_factor
 
 __all__ = [
     "SamplingRegime",

@@ -15,15 +15,15 @@ from typing import Optional
 import jax
 import numpy as np
 
-from fedjax_abc._problem import Problem
-from fedjax_abc._result import summarize
-from fedjax_abc._simulate import simulate
-from fedjax_abc._theory_bounds import (bound_terms, limit_terms, theorem2_leading_terms,
+from fedjax_abc._problems._problem import Problem
+from fedjax_abc._engine._result import summarize
+from fedjax_abc._engine._simulate import simulate
+from fedjax_abc._theory._bounds import (bound_terms, limit_terms, theorem2_leading_terms,
                                        theorem2_stepsize, validated_params)
-from fedjax_abc._theory_theorem3 import (check_theorem3_schedule, diminishing_stepsize,
+from fedjax_abc._theory._theorem3 import (check_theorem3_schedule, diminishing_stepsize,
                                          theorem3_stepsize_limit)
-from fedjax_abc._theory_grid import check_int
-from fedjax_abc._theory_heterogeneity import sigma_f_star as _sigma
+from fedjax_abc._theory._grid import check_int
+from fedjax_abc._theory._heterogeneity import sigma_f_star as _sigma
 
 __all__ = ["theorem2_check", "theorem3_check"]
 

@@ -18,15 +18,11 @@ import os
 
 import numpy as np
 
-from fedjax_abc import _repro_common as common
-from fedjax_abc import _repro_offsets as offs
-
-THM1 = dict(ks=(1, 2, 3, 4, 5), domain=(-1.0e4, 1.0e4), num_points=400_001)
-THM_SCALE = dict(T=10_000, R=100, quick_T=2_000, quick_R=20)
-THM3_P = 0.75
+from fedjax_abc.repro import common, paper
+from fedjax_abc.repro import offsets as offs
 
 
-def _problems():
+def cases():
     """(label, problem, L, C, D, Q, S list, x0) for the two problems of Section IV."""
     import fedjax_abc as fa
 
@@ -48,12 +44,12 @@ def run_thm1(settings: common.Settings, progress: common.Progress) -> dict:
 
     progress.plan(1.0)
     progress.task("Theorem 1", 1.0)
-    v = theory.theorem1_values(ks=THM1["ks"], domain=THM1["domain"], num_points=THM1["num_points"])
+    v = theory.theorem1_values(ks=paper.THM1["ks"], domain=paper.THM1["domain"], num_points=paper.THM1["num_points"])
     progress.finish_task()
     config = common.base_config(settings, "thm1", None, None, "paper")
     config.update(problem="bgd_counterexample (Theorem 1): f_1,2 = r +/- (r/2) sin(sqrt r), "
-                          "r = sqrt(1 + x^2)", ks=list(THM1["ks"]), domain=list(THM1["domain"]),
-                  num_points=THM1["num_points"], function="fedjax_abc.theory.theorem1_values")
+                          "r = sqrt(1 + x^2)", ks=list(paper.THM1["ks"]), domain=list(paper.THM1["domain"]),
+                  num_points=paper.THM1["num_points"], function="fedjax_abc.theory.theorem1_values")
     return {
         "experiment": "thm1", "config": config,
         "L_bound": v.L_bound, "max_abs_second_derivative": v.max_abs_second_derivative,
@@ -106,10 +102,10 @@ def _run_checks(progress: common.Progress, problems, T: int, R: int, check) -> l
 def run_thm2(settings: common.Settings, progress: common.Progress) -> dict:
     import fedjax_abc.theory as theory
 
-    R, T, scale = settings.scale(THM_SCALE["R"], THM_SCALE["T"], THM_SCALE["quick_R"],
-                                 THM_SCALE["quick_T"])
+    R, T, scale = settings.scale(paper.THEOREMS["R"], paper.THEOREMS["T"], paper.THEOREMS["quick_R"],
+                                 paper.THEOREMS["quick_T"])
     k = common.record_every(T, 500)
-    problems = _problems()
+    problems = cases()
 
     def check(j, label, problem, L, C, D, Q, S, x0, callback):
         return theory.theorem2_check(
@@ -162,16 +158,16 @@ def write_thm2(doc: dict, out: str) -> list[str]:
 def run_thm3(settings: common.Settings, progress: common.Progress) -> dict:
     import fedjax_abc.theory as theory
 
-    R, T, scale = settings.scale(THM_SCALE["R"], THM_SCALE["T"], THM_SCALE["quick_R"],
-                                 THM_SCALE["quick_T"])
+    R, T, scale = settings.scale(paper.THEOREMS["R"], paper.THEOREMS["T"], paper.THEOREMS["quick_R"],
+                                 paper.THEOREMS["quick_T"])
     k = common.record_every(T, 500)
     problems = [(lb, p, L, C, D, Q, [min(Ss), p.num_clients], x0)
-                for lb, p, L, C, D, Q, Ss, x0 in _problems()]
+                for lb, p, L, C, D, Q, Ss, x0 in cases()]
 
     def check(j, label, problem, L, C, D, Q, S, x0, callback):
         return theory.theorem3_check(
             problem, L=L, C=C, num_sampled=S, local_steps=Q, rounds=T, trials=R,
-            key=common.run_key(settings.seed, "thm3", j, S), alpha0=None, p=THM3_P, x0=x0,
+            key=common.run_key(settings.seed, "thm3", j, S), alpha0=None, p=paper.THM3_P, x0=x0,
             record_every=k, mode="gather" if S < problem.num_clients else "mask",
             dtype=settings.precision, progress=callback)
 
@@ -179,8 +175,8 @@ def run_thm3(settings: common.Settings, progress: common.Progress) -> dict:
     config = common.base_config(settings, "thm3", R, T, scale)
     config.update(problems=[dict(label=lb, L=L, C=C, Q=Q, S=Ss, x0=x0.tolist())
                             for lb, _, L, C, D, Q, Ss, x0 in problems],
-                  stepsize=f"alpha_t = alpha_0 / (t + 1)^{THM3_P}, alpha_0 = 1/(8 Q (L + C))",
-                  p=THM3_P, record_every=k, key_tags="(problem index, S)",
+                  stepsize=f"alpha_t = alpha_0 / (t + 1)^{paper.THM3_P}, alpha_0 = 1/(8 Q (L + C))",
+                  p=paper.THM3_P, record_every=k, key_tags="(problem index, S)",
                   function="fedjax_abc.theory.theorem3_check")
     return {"experiment": "thm3", "config": config, "checks": checks}
 

@@ -12,15 +12,8 @@ from typing import Callable, Iterable, NamedTuple
 
 import numpy as np
 
-# Table II of the paper.
-PAPER_SIGMA = {20.0: 4.838, 50.0: 12.809, 100.0: 26.096, 200.0: 52.675}
-PAPER_BGD = {20.0: 0.956, 50.0: 0.998, 100.0: 0.998, 200.0: 0.998}
-PAPER_GAP = {
-    20.0: {4: 9.31e-4, 20: 1.28e-4, 40: 2.76e-5},
-    50.0: {4: 1.34e-3, 20: 2.34e-4, 40: 7.23e-5},
-    100.0: {4: 2.38e-3, 20: 3.75e-4, 40: 1.65e-4},
-    200.0: {4: 4.51e-3, 20: 7.96e-4, 40: 3.12e-4},
-}
+from fedjax_abc.repro import paper
+
 
 
 class Draw(NamedTuple):
@@ -107,7 +100,7 @@ def huber_f_star(d: np.ndarray) -> np.ndarray:
 
 def matches(sigma: float, d_max: float) -> bool:
     """Whether sigma rounds to the paper's printed sigma_f* for Dmax."""
-    return abs(sigma - PAPER_SIGMA[float(d_max)]) <= 5e-4 + 1e-12
+    return abs(sigma - paper.TABLE2_SIGMA[float(d_max)]) <= 5e-4 + 1e-12
 
 
 def search_draw(seeds: Iterable[int] = range(10001), conventions: Iterable[str] = tuple(CONVENTIONS),
@@ -121,9 +114,9 @@ def search_draw(seeds: Iterable[int] = range(10001), conventions: Iterable[str] 
     for conv in conventions:
         desc = CONVENTIONS[conv][1]
         ok = np.ones(len(seeds), bool)
-        for d_max in PAPER_SIGMA:
+        for d_max in paper.TABLE2_SIGMA:
             rest = _batch(conv, seeds, d_max, n - 2)
             sig = huber_f_star(np.concatenate([np.zeros((len(seeds), 2)), rest], 1))
-            ok &= np.abs(sig - PAPER_SIGMA[d_max]) <= 5e-4 + 1e-12
+            ok &= np.abs(sig - paper.TABLE2_SIGMA[d_max]) <= 5e-4 + 1e-12
         found += [Draw(conv, s, desc.format(seed=s)) for s, good in zip(seeds, ok) if good]
     return found

@@ -20,14 +20,9 @@ import os
 
 import numpy as np
 
-from fedjax_abc import _repro_checks as checks
-from fedjax_abc import _repro_common as common
-from fedjax_abc import _repro_offsets as offs
-
-PAPER = dict(n=40, d_max=200.0, S=[4, 40], Q=[3, 5, 8, 10, 15, 20, 30, 40, 50, 60, 70, 80, 90,
-                                               100, 150, 200],
-             gamma=1e-2, T=100_000, R=100, x0_offset=10.0, L=1.0)
-QUICK = dict(T=20_000, R=16, Q=[3, 10, 30, 100])
+from fedjax_abc.repro import checks
+from fedjax_abc.repro import common, paper
+from fedjax_abc.repro import offsets as offs
 
 
 def scaled_residual(S, n, T, L, delta_f, sigma, r_s, se_s, r_n, se_n):
@@ -44,21 +39,21 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
     """Runs Fig. 3 and returns the document of ``fig3.json``."""
     import fedjax_abc as fa
 
-    R, T, scale = settings.scale(PAPER["R"], PAPER["T"], QUICK["R"], QUICK["T"])
-    Q_list = QUICK["Q"] if settings.quick else PAPER["Q"]
-    n, gamma, L = PAPER["n"], PAPER["gamma"], PAPER["L"]
-    d = offs.paper_offsets(PAPER["d_max"], n)
+    R, T, scale = settings.scale(paper.FIG3["R"], paper.FIG3["T"], paper.FIG3_QUICK["R"], paper.FIG3_QUICK["T"])
+    Q_list = paper.FIG3_QUICK["Q"] if settings.quick else paper.FIG3["Q"]
+    n, gamma, L = paper.FIG3["n"], paper.FIG3["gamma"], paper.FIG3["L"]
+    d = offs.paper_offsets(paper.FIG3["d_max"], n)
     problem = fa.problems.huber_offsets(offsets=d)
-    x0 = np.asarray(problem.x_star) + PAPER["x0_offset"]
+    x0 = np.asarray(problem.x_star) + paper.FIG3["x0_offset"]
     delta_f = float(problem.gap(x0))
     sigma = float(problem.sigma_f_star)
     k = common.record_every(T, 100)
-    progress.plan(sum(common.work_units(n, S, Q, T, R) for S in PAPER["S"] for Q in Q_list))
+    progress.plan(sum(common.work_units(n, S, Q, T, R) for S in paper.FIG3["S"] for Q in Q_list))
 
-    residual = {str(S): {"mean": [], "stderr": [], "ci95": []} for S in PAPER["S"]}
-    final_gap = {str(S): {"mean": [], "stderr": []} for S in PAPER["S"]}
+    residual = {str(S): {"mean": [], "stderr": [], "ci95": []} for S in paper.FIG3["S"]}
+    final_gap = {str(S): {"mean": [], "stderr": []} for S in paper.FIG3["S"]}
     for Q in Q_list:
-        for S in PAPER["S"]:
+        for S in paper.FIG3["S"]:
             res = common.simulate(problem, num_sampled=S, local_steps=Q, stepsize=gamma / Q,
                                   rounds=T, x0=x0, trials=R,
                                   key=common.run_key(settings.seed, "fig3", S, Q),
@@ -72,15 +67,15 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
             final_gap[str(S)]["mean"].append(g["mean"])
             final_gap[str(S)]["stderr"].append(g["stderr"])
 
-    S_part = min(PAPER["S"])
+    S_part = min(paper.FIG3["S"])
     dq, dq_se, c = scaled_residual(S_part, n, T, L, delta_f, sigma,
                                    residual[str(S_part)]["mean"], residual[str(S_part)]["stderr"],
                                    residual[str(n)]["mean"], residual[str(n)]["stderr"])
     config = common.base_config(settings, "fig3", R, T, scale)
     config.update(
         problem="huber_offsets (eq. 27) with the sign oracle of Section IV-B", n=n,
-        d_max=PAPER["d_max"], S=PAPER["S"], Q=Q_list, gamma=gamma, alpha="gamma / Q",
-        x0=f"x* + {PAPER['x0_offset']:g} (as in Section IV-B; Section IV-C does not restate it)",
+        d_max=paper.FIG3["d_max"], S=paper.FIG3["S"], Q=Q_list, gamma=gamma, alpha="gamma / Q",
+        x0=f"x* + {paper.FIG3['x0_offset']:g} (as in Section IV-B; Section IV-C does not restate it)",
         record_every=k, L=L, C=1.0, D=0.0,
         offsets_draw={"convention": offs.PAPER_DRAW.convention, "seed": offs.PAPER_DRAW.seed,
                       "code": offs.PAPER_DRAW.description},

@@ -1,0 +1,81 @@
+"""Counter-based random streams: a client's draws are a function of (trial key, t, i) alone.
+
+Round t of a trial has the key ``fold_in(trial_key, t)``; from its data k_t, the
+Threefry-2x32 hash of the counter pair (s, j) gives words 2j and 2j + 1 of stream s.
+Stream 0 feeds the sampler; stream 1 is cut into consecutive pieces of W words, piece i
+being client i's (W = what the oracle asks for Q steps, 1 word for up to 32 sign flips). A
+client's noise does not depend on the mode or on which other clients were sampled, so
+``mask`` and ``gather`` modes make the same draws, and a round costs about n W hashes in
+``mask`` mode, m W in ``gather`` mode (m sampler slots; W / 2 each for clients of 8 words
+or more, hashed block by block).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax.extend.random import threefry_2x32
+from jaxtyping import Array
+
+from fedjax_abc._engine._threefry import fold_in_data, threefry2x32
+
+__all__ = ["client_noise", "client_words", "round_key_data", "stream_words"]
+
+
+def round_key_data(trial_key: Array, t) -> Array:
+    """k_t: the uint32[2] key data of round t of a trial (that of ``fold_in(trial_key, t)``)."""
+    return fold_in_data(jax.random.key_data(trial_key), t)
+
+
+def _words(key_data: Array, stream, g: Array) -> Array:
+    """Words g (a uint32 array of indices) of counter stream ``stream`` under key data k_t.
+
+    Word g is half g mod 2 of the Threefry-2x32 hash of the counter pair (stream, g // 2).
+    Each word hashes its own block, in one fused kernel with what consumes it: fine for a
+    few words a client (XLA would hash a block once per word that reads it anyway).
+    """
+    y0, y1 = threefry2x32(key_data[0], key_data[1], jnp.uint32(stream), g >> 1)
+    return jnp.where((g & 1) == 1, y1, y0)
+
+
+def _block_words(key_data: Array, stream, first: Array, span: int) -> Array:
+    """Words 2 first .. 2 (first + span) - 1 of a stream, block by block: shape (m, 2 span).
+
+    JAX's own Threefry primitive runs as a loop on CPU, so its output is stored, not fused:
+    each block is hashed once however many words read it. For clients with many words.
+    """
+    lo = (first[:, None] + jnp.arange(span, dtype=jnp.uint32)[None, :]).reshape(-1)
+    out = threefry_2x32(key_data, jnp.concatenate([jnp.full_like(lo, stream), lo]))
+    return jnp.stack([out[: lo.shape[0]], out[lo.shape[0]:]], axis=-1).reshape(-1, 2 * span)
+
+
+_BLOCKWISE_MIN_WORDS = 8  # clients with this many words per round hash block by block
+
+
+def stream_words(key_data: Array, stream, num_words: int) -> Array:
+    """Words 0 .. num_words - 1 of counter stream ``stream`` under key data k_t."""
+    return _words(key_data, stream, jnp.arange(num_words, dtype=jnp.uint32))
+
+
+def client_words(key_data: Array, clients: Array, num_words: int) -> Array:
+    """The round's random words of the given clients, shape (len(clients), W).
+
+    Client i owns words i W .. i W + W - 1 of the client stream (stream 1): its words depend
+    on (k_t, i) alone, whichever other clients are drawn.
+    """
+    W = num_words
+    start = clients.astype(jnp.uint32) * W
+    if W < _BLOCKWISE_MIN_WORDS:
+        return _words(key_data, 1, start[:, None] + jnp.arange(W, dtype=jnp.uint32)[None, :])
+    if W % 2 == 0:  # every client's words start a block
+        return _block_words(key_data, 1, start // 2, W // 2)
+    words = _block_words(key_data, 1, start // 2, W // 2 + 1)
+    odd = (start % 2 == 1)[:, None]  # the client's first word is the second of a block
+    return jnp.where(odd, words[:, 1: W + 1], words[:, :W])
+
+
+def client_noise(oracle, key_data: Array, i, shape: tuple[int, ...], dtype):
+    """Client i's noise for one round, as the simulator draws it (shape (Q, d) noise)."""
+    clients = jnp.asarray(i, jnp.int32).reshape(1)
+    words = client_words(key_data, clients, oracle.num_words(shape))[0]
+    return oracle.noise_from_words(words, shape, dtype)

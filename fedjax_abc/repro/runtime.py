@@ -1,0 +1,92 @@
+"""How long each experiment takes at the paper's scale, from a run's measured rates."""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+
+from fedjax_abc.repro import common, paper, theorems
+
+
+def paper_runs(experiment: str) -> list[tuple[str, float]]:
+    """(run name, client-steps) of every run of an experiment at the paper's scale."""
+    if experiment == "fig1":
+        P = paper.FIG1
+        return [(f"S={S}", common.work_units(P["n"], S, P["Q"], P["T"], P["R"])) for S in P["S"]]
+    if experiment == "table2":
+        P = paper.TABLE2
+        runs = []
+        for d in P["d_max"]:
+            runs += [(f"Dmax={d:g} S={S}", common.work_units(P["n"], S, P["Q"], P["T"], P["R"]))
+                     for S in P["S"]]
+            runs.append((f"Dmax={d:g} noise-free",
+                         common.work_units(P["n"], P["n"], P["Q"], paper.NOISE_FREE_HORIZON * P["T"], 1)))
+        return runs
+    if experiment == "fig3":
+        P = paper.FIG3
+        return [(f"S={S} Q={Q}", common.work_units(P["n"], S, Q, P["T"], P["R"]))
+                for Q in P["Q"] for S in P["S"]]
+    if experiment in ("thm2", "thm3"):
+        T, R = paper.THEOREMS["T"], paper.THEOREMS["R"]
+        runs = []
+        for label, p, _, _, _, Q, Ss, _ in theorems.cases():
+            Ss = Ss if experiment == "thm2" else [min(Ss), p.num_clients]
+            runs += [(f"{label.split(',')[0]} S={S}", common.work_units(p.num_clients, S, Q, T, R))
+                     for S in Ss]
+        return runs
+    return []
+
+
+def _q_of(name: str) -> Optional[int]:
+    for part in name.split():
+        if part.startswith("Q="):
+            return int(part[2:])
+    return None
+
+
+def _alias(name: str) -> list[tuple[str, str]]:
+    """Runs of other experiments with the same shapes (thm2/thm3 report no steady rate)."""
+    if name.startswith("problem (25)-(26) S="):
+        return [("fig1", name.split()[-1])]
+    if name.startswith("problem (27) S="):
+        return [("table2", "Dmax=20 " + name.split()[-1])]
+    return []
+
+
+def estimate_paper_seconds(experiment: str, timings: Sequence[dict],
+                           others: Optional[dict] = None) -> Optional[float]:
+    """Seconds the experiment would take at the paper's scale, from a run's measured rates.
+
+    Each paper run takes its work over the steady rate (after compilation) of the measured
+    run of the same name (fig3: same S, nearest Q; thm2/thm3: the fig1/table2 run of the
+    same shapes in ``others``, {experiment: timings}, when they measured no steady rate),
+    plus the mean compilation overhead seen.
+    """
+    if not timings:
+        return None
+    others = others or {}
+    rates, overhead = {}, []
+    for t in timings:
+        rate = t.get("steady_rate")
+        for exp, run in ([] if rate else _alias(t["run"])):
+            rate = rate or next((o.get("steady_rate") for o in others.get(exp, [])
+                                 if o["run"] == run), None)
+        rate = rate or (t["work"] / t["seconds"] if t["seconds"] > 0 else None)
+        if rate:
+            rates[t["run"]] = rate
+            overhead.append(max(0.0, t["seconds"] - t["work"] / rate))
+    if not rates:
+        return None
+    fallback = float(np.median(list(rates.values())))
+    total = 0.0
+    for name, work in paper_runs(experiment):
+        rate = rates.get(name)
+        if rate is None and _q_of(name) is not None:
+            prefix = name.split(" Q=")[0]
+            cands = [(abs(math.log(_q_of(k) / _q_of(name))), r) for k, r in rates.items()
+                     if k.startswith(prefix + " Q=")]
+            rate = min(cands)[1] if cands else None
+        total += work / (rate or fallback) + (float(np.mean(overhead)) if overhead else 0.0)
+    return total

@@ -1,0 +1,106 @@
+"""The package's layers and their one-way dependencies.
+
+_problems <- _algorithms <- _engine <- _theory <- repro <- cli: a module may import from its
+own layer and the layers to its left, never from the right; module-level imports form no
+cycle; notebooks and benchmarks use public names only.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+PKG = ROOT / "fedjax_abc"
+
+# layer of each first component below fedjax_abc; the public facades sit on their layer
+LAYER = {"_problems": 0, "problems": 0, "_algorithms": 1, "algorithms": 1, "_engine": 2,
+         "_theory": 3, "theory": 3, "repro": 4, "cli": 5, "__main__": 5, "__init__": 5}
+
+
+def _module_name(path: pathlib.Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1] if len(parts) > 1 else parts
+    return ".".join(parts)
+
+
+def _imports(path: pathlib.Path, top_level_only: bool):
+    tree = ast.parse(path.read_text())
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("fedjax_abc"):
+            if node.module == "fedjax_abc":
+                yield from (f"fedjax_abc.{a.name}" for a in node.names)
+            else:
+                yield node.module
+        elif isinstance(node, ast.Import):
+            yield from (a.name for a in node.names if a.name.startswith("fedjax_abc"))
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return LAYER["__init__"]
+    return LAYER[parts[1]]
+
+
+MODULES = sorted(PKG.rglob("*.py"))
+
+
+def test_every_module_has_a_layer():
+    for path in MODULES:
+        name = _module_name(path)
+        assert _layer(name) is not None, name
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_imports_point_down_the_layers(path):
+    name = _module_name(path)
+    if name == "fedjax_abc":
+        return  # the public API re-exports every layer
+    for target in _imports(path, top_level_only=False):
+        if target == "fedjax_abc":  # `import fedjax_abc as fa` inside a function: public API
+            assert _layer(name) >= LAYER["repro"], f"{name} imports the whole package"
+            continue
+        assert _layer(target) <= _layer(name), f"{name} (layer {_layer(name)}) imports {target}"
+
+
+def test_no_import_cycles():
+    graph = {}
+    for path in MODULES:
+        graph[_module_name(path)] = {t for t in _imports(path, top_level_only=True)
+                                     if t != "fedjax_abc"}
+    state = {}
+
+    def visit(node, stack):
+        state[node] = "open"
+        for nxt in graph.get(node, ()):
+            if state.get(nxt) == "open":
+                raise AssertionError("import cycle: " + " -> ".join(stack + [node, nxt]))
+            if nxt not in state:
+                visit(nxt, stack + [node])
+        state[node] = "done"
+
+    for node in graph:
+        if node not in state:
+            visit(node, [])
+
+
+def test_the_layer_test_can_fail(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from fedjax_abc._engine._simulate import simulate\n")
+    assert list(_imports(bad, True)) == ["fedjax_abc._engine._simulate"]
+    assert _layer("fedjax_abc._engine._simulate") > _layer("fedjax_abc._problems._problem")
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.py"))
+                         + sorted((ROOT / "benchmarks").rglob("*.py")),
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_notebooks_and_benchmarks_use_public_names(path):
+    for target in _imports(path, top_level_only=False):
+        assert not any(part.startswith("_") for part in target.split(".")[1:]), \
+            f"{path.name} imports private {target}"
