@@ -89,6 +89,19 @@ def build_problem(case):
     return p, base, x0, case.get("stepsize", STEPSIZES[kind])
 
 
+def build_algorithm(name):
+    """The package's algorithm of a case: None (Algorithm 1 by default) or one by name."""
+    if name is None:
+        return None
+    import optax
+
+    import fedjax_abc as fa
+
+    return {"FedAvg": lambda: fa.algorithms.FedAvg(), "FedProx": lambda: fa.algorithms.FedProx(0.1),
+            "Scaffold": lambda: fa.algorithms.Scaffold(),
+            "FedAdam": lambda: fa.algorithms.FedOpt(optax.adam(1e-3))}[name]()
+
+
 def make_call(case):
     """A function ``call(seed) -> x_T`` running the case once."""
     import jax
@@ -101,11 +114,12 @@ def make_call(case):
     impl = case["impl"]
     if impl == "fedjax_abc":
         keys = {}
+        algorithm = build_algorithm(case.get("algorithm"))
 
         def call(seed):
             key = keys.setdefault(seed, jax.random.key(seed))
             res = fa.simulate(p, key=key, record_every=case["record_every"], mode=case["mode"],
-                              dtype=case["dtype"], record_x=False, **common)
+                              dtype=case["dtype"], record_x=False, algorithm=algorithm, **common)
             return res.x_final
 
         for s in range(1, 2 + max(case.get("repeat", 1), MAX_CALLS)):

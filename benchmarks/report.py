@@ -35,7 +35,8 @@ def _f(v, fmt):
 
 
 def _row_cells(r):
-    base = [r["workload"], r["impl"], r["mode"], r["dtype"], str(r["trials"]), str(r["n"]),
+    impl = r["impl"] + (f" {r['algorithm']}" if r.get("algorithm") else "")
+    base = [r["workload"], impl, r["mode"], r["dtype"], str(r["trials"]), str(r["n"]),
             str(r["S"]), str(r["Q"]), str(r["T"])]
     if "error" in r:
         return base + ["error (below)"] + [""] * (len(COLUMNS) - len(base) - 1)

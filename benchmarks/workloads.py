@@ -10,7 +10,9 @@ is compared per client-step, so T only sets how long a measurement lasts.
 
 from __future__ import annotations
 
-WORKLOADS = ("table2", "fig1", "quadratics", "trials", "clients", "memory")
+WORKLOADS = ("table2", "algorithms", "fig1", "quadratics", "trials", "clients", "memory")
+# The algorithms of fedjax_abc.algorithms on the Table II workload (package only).
+ALGORITHMS = ("FedAvg", "FedProx", "Scaffold", "FedAdam")
 QUICK_WORKLOADS = ("table2", "memory")  # what --quick runs unless --only says otherwise
 
 # Rounds the baselines run in the full configuration (the package runs the workload's T).
@@ -89,6 +91,12 @@ def cases(quick: bool = False, only=None):
                                               base_T=BASELINE_ROUNDS["table2"],
                                               dtypes=("float64", "float32"),
                                               jax_dtypes=("float64", "float32"))
+    if "algorithms" in selected:
+        T, R = (20, 64) if quick else (2000, 1000)
+        for name in ALGORITHMS:
+            for mode in ("mask", "gather"):
+                out.append(_case("algorithms", "fedjax_abc", mode, "float64", "huber27", 40, 4, 10,
+                                 T, R, algorithm=name))
     if "fig1" in selected:
         T, R, bT = (20, 64, 20) if quick else (2000, 1000, BASELINE_ROUNDS["fig1"])
         out += _package_and_baselines("fig1", "softplus_huber", 16, 4, 5, T, R, base_T=bT)

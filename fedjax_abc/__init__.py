@@ -10,7 +10,7 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from fedjax_abc import problems, theory  # noqa: E402
+from fedjax_abc import algorithms, problems, theory  # noqa: E402
 from fedjax_abc._algorithms._fedavg import local_run  # noqa: E402
 from fedjax_abc._engine._random import client_noise  # noqa: E402
 from fedjax_abc._engine._round import fedavg_round  # noqa: E402
@@ -30,12 +30,14 @@ from fedjax_abc._problems._samplers import (  # noqa: E402
     WithReplacement,
     sample_mask,
 )
-from fedjax_abc._engine._simulate import simulate, stepsize_array  # noqa: E402
+from fedjax_abc._engine._plan import stepsize_array  # noqa: E402
+from fedjax_abc._engine._simulate import simulate  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AbstractOracle",
+    "algorithms",
     "AbstractSampler",
     "Bernoulli",
     "Client",

@@ -1,18 +1,29 @@
-"""Algorithm 1's client part: Q local stochastic gradient steps (eq. 5)."""
+"""Algorithm 1: FedAvg with partial participation, and an optional server stepsize [10].
+
+:func:`local_run` is the client part, Q local stochastic gradient steps (eq. 5), shared by
+the other algorithms; :class:`FedAvg` is the algorithm.
+"""
 
 from __future__ import annotations
 
+from typing import Callable, NamedTuple, Optional
+
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array
+from jaxtyping import Array, Float
 
-__all__ = ["local_run"]
+from fedjax_abc._algorithms._base import AbstractAlgorithm, RoundInfo
+from fedjax_abc._algorithms._checks import positive_scalar
+
+__all__ = ["FedAvg", "ServerState", "local_run"]
 
 
-def local_run(problem, oracle, i, x: Array, stepsize, noise, local_steps: int | None = None) -> Array:
+def local_run(problem, oracle, i, x: Array, stepsize, noise, local_steps: int | None = None,
+              correction: Optional[Callable[[Array], Array]] = None) -> Array:
     """Q local stochastic gradient steps of client i from x (eq. 5).
 
-    x^{l+1} = x^l - alpha_t g_i(x^l; xi^l), l = 0, ..., Q-1.
+    x^{l+1} = x^l - alpha_t (g_i(x^l; xi^l) + correction(x^l)), l = 0, ..., Q-1; without a
+    correction, Algorithm 1's local steps.
 
     Args:
       problem: a :class:`~fedjax_abc.Problem`.
@@ -24,6 +35,8 @@ def local_run(problem, oracle, i, x: Array, stepsize, noise, local_steps: int | 
         axis Q) or :func:`client_noise`.
       local_steps: Q; needed only when ``noise`` does not carry it as a leading axis
         (packed noise from :func:`client_noise`).
+      correction: optional ``y -> c(y)`` added to every step's gradient estimate (FedProx's
+        mu (y - x_t), SCAFFOLD's c - c_i).
 
     Returns:
       x^Q_{i,t}, shape (d,).
@@ -42,7 +55,59 @@ def local_run(problem, oracle, i, x: Array, stepsize, noise, local_steps: int | 
 
     def step(x_l, l):
         z = oracle.step_noise(noise, l, shape, x.dtype)
-        return x_l - stepsize * oracle.gradient(problem, client, x_l, z), None
+        g = oracle.gradient(problem, client, x_l, z)
+        if correction is not None:
+            g = g + correction(x_l)
+        return x_l - stepsize * g, None
 
     x_q, _ = jax.lax.scan(step, x, jnp.arange(shape[0]))
     return x_q
+
+
+class ServerState(NamedTuple):
+    """The server state of a stateless algorithm: the model x_t."""
+
+    x: Array
+
+
+class FedAvg(AbstractAlgorithm):
+    """FedAvg with partial participation (Algorithm 1), with a server stepsize eta_g [10].
+
+    Each sampled client runs Q local steps from x_t (eq. 5) and sends y_i = x^Q_{i,t}; the
+    server takes x_{t+1} = x_t + eta_g (sum_i w_i y_i / sum_i w_i - x_t). With eta_g = 1
+    (the default) this is Algorithm 1's average x_{t+1} = (1/S) sum_{i in S_t} y_i exactly.
+
+    Attributes:
+      server_stepsize: eta_g > 0 (an array leaf: a new value compiles nothing new).
+
+    Example:
+      >>> import jax, fedjax_abc as fa
+      >>> p = fa.problems.huber_offsets(jax.random.key(0), n=10, d_max=20.0)
+      >>> res = fa.simulate(p, num_sampled=2, local_steps=5, stepsize=1e-2, rounds=100,
+      ...                   x0=p.x_star + 1.0, trials=8, key=jax.random.key(1),
+      ...                   algorithm=fa.algorithms.FedAvg(server_stepsize=2.0))
+      >>> res.gap.shape
+      (8, 101)
+    """
+
+    server_stepsize: Float[Array, ""]
+
+    def __init__(self, server_stepsize=1.0):
+        self.server_stepsize = positive_scalar("server_stepsize (eta_g)", server_stepsize)
+
+    def init(self, x0):
+        return ServerState(x0)
+
+    def client_init(self, x0):
+        return ()
+
+    def client_update(self, problem, oracle, i, server, client, stepsize, noise, local_steps):
+        return local_run(problem, oracle, i, server.x, stepsize, noise, local_steps), client
+
+    def server_update(self, server, mean_message, info: RoundInfo):
+        return ServerState(server_step(server.x, mean_message, self.server_stepsize))
+
+
+def server_step(x: Array, mean: Array, eta: Array) -> Array:
+    """x + eta (mean - x), and exactly ``mean`` when eta = 1 (Algorithm 1, line 13)."""
+    return jnp.where(eta == 1, mean, x + eta * (mean - x))

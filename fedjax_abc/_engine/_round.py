@@ -1,10 +1,11 @@
-"""One round of Algorithm 1 for a batch of trials, and a scan over rounds.
+"""One round of a federated algorithm for a batch of trials, and a scan over rounds.
 
-- :func:`fedavg_round`: one round of one trial. In ``mask`` mode every client runs its
-  virtual local trajectory x~_{i,t} (Section II-A), a ``vmap`` over all n; in ``gather``
-  mode only the sampled ones run. The server averages the sampled local models (line 13).
-- :func:`batched_round`: the same round for a batch of trials, the trials being the
-  innermost ``vmap`` (see its docstring for why).
+- :func:`batched_round`: one round of R trials of an algorithm (Algorithm 1 by default). In
+  ``mask`` mode every client runs its virtual local trajectory x~_{i,t} (Section II-A), a
+  ``vmap`` over all n; in ``gather`` mode only the sampled ones run. The server updates
+  from the weighted mean of the sampled clients' messages (Algorithm 1, line 13: their
+  average). The trials are the innermost ``vmap`` (see its docstring for why).
+- :func:`fedavg_round`: one round of one trial of Algorithm 1.
 - :func:`run_rounds`: rounds t0, ..., t0 + K - 1 of a batch of trials, a ``lax.scan``.
 
 The randomness comes from :mod:`fedjax_abc._engine._random`: ``mask`` and ``gather`` make
@@ -14,22 +15,45 @@ orders a few floating-point operations differently in the two programs, to round
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from fedjax_abc._algorithms._fedavg import local_run
+from fedjax_abc._algorithms._base import RoundInfo
+from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine._random import client_words, round_key_data, stream_words
 from fedjax_abc._engine._threefry import fold_in_data
 
-__all__ = ["batched_round", "fedavg_round", "run_rounds"]
+__all__ = ["RoundState", "batched_round", "fedavg_round", "init_state", "run_rounds"]
 
 MODES = ("mask", "gather")
 
 
+class RoundState(NamedTuple):
+    """The state a batch of R trials carries from round to round.
+
+    Attributes:
+      server: the algorithm's server state, every leaf with leading axis R (trials).
+      clients: every client's state, leaves with leading axes (n, R); ``()`` when stateless.
+    """
+
+    server: Any
+    clients: Any
+
+
+def init_state(algorithm, x0: Array, num_clients: int) -> RoundState:
+    """The state at t = 0 of R trials started at x0, shape (R, d)."""
+    server = jax.vmap(algorithm.init)(x0)
+    clients = jax.vmap(jax.vmap(algorithm.client_init), in_axes=(None,), axis_size=num_clients)(x0) \
+        if jax.tree_util.tree_leaves(jax.eval_shape(algorithm.client_init, x0[0])) else ()
+    return RoundState(server, clients)
+
+
 def fedavg_round(problem, oracle, sampler, x: Array, t, stepsize, trial_key: Array,
-                 local_steps: int, mode: str = "mask") -> Array:
-    """One round of Algorithm 1 for one trial: x_t -> x_{t+1}.
+                 local_steps: int, mode: str = "mask", algorithm=None) -> Array:
+    """One round of Algorithm 1 (or a stateless ``algorithm``) for one trial: x_t -> x_{t+1}.
 
     Args:
       problem, oracle, sampler: the problem, its oracle and the client sampler.
@@ -39,24 +63,53 @@ def fedavg_round(problem, oracle, sampler, x: Array, t, stepsize, trial_key: Arr
       trial_key: the trial's key.
       local_steps: Q (static).
       mode: "mask" (all n virtual trajectories) or "gather" (only the sampled clients).
+      algorithm: default :class:`~fedjax_abc.algorithms.FedAvg` (Algorithm 1).
 
     Returns:
       x_{t+1} = sum_j w_j x^Q_{idx_j,t} / sum_j w_j over the sampler's slots; x_t if the
       round has no participant.
     """
+    algorithm = FedAvg() if algorithm is None else algorithm
     k_t = round_key_data(trial_key, t)
-    return batched_round(problem, oracle, sampler, x[None], k_t[:, None], stepsize, local_steps,
-                         mode)[0]
+    state = init_state(algorithm, x[None], problem.num_clients)
+    state = batched_round(problem, oracle, sampler, algorithm, state, k_t[:, None], stepsize,
+                          local_steps, mode)
+    return state.server.x[0]
 
 
-def batched_round(problem, oracle, sampler, x: Array, key_data: Array, stepsize,
-                  local_steps: int, mode: str) -> Array:
-    """:func:`fedavg_round` of a batch of R trials: x (R, d) and their k_t (2, R) -> (R, d).
+def _at_slots(tree, idx: Array):
+    """Leaves (n, R, ...) -> the sampled slots' (m, R, ...), slot j of trial r at idx[j, r]."""
+    trials = jnp.arange(idx.shape[1])[None, :]
+    return jax.tree_util.tree_map(lambda a: a[idx, trials], tree)
 
-    The trials are the innermost ``vmap`` and the last axis of every per-trial array: a
+
+def _weighted_mean(messages, w: Array, total: Array):
+    """sum_j w_j m_j / sum_j w_j over the slots of every leaf (m, R, ...) -> (R, ...)."""
+    safe = jnp.where(total > 0, total, 1)
+
+    def mean(a):
+        wa = w.reshape(w.shape + (1,) * (a.ndim - 2)).astype(a.dtype)
+        return _slot_sum(wa * a) / safe.reshape(safe.shape + (1,) * (a.ndim - 2)).astype(a.dtype)
+
+    return jax.tree_util.tree_map(mean, messages)
+
+
+def _keep_where(take: Array, new, old):
+    """Leaves of ``new`` where ``take`` (leading axes of take), else those of ``old``."""
+    return jax.tree_util.tree_map(
+        lambda a, b: jnp.where(take.reshape(take.shape + (1,) * (a.ndim - take.ndim)), a, b),
+        new, old)
+
+
+def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_data: Array,
+                  stepsize, local_steps: int, mode: str) -> RoundState:
+    """One round of R trials: their state and k_t (2, R) -> the state at t + 1.
+
+    The trials are the innermost ``vmap`` and the second axis of every per-client array: a
     client's (or slot's) local models of all trials lie side by side in memory, shape (n or
     m, R, d), its random words too, shape (n or m, R, W), so the hashing and the local steps
-    of ``gather`` mode run over long contiguous rows even when m is small.
+    of ``gather`` mode run over long contiguous rows even when m is small. Client states
+    change only for clients with a positive weight this round.
     """
     if mode not in MODES:
         raise ValueError(f"mode ({mode!r}) must be one of {MODES}")
@@ -64,25 +117,40 @@ def batched_round(problem, oracle, sampler, x: Array, key_data: Array, stepsize,
     num_sampler_words = sampler.num_words(n)
     idx, w = jax.vmap(lambda k: sampler.from_words(stream_words(k, 0, num_sampler_words), n),
                       in_axes=1, out_axes=1)(key_data)  # (m, R) each
+    server, clients = state
+    x = server.x
     shape = (local_steps,) + x.shape[1:]
     W = oracle.num_words(shape)
 
-    def local(i, x_r, k):  # client i of one trial with round key data k
+    def local(i, server_r, client_ir, k):  # client i of one trial with round key data k
         noise = oracle.noise_from_words(client_words(k, i[None], W)[0], shape, x.dtype)
-        return local_run(problem, oracle, i, x_r, stepsize, noise, local_steps)
+        return algorithm.client_update(problem, oracle, i, server_r, client_ir, stepsize, noise,
+                                       local_steps)
 
     R = x.shape[0]
     if mode == "mask":  # every client, for every trial (the same client data for all trials)
-        local_models = jax.vmap(jax.vmap(local, in_axes=(None, 0, 1)), in_axes=(0, None, None))(
-            jnp.arange(n, dtype=jnp.int32), x, key_data)  # (n, R, d)
-        local_models = local_models[idx, jnp.arange(R)[None, :]]  # the sampled: (m, R, d)
+        messages, new_clients = jax.vmap(jax.vmap(local, in_axes=(None, 0, 0, 1)),
+                                         in_axes=(0, None, 0, None))(
+            jnp.arange(n, dtype=jnp.int32), server, clients, key_data)  # (n, R, ...)
+        messages = _at_slots(messages, idx)  # the sampled: (m, R, ...)
+        if jax.tree_util.tree_leaves(clients):
+            weight = jnp.zeros((n, R), w.dtype).at[idx, jnp.arange(R)[None, :]].add(w)
+            clients = _keep_where(weight > 0, new_clients, clients)
     else:  # the sampled clients only, slot by slot
-        local_models = jax.vmap(jax.vmap(local, in_axes=(0, 0, 1)), in_axes=(0, None, None))(
-            idx, x, key_data)  # (m, R, d)
+        messages, new_slots = jax.vmap(jax.vmap(local, in_axes=(0, 0, 0, 1)),
+                                       in_axes=(0, None, 0, None))(
+            idx, server, _at_slots(clients, idx), key_data)  # (m, R, ...)
+        if jax.tree_util.tree_leaves(clients):
+            trials = jnp.arange(R)[None, :]
+            new_slots = _keep_where(w > 0, new_slots, _at_slots(clients, idx))
+            clients = jax.tree_util.tree_map(lambda c, s: c.at[idx, trials].set(s),
+                                             clients, new_slots)
     w = w.astype(x.dtype)  # (m, R)
     total = _slot_sum(w)
-    mean = _slot_sum(w[:, :, None] * local_models) / jnp.where(total > 0, total, 1)[:, None]
-    return jnp.where(total[:, None] > 0, mean, x)
+    mean = _weighted_mean(messages, w, total)
+    new_server = jax.vmap(lambda s, m, tw: algorithm.server_update(
+        s, m, RoundInfo(tw, n, stepsize, local_steps)))(server, mean, total)
+    return RoundState(_keep_where(total > 0, new_server, server), clients)
 
 
 def _slot_sum(a: Array) -> Array:
@@ -103,11 +171,12 @@ def _slot_sum(a: Array) -> Array:
     return a[0]
 
 
-def run_rounds(problem, oracle, sampler, x: Array, trial_key_data: Array, t0, stepsizes: Array,
-               local_steps: int, mode: str) -> Array:
+def run_rounds(problem, oracle, sampler, algorithm, state: RoundState, trial_key_data: Array, t0,
+               stepsizes: Array, local_steps: int, mode: str) -> RoundState:
     """Rounds t0, ..., t0 + K - 1 of R trials with stepsizes alpha_{t0..t0+K-1}, shape (K,).
 
-    x: (R, d); trial_key_data: (2, R), the key data of each trial's key (a column each).
+    state: the trials' :class:`RoundState`; trial_key_data: (2, R), the key data of each
+    trial's key (a column each).
     """
     def keys(t):
         return fold_in_data(trial_key_data, t)
@@ -115,11 +184,12 @@ def run_rounds(problem, oracle, sampler, x: Array, trial_key_data: Array, t0, st
     # k_{t+1} travels in the loop state: read from memory, it is hashed once per round,
     # where computed in place XLA would hash it again inside every fusion that uses it.
     def body(carry, inputs):
-        x_t, k_t = carry
+        state_t, k_t = carry
         t, alpha = inputs
-        x_next = batched_round(problem, oracle, sampler, x_t, k_t, alpha, local_steps, mode)
-        return (x_next, keys(t + 1)), None
+        state_next = batched_round(problem, oracle, sampler, algorithm, state_t, k_t, alpha,
+                                   local_steps, mode)
+        return (state_next, keys(t + 1)), None
 
     ts = t0 + jnp.arange(stepsizes.shape[0], dtype=jnp.int32)
-    (x, _), _ = jax.lax.scan(body, (x, keys(t0)), (ts, stepsizes))
-    return x
+    (state, _), _ = jax.lax.scan(body, (state, keys(t0)), (ts, stepsizes))
+    return state

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import abc
 import functools
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -49,7 +50,14 @@ def _check_size(S) -> None:
 
 
 class AbstractSampler(eqx.Module):
-    """Chooses the participants of one round."""
+    """Chooses the participants of one round.
+
+    Attributes:
+      distinct_slots: class attribute, True when no client fills two slots of a round
+        (algorithms with client states need it); False unless a subclass says so.
+    """
+
+    distinct_slots: ClassVar[bool] = False
 
     @abc.abstractmethod
     def num_slots(self, n: int) -> int:
@@ -77,6 +85,8 @@ class UniformWithoutReplacement(AbstractSampler):
     Floyd's algorithm: for j = n-S, ..., n-1 draw t uniform in [0, j]; take t unless it is
     already taken, else take j. Every S-subset has probability 1 / C(n, S).
     """
+
+    distinct_slots: ClassVar[bool] = True
 
     num_sampled: int = eqx.field(static=True)
 
@@ -123,6 +133,8 @@ class UniformWithoutReplacement(AbstractSampler):
 class FullParticipation(AbstractSampler):
     """Every client every round (S = n, I_S = 0)."""
 
+    distinct_slots: ClassVar[bool] = True
+
     def num_slots(self, n):
         return n
 
@@ -161,6 +173,8 @@ class WithReplacement(AbstractSampler):
 
 class Bernoulli(AbstractSampler):
     """Each client takes part independently with probability p."""
+
+    distinct_slots: ClassVar[bool] = True
 
     p: Float[Array, ""]
 
