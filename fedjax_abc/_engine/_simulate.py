@@ -23,6 +23,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from fedjax_abc._engine import _round
+from fedjax_abc._problems._checks import check_components
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import Problem, cast_floating
 from fedjax_abc._engine._result import SimResult
@@ -311,6 +312,7 @@ def simulate(
     if str(jax.random.key_impl(key)) != "threefry2x32":
         raise ValueError("key must be a threefry2x32 key (the default, jax.random.key(seed)); "
                          f"got a {jax.random.key_impl(key)} key")
+    check_components(problem, oracle, sampler, Q, dtype)
     # the name is static: drop it so problems differing only in name share one compilation
     problem_c = dataclasses.replace(problem.astype(jdtype), name="")
     oracle_c = cast_floating(oracle, jdtype)
