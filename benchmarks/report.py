@@ -14,6 +14,9 @@ import json
 import os
 import sys
 
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 WORKLOAD_TITLES = {
     "table2": "Table II workload: problem (27), n = 40 Huber clients, Q = 10",
     "fig1": "Fig. 1 workload: problem (25) with oracle (26), n = 16, Q = 5, S = 4",
@@ -270,8 +273,9 @@ def main(argv=None):
         doc = json.load(f)
     text = render(doc)
     if args.out:
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)) or ".", exist_ok=True)
-        with open(args.out, "w") as f:
+        from fedjax_abc.repro.common import atomic_open  # imports jax: only when writing
+
+        with atomic_open(args.out) as f:  # a failed write keeps the previous report
             f.write(text)
     else:
         sys.stdout.write(text)

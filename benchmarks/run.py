@@ -313,11 +313,12 @@ def main(argv=None):
     print(f"\n{len(rows)} cases in {info['total_s']:.0f} s; load average "
           f"{info['loadavg_start']} -> {info['loadavg_end']}")
     if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        from fedjax_abc.repro.common import atomic_open  # imports jax: only when writing
+
         doc = dict(machine=info, quick=args.quick, only=args.only, repeat=args.repeat,
                    passes=passes,
                    baseline_rounds=BASELINE_ROUNDS, targets=targets, memory=mem, results=rows)
-        with open(args.json, "w") as f:
+        with atomic_open(args.json) as f:  # an interrupted write keeps the previous results
             json.dump(doc, f, indent=1)
     return 1 if any("error" in r for r in rows) else 0
 

@@ -317,9 +317,12 @@ def test_make_problem_with_deterministic_custom_oracle(custom_problem):
 
 
 def test_make_problem_known_optimum_is_kept():
+    a, c = A[:, 0], CENTRES[:, 0]
+    x_star = np.sum(a * c) / np.sum(a)
+    f_star = np.mean(0.5 * a * (x_star - c) ** 2)
     p = fa.make_problem(weighted_square, {"a": A, "c": CENTRES}, fa.ExactOracle(),
-                        local_minima=np.zeros(4), f_star=0.25, x_star=[0.5])
-    assert float(p.f_star) == 0.25 and float(p.x_star[0]) == 0.5
+                        local_minima=np.zeros(4), f_star=f_star, x_star=[x_star])
+    assert float(p.f_star) == f_star and float(p.x_star[0]) == x_star
 
 
 def test_custom_oracle_is_an_equinox_module():

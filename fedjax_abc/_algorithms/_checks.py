@@ -23,14 +23,14 @@ def _scalar(name: str, value) -> float:
 
 
 def positive_scalar(name: str, value):
-    """``value`` as a float64 array leaf; ValueError unless it is a finite number > 0."""
+    """``value`` as a float array leaf; ValueError unless it is a finite number > 0."""
     if _scalar(name, value) <= 0:
         raise ValueError(f"{name} must be > 0, got {value}")
-    return jnp.asarray(value, jnp.float64)
+    return jnp.asarray(value, float)
 
 
 def nonnegative_scalar(name: str, value):
-    """``value`` as a float64 array leaf; ValueError unless it is a finite number >= 0."""
+    """``value`` as a float array leaf; ValueError unless it is a finite number >= 0."""
     if _scalar(name, value) < 0:
         raise ValueError(f"{name} must be >= 0, got {value}")
-    return jnp.asarray(value, jnp.float64)
+    return jnp.asarray(value, float)

@@ -32,6 +32,7 @@ from fedjax_abc._engine import _round
 from fedjax_abc._engine._plan import Plan, default_record_every, make_plan, stepsize_array
 from fedjax_abc._engine._result import SimResult
 from fedjax_abc._engine._threefry import fold_in_data
+from fedjax_abc._problems._checks import check_components
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import Problem, cast_floating
 from fedjax_abc._problems._samplers import (AbstractSampler, FullParticipation,
@@ -222,6 +223,7 @@ def _checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, ke
     if str(jax.random.key_impl(key)) != "threefry2x32":
         raise ValueError("key must be a threefry2x32 key (the default, jax.random.key(seed)); "
                          f"got a {jax.random.key_impl(key)} key")
+    check_components(problem, oracle, sampler, Q, dtype)
     devices = _resolve_devices(devices)
     jdtype = _DTYPES[dtype]
     if _keeps_client_states(algorithm, d, jdtype) and not sampler.distinct_slots:

@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 from scipy import optimize
 
-__all__ = ["convex_root_1d", "global_minimum"]
+__all__ = ["convex_root_1d", "descend", "global_minimum"]
 
 
 def convex_root_1d(fprime: Callable[[float], float], lo: float, hi: float) -> float:
@@ -72,3 +72,30 @@ def global_minimum(f: Callable[[np.ndarray], float], dim: int, lo: float, hi: fl
         if res.fun < best[1]:
             best = (np.asarray(res.x, float), float(res.fun))
     return best
+
+
+def descend(value_and_grad: Callable[[np.ndarray], tuple[float, np.ndarray]], x0: np.ndarray,
+            maxiter: int = 200):
+    """A local descent from x0 (L-BFGS-B, no bounds): a point with f no higher than f(x0).
+
+    Used to test a claimed infimum: if f falls below it near x0, the claim is wrong.
+
+    Args:
+      value_and_grad: ``x -> (f(x), grad f(x))``, or ``x -> f(x)`` for finite differences
+        (told apart by what it returns at x0).
+      x0: the start, shape (d,).
+      maxiter: iteration cap (a descent that runs off to -inf stops here).
+
+    Returns:
+      (x, f(x)) with x of shape (d,); (x0, inf) if the descent produced nothing finite.
+    """
+    x0 = np.asarray(x0, dtype=float)
+    probe = value_and_grad(x0)
+    jac = isinstance(probe, tuple)
+    res = optimize.minimize(value_and_grad, x0, jac=jac, method="L-BFGS-B",
+                            options={"maxiter": maxiter, "ftol": 1e-15, "gtol": 1e-12})
+    x = np.asarray(res.x, dtype=float)
+    fx = float(res.fun)
+    if not (np.isfinite(fx) and np.all(np.isfinite(x))):
+        return x0, np.inf
+    return x, fx

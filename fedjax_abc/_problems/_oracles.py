@@ -24,6 +24,7 @@ from typing import Any, Callable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 __all__ = [
@@ -95,15 +96,48 @@ def signs_from_words(words: Array, count: int, dtype) -> Array:
     return 2 * bits.reshape(-1)[:count].astype(dtype) - 1
 
 
+_HALF = np.uint32(0x80000000)
+_BELOW_2_32 = np.float32(2.0 ** 32 - 2.0 ** 8)  # the largest float32 below 2^32
+_2_NEG_32 = np.float32(2.0 ** -32)
+
+
+def _centred_uniform_float32(words: Array) -> Array:
+    """u = (w + 1/2) / 2^31 - 1 rounded to float32, |u| clamped to 1 - 2^-24 (< 1).
+
+    |u| 2^32 = |2 w + 1 - 2^32| is an odd integer below 2^32, formed in uint32 and rounded
+    once to float32: the same float32 as rounding the exact u, without float64 arithmetic
+    (so also with ``jax_enable_x64`` off). The 128 words whose u rounds to +-1 (where
+    erfinv is infinite) get +-(1 - 2^-24) instead.
+    """
+    top = words >= _HALF
+    twice = words << np.uint32(1)
+    odd = jnp.where(top, twice | np.uint32(1), ~twice)  # |2 w + 1 - 2^32|
+    mag = jnp.minimum(odd.astype(jnp.float32), _BELOW_2_32) * _2_NEG_32
+    return jnp.where(top, mag, -mag)
+
+
 def normals_from_words(words: Array, count: int, dtype) -> Array:
     """``count`` standard normals, one per uint32 word, by the inverse error function.
 
     u = (w + 1/2) / 2^31 - 1 lies strictly inside (-1, 1) and z = sqrt(2) erfinv(u); the
     32-bit resolution cuts the tails at |z| ~ 6.2, far beyond what a Monte Carlo run of
-    practical length can see.
+    practical length can see. In float64, u is exact. In other dtypes u is computed in
+    float32 and kept at most 1 - 2^-24 in magnitude (float32 would round the outermost
+    words to +-1 and erfinv to +-inf), so |z| <= 5.42 and every word gives a finite normal.
+
+    Args:
+      words: uint32 random words, at least ``count``.
+      count: how many normals.
+      dtype: floating dtype of the result.
+
+    Returns:
+      Shape (count,) array of ``dtype``.
     """
-    u = (words[:count].astype(jnp.float64) + 0.5) / 2147483648.0 - 1.0
-    return (jnp.sqrt(2.0) * jax.lax.erf_inv(u.astype(dtype))).astype(dtype)
+    if jnp.dtype(dtype) == jnp.float64:
+        u = (words[:count].astype(jnp.float64) + 0.5) / 2147483648.0 - 1.0
+        return (jnp.sqrt(2.0) * jax.lax.erf_inv(u.astype(dtype))).astype(dtype)
+    u = _centred_uniform_float32(words[:count].astype(jnp.uint32))
+    return (jnp.sqrt(2.0) * jax.lax.erf_inv(u)).astype(dtype)
 
 
 class ExactOracle(AbstractOracle):

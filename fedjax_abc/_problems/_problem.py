@@ -128,6 +128,124 @@ def cast_floating(tree, dtype):
     return jax.tree_util.tree_map(cast, tree)
 
 
+_RTOL = 1e-9  # relative tolerance of the checks that the given f_i*, f*, x* fit the loss
+
+
+def _name(fn) -> str:
+    return getattr(fn, "__qualname__", None) or repr(fn)
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+
+
+def _check_loss(loss, params, dim: int) -> None:
+    """Raises ValueError unless ``loss(params_i, x)`` traces to a floating scalar for x in R^d."""
+    if not callable(loss):
+        raise ValueError(f"loss must be a function loss(params_i, x), got {type(loss).__name__}")
+    p0 = jax.tree_util.tree_map(lambda a: a[0], params)
+    x = jax.ShapeDtypeStruct((dim,), jnp.float64)
+    try:
+        out = jax.eval_shape(loss, p0, x)
+    except Exception as err:  # noqa: BLE001 - any failure of user code is reported in one line
+        raise ValueError(f"loss {_name(loss)} raised {_first_line(err)} when traced with x of "
+                         f"shape ({dim},) (it must be a JAX function of x)") from None
+    shape, dtype = getattr(out, "shape", None), getattr(out, "dtype", None)
+    if shape != () or dtype is None or not jnp.issubdtype(dtype, jnp.floating):
+        what = type(out).__name__ if shape is None else f"shape {shape} dtype {dtype}"
+        raise ValueError(f"loss {_name(loss)} must return a floating scalar for x of shape "
+                         f"({dim},), it returned {what}")
+
+
+def _given(name: str, value, shape: tuple[int, ...]):
+    """A given f_i*, f* or x* as a float64 array of ``shape`` (None stays None)."""
+    if value is None:
+        return None
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number or an array of numbers, got {value!r}") from None
+    # x_star of a 1-D problem may be a scalar; f_star may be a one-element array
+    if arr.shape != shape and not (arr.size == 1 and np.prod(shape) == 1 and arr.ndim <= 1):
+        raise ValueError(f"{name} must have shape {shape}, got {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite, got {arr.tolist()}")
+    return arr.reshape(shape)
+
+
+def _value_and_grad64(fn):
+    """``(p, x) -> (fn(p, x), grad_x fn(p, x))`` in float64 NumPy, for SciPy; falls back to
+    ``(p, x) -> fn(p, x)`` (finite differences) if ``fn`` cannot be differentiated."""
+    vg = jax.jit(jax.value_and_grad(lambda p, x: fn(p, jnp.asarray(x, jnp.float64)), argnums=1))
+    f = jax.jit(lambda p, x: fn(p, jnp.asarray(x, jnp.float64)))
+    state = {"grad": True}
+
+    def call(p, x):
+        if state["grad"]:
+            try:
+                v, g = vg(p, x)
+                return float(v), np.asarray(g, np.float64)
+            except Exception:  # noqa: BLE001 - e.g. reverse mode of a while loop
+                state["grad"] = False
+        return float(f(p, x))
+
+    return call
+
+
+def _check_search(x: np.ndarray, fx: float, what: str, give: str, box) -> None:
+    """Raises ValueError if a numerical minimiser is not finite or lies on the box's edge."""
+    lo, hi = box
+    if x is None or not np.isfinite(fx) or not np.all(np.isfinite(x)):
+        raise ValueError(f"the numerical minimisation of {what} on search_box {tuple(box)} found "
+                         "no point where the loss is finite")
+    edge = 1e-6 * (hi - lo)
+    if np.any((x <= lo + edge) | (x >= hi - edge)):
+        xs = np.array2string(np.asarray(x), precision=6, threshold=6)
+        raise ValueError(f"the minimiser of {what} found numerically is at the edge of search_box "
+                         f"{tuple(box)} (x = {xs}, {what} = {fx:.6g}): {what} may be unbounded "
+                         f"below or its minimum outside the box; give a larger search_box or "
+                         f"{give}")
+
+
+def _check_consistent(values, local_minima, f_star: float, x_star, found, given) -> None:
+    """Raises ValueError if f_i*, f*, x* contradict the loss at x* or at the points searched.
+
+    values(x) -> (f_1(x), ..., f_n(x)); ``given`` names what the user gave. No point known (x*
+    and every numerical minimiser or descent) may have f below a given f* or f_i below a
+    given f_i*; f(x*) = f* and f* >= (1/n) sum_i f_i* must hold, all to a relative 1e-9.
+    """
+    def tol(v):
+        return _RTOL * np.maximum(1.0, np.abs(v))
+
+    def num(v):
+        return repr(float(v))
+
+    how = "given" if "x_star" in given else "found numerically"
+    fx = values(x_star)
+    if not np.all(np.isfinite(fx)):
+        raise ValueError(f"the loss is not finite at x_star = {x_star.tolist()} ({how}): "
+                         f"f_i = {fx.tolist()}")
+    for x in [x_star] + list(found):
+        fi, where = values(x), np.asarray(x).tolist()
+        if "f_star" in given and fi.mean() < f_star - tol(f_star):
+            raise ValueError(f"f_star = {num(f_star)} (given) is above f(x) = {num(fi.mean())} "
+                             f"at x = {where}: f* must be the infimum of f")
+        low = fi < local_minima - tol(local_minima)
+        if "local_minima" in given and np.any(low):
+            i = int(np.argmax(low))
+            raise ValueError(f"local_minima[{i}] = {num(local_minima[i])} (given) is above "
+                             f"f_{i}(x) = {num(fi[i])} at x = {where}: f_{i}* must be the "
+                             f"infimum of f_{i}")
+    if abs(fx.mean() - f_star) > tol(f_star):
+        how_f = "given" if "f_star" in given else "found numerically"
+        raise ValueError(f"f(x_star) = {num(fx.mean())} (x_star {how}) differs from f_star = "
+                         f"{num(f_star)} ({how_f}): x_star must be a minimiser, f(x_star) = f_star")
+    if f_star < local_minima.mean() - tol(f_star):
+        raise ValueError(f"f_star = {num(f_star)} is below the mean of local_minima, "
+                         f"{num(local_minima.mean())}: f* >= (1/n) sum_i f_i* must hold")
+
+
 def make_problem(
     loss: Callable[[PyTree, Array], Array],
     params: PyTree,
@@ -147,6 +265,11 @@ def make_problem(
     global grid search over ``search_box`` refined by bounded Brent minimisation; for d > 1 by
     multi-start L-BFGS-B in the box. Give them in closed form when you know them.
 
+    Nothing wrong is returned silently: a numerical minimiser on the edge of the box (f
+    unbounded below, or its minimum outside the box) is an error, and so are given values
+    that the loss contradicts: f(x*) != f*, or a point (a numerical minimiser, or a local
+    descent from x*) where f falls below a given f* or f_i below a given f_i*.
+
     Args:
       loss: ``loss(params_i, x) -> f_i(x)`` for x of shape (d,).
       params: pytree, every leaf with leading axis n (the number of clients).
@@ -159,6 +282,11 @@ def make_problem(
 
     Returns:
       A :class:`Problem`.
+
+    Raises:
+      ValueError: in one line, naming what is wrong: the loss does not trace to a floating
+        scalar, a given value has the wrong shape or is not finite, a minimiser lies on the
+        edge of ``search_box``, or the given values contradict the loss.
 
     Example:
       >>> import jax.numpy as jnp, fedjax_abc as fa
@@ -179,21 +307,50 @@ def make_problem(
     if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
         raise ValueError(f"search_box {search_box} must be a finite interval lo < hi")
     params = jax.tree_util.tree_map(jnp.asarray, params)
+    _check_loss(loss, params, dim)
+    local_minima = _given("local_minima", local_minima, (n,))
+    f_star = _given("f_star", f_star, ())
+    x_star = _given("x_star", x_star, (dim,))
     f64 = jax.jit(lambda p, x: loss(p, jnp.asarray(x, jnp.float64)))
+    values64 = jax.jit(
+        lambda x: jax.vmap(loss, in_axes=(0, None))(params, jnp.asarray(x, jnp.float64)))
 
     def client_fn(i):
         p_i = jax.tree_util.tree_map(lambda a: a[i], params)
         return lambda x: float(f64(p_i, np.atleast_1d(x)))
 
+    given = [label for label, v in (("local_minima", local_minima), ("f_star", f_star),
+                                    ("x_star", x_star)) if v is not None]
+    found = []  # every numerical minimiser: no point may have f < f* or f_i < f_i*
     if local_minima is None:
-        local_minima = [_minimize.global_minimum(client_fn(i), dim, lo, hi)[1] for i in range(n)]
+        local_minima = []
+        for i in range(n):
+            xs_i, fs_i = _minimize.global_minimum(client_fn(i), dim, lo, hi)
+            _check_search(xs_i, fs_i, f"f_{i}", "local_minima", search_box)
+            local_minima.append(fs_i)
+            found.append(xs_i)
     if f_star is None or x_star is None:
         vmapped = jax.jit(
             lambda x: jnp.mean(jax.vmap(loss, in_axes=(0, None))(params, jnp.asarray(x, jnp.float64)))
         )
         xs, fs = _minimize.global_minimum(lambda x: float(vmapped(np.atleast_1d(x))), dim, lo, hi)
+        _check_search(xs, fs, "f", "f_star and x_star", search_box)
+        found.append(xs)
         x_star = xs if x_star is None else x_star
         f_star = fs if f_star is None else f_star
+    x_star = np.asarray(x_star, np.float64).reshape(dim)
+    # a given infimum is tested by a local descent from x*: f_i (f) must not fall below it
+    if "local_minima" in given:
+        vg = _value_and_grad64(loss)
+        for i in range(n):
+            p_i = jax.tree_util.tree_map(lambda a, i=i: a[i], params)
+            found.append(_minimize.descend(lambda x, p_i=p_i: vg(p_i, x), x_star)[0])
+    if "f_star" in given:
+        vg = _value_and_grad64(lambda p, x: jnp.mean(jax.vmap(loss, in_axes=(0, None))(p, x)))
+        found.append(_minimize.descend(lambda x: vg(params, x), x_star)[0])
+    _check_consistent(lambda x: np.asarray(values64(np.atleast_1d(x)), np.float64),
+                      np.asarray(local_minima, np.float64).reshape(n), float(f_star),
+                      x_star, found, given)
     return Problem(
         loss=loss,
         params=params,

@@ -7,12 +7,14 @@ document it writes; this module holds what they share.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import json
 import math
 import os
 import platform
+import secrets
 import sys
 import threading
 import time
@@ -301,16 +303,58 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+@contextlib.contextmanager
+def atomic_open(path, mode: str = "w", **kwargs):
+    """A file to write that replaces ``path`` only when the ``with`` block succeeds.
+
+    The data go to a hidden temporary file in the same folder (created if needed), which is
+    flushed, synced and then renamed over ``path`` (``os.replace``, atomic): a write that
+    fails or is interrupted half way leaves the previous file intact and no temporary file
+    behind. The new file gets the usual permissions (0o666 less the umask).
+
+    Args:
+      path: the file to write.
+      mode: "w" (text) or "wb" (bytes).
+      **kwargs: passed to ``open`` (e.g. ``newline=""`` for CSV).
+
+    Example:
+      >>> import os, tempfile
+      >>> path = os.path.join(tempfile.mkdtemp(), "a.txt")
+      >>> with atomic_open(path) as fh:
+      ...     _ = fh.write("done")
+      >>> open(path).read(), os.listdir(os.path.dirname(path))
+      ('done', ['a.txt'])
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"mode ({mode!r}) must be 'w' or 'wb'")
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tag = f"{os.getpid()}.{secrets.token_hex(4)}"
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{tag}.tmp")
+    try:
+        with open(tmp, "x" + mode[1:], **kwargs) as fh:  # "x": a new file, never another's
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def write_json(path: str, doc: dict) -> str:
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "w") as fh:
+    """Writes ``jsonable(doc)`` as strict JSON to ``path`` (atomically); returns the path."""
+    with atomic_open(path) as fh:
         json.dump(jsonable(doc), fh, indent=1, allow_nan=False)
         fh.write("\n")
     return path
 
 
 def write_csv(path: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    with open(path, "w", newline="") as fh:
+    """Writes a header and rows as CSV to ``path`` (atomically); returns the path."""
+    with atomic_open(path, newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(header)
         for row in rows:
@@ -338,11 +382,18 @@ def pyplot():
 
 
 def save_figure(fig, out: str, name: str) -> str:
-    """Lays out, writes ``<out>/<name>`` (PNG, 120 dpi) and closes a figure; returns the path."""
-    fig.tight_layout()
+    """Lays out, writes ``<out>/<name>`` (PNG, 120 dpi, atomically) and closes a figure.
+
+    Returns:
+      The path written.
+    """
     path = os.path.join(out, name)
-    fig.savefig(path, dpi=120)
-    pyplot().close(fig)
+    try:
+        fig.tight_layout()
+        with atomic_open(path, "wb") as fh:
+            fig.savefig(fh, format="png", dpi=120)
+    finally:
+        pyplot().close(fig)
     return path
 
 

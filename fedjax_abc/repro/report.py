@@ -11,7 +11,8 @@ import math
 import os
 
 from fedjax_abc.repro import checks as chk
-from fedjax_abc.repro import paper, runtime
+from fedjax_abc.repro import common, paper, runtime
+
 ORDER = ("fig1", "table2", "fig3", "thm1", "thm2", "thm3")
 VERDICT = {"yes": "**yes**", "direction only": "direction only (not all steps significant)",
            "no": "**no** (a step goes the other way, not significantly)",
@@ -39,14 +40,53 @@ def _yes(strict: bool, direction: bool) -> str:
     return "**yes**" if strict else ("direction only (not significant)" if direction else "**no**")
 
 
+def _read(path: str, name: str) -> dict:
+    """The result document of experiment ``name`` at ``path``; ValueError naming the file."""
+    rerun = f"rerun 'fedjax-abc reproduce {name}'"
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not valid JSON ({err.msg} at line {err.lineno}, column "
+                         f"{err.colno}; truncated?); {rerun}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text; {rerun}") from None
+    except OSError as err:
+        raise ValueError(f"{path}: cannot be read ({err.strerror})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
+        raise ValueError(f"{path}: not a result document (no 'config' object); {rerun}")
+    for where, got in (("experiment", doc.get("experiment")),
+                       ("config.experiment", doc["config"].get("experiment", name))):
+        if got != name:
+            raise ValueError(f"{path}: {where} is {got!r}, expected {name!r}; {rerun}")
+    return doc
+
+
 def load(results: str) -> dict:
+    """The result documents in ``results`` by experiment name (those present, in ORDER).
+
+    Raises:
+      ValueError: naming the file, if one is not valid JSON or not this experiment's result.
+    """
     docs = {}
     for name in ORDER:
         path = os.path.join(results, f"{name}.json")
         if os.path.exists(path):
-            with open(path) as fh:
-                docs[name] = json.load(fh)
+            docs[name] = _read(path, name)
     return docs
+
+
+def _part(results: str, name: str, fn, *args) -> list[str]:
+    """``fn(*args)``: one experiment's part of the report; a missing or malformed entry of
+    its document becomes a ValueError naming the file."""
+    try:
+        return fn(*args)
+    except KeyError as err:
+        problem = f"missing entry {err.args[0]!r}" if err.args else "a missing entry"
+    except (TypeError, ValueError, IndexError, AttributeError, ZeroDivisionError) as err:
+        problem = f"malformed entry ({type(err).__name__}: {' '.join(str(err).split())})"
+    path = os.path.join(results, f"{name}.json")
+    raise ValueError(f"{path}: {problem}; rerun 'fedjax-abc reproduce {name}'")
 
 
 def _figure(results: str, out_dir: str, name: str, caption: str) -> list[str]:
@@ -65,12 +105,7 @@ def _overview(docs: dict, results: str, out: str) -> list[str]:
              "estimated at paper scale |", "|---|---|---|---|---|---|---|---|"]
     others = {name: doc["config"].get("timings") or [] for name, doc in docs.items()}
     for name, doc in docs.items():
-        c = doc["config"]
-        est = runtime.estimate_paper_seconds(name, c.get("timings") or [], others)
-        est = c.get("wall_seconds") if name == "thm1" else est
-        lines.append(f"| {name} | {c.get('scale')} | {c.get('trials') or '-'} | {c.get('rounds') or '-'} | "
-                     f"{c.get('precision')} | {c.get('seed')} | {_clock(c.get('wall_seconds'))} | "
-                     f"{_clock(est)} |")
+        lines.append(_part(results, name, _overview_row, name, doc["config"], others))
     off = [n for n, d in docs.items() if d["config"].get("scale") != "paper"]
     lines.append("")
     if off:
@@ -79,7 +114,22 @@ def _overview(docs: dict, results: str, out: str) -> list[str]:
                   "and are compared with the paper below, but differences from the paper may "
                   "come from the scale alone. Run `fedjax-abc reproduce all` for the paper's "
                   "settings.", ""]
-    c = next(iter(docs.values()))["config"] if docs else {}
+    if docs:
+        first = next(iter(docs))
+        lines += _part(results, first, _environment, docs[first]["config"])
+    return lines
+
+
+def _overview_row(name: str, c: dict, others: dict) -> str:
+    est = runtime.estimate_paper_seconds(name, c.get("timings") or [], others)
+    est = c.get("wall_seconds") if name == "thm1" else est
+    return (f"| {name} | {c.get('scale')} | {c.get('trials') or '-'} | {c.get('rounds') or '-'} | "
+            f"{c.get('precision')} | {c.get('seed')} | {_clock(c.get('wall_seconds'))} | "
+            f"{_clock(est)} |")
+
+
+def _environment(c: dict) -> list[str]:
+    lines = []
     if c:
         v = c.get("versions", {})
         lines += [f"Environment: fedjax_abc {v.get('fedjax_abc')}, jax {v.get('jax')}, numpy "
@@ -378,13 +428,12 @@ def render(results: str, out: str) -> str:
     out_dir = os.path.dirname(os.path.abspath(out))
     res_abs = os.path.abspath(results)
     lines = _overview(docs, results, out)
-    if "fig1" in docs:
-        lines += _fig1(docs["fig1"], res_abs, out_dir)
-    if "table2" in docs:
-        lines += _table2(docs["table2"], res_abs, out_dir)
-    if "fig3" in docs:
-        lines += _fig3(docs["fig3"], res_abs, out_dir)
-    lines += _thm(docs, res_abs, out_dir)
+    sections = {"fig1": _fig1, "table2": _table2, "fig3": _fig3}
+    for name, doc in docs.items():
+        if name in sections:
+            lines += _part(results, name, sections[name], doc, res_abs, out_dir)
+        else:  # thm1, thm2, thm3
+            lines += _part(results, name, _thm, {name: doc}, res_abs, out_dir)
     missing = [n for n in ORDER if n not in docs]
     if missing:
         lines += [f"Not run: {', '.join(missing)}.", ""]
@@ -392,9 +441,9 @@ def render(results: str, out: str) -> str:
 
 
 def write_report(results: str, out: str) -> str:
-    """Writes the report to ``out`` and returns the path."""
+    """Writes the report to ``out`` (atomically: a failure leaves the old one) and returns
+    the path."""
     text = render(results, out)
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out, "w") as fh:
+    with common.atomic_open(out) as fh:
         fh.write(text)
     return out
