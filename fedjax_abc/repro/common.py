@@ -1,8 +1,9 @@
-"""Shared pieces of ``fedjax-abc reproduce``: settings, keys, progress, simulation, output.
+"""Shared pieces of ``fedjax-abc reproduce`` and ``compare``: settings, keys, progress,
+simulation, output.
 
 Every experiment of Section IV is a function ``run(settings, progress) -> dict`` (see
-``fig1``, ``table2``, ``fig3``, ``theorems``) returning the JSON
-document it writes; this module holds what they share.
+``fig1``, ``table2``, ``fig3``, ``theorems``; ``compare`` goes beyond the paper) returning
+the JSON document it writes; this module holds what they share.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ import numpy as np
 Z95 = 1.959963984540054
 
 # Experiment identifiers folded into the seed key, so that experiments never share a key.
-EXPERIMENT_IDS = {"fig1": 1, "table2": 2, "fig3": 3, "thm1": 11, "thm2": 12, "thm3": 13}
+EXPERIMENT_IDS = {"fig1": 1, "table2": 2, "fig3": 3, "thm1": 11, "thm2": 12, "thm3": 13,
+                  "compare": 21}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,8 +131,11 @@ def base_config(settings: Settings, experiment: str, trials: int, rounds, scale:
 
 
 def rerun_command(settings: Settings, experiment: str) -> str:
-    parts = ["fedjax-abc", "reproduce", experiment, "--seed", str(settings.seed),
-             "--precision", settings.precision]
+    if experiment == "compare":  # a command of its own, always float64
+        parts = ["fedjax-abc", "compare", "--seed", str(settings.seed)]
+    else:
+        parts = ["fedjax-abc", "reproduce", experiment, "--seed", str(settings.seed),
+                 "--precision", settings.precision]
     if settings.quick:
         parts.append("--quick")
     if settings.trials is not None:
@@ -260,8 +265,12 @@ class Progress:
 
 
 def simulate(problem, *, num_sampled: int, local_steps: int, stepsize: float, rounds: int, x0,
-             trials: int, key, precision: str, record: int, progress: Progress, desc: str):
-    """``fa.simulate`` the way every experiment calls it: gather for S < n, no iterates kept."""
+             trials: int, key, precision: str, record: int, progress: Progress, desc: str,
+             algorithm=None):
+    """``fa.simulate`` the way every experiment calls it: gather for S < n, no iterates kept.
+
+    ``algorithm``: a ``fa.algorithms`` value, or None for Algorithm 1.
+    """
     import fedjax_abc as fa
 
     n = problem.num_clients
@@ -270,7 +279,7 @@ def simulate(problem, *, num_sampled: int, local_steps: int, stepsize: float, ro
     result = fa.simulate(problem, num_sampled=num_sampled, local_steps=local_steps,
                          stepsize=stepsize, rounds=rounds, x0=x0, trials=trials, key=key,
                          record_every=record, mode="gather" if num_sampled < n else "mask",
-                         dtype=precision, record_x=False, progress=callback)
+                         dtype=precision, record_x=False, progress=callback, algorithm=algorithm)
     progress.finish_task()
     return result
 

@@ -1,8 +1,9 @@
 """Every setting and printed number of the paper's Section IV, in one place.
 
 The experiments (:mod:`~fedjax_abc.repro.fig1`, :mod:`~fedjax_abc.repro.table2`,
-:mod:`~fedjax_abc.repro.fig3`, :mod:`~fedjax_abc.repro.theorems`), the report, the CLI and
-the notebooks read their settings here. ``*_QUICK`` are the reduced scales of ``--quick``
+:mod:`~fedjax_abc.repro.fig3`, :mod:`~fedjax_abc.repro.theorems`,
+:mod:`~fedjax_abc.repro.compare`), the report, the CLI and the notebooks read their
+settings here. ``*_QUICK`` are the reduced scales of ``--quick``
 (not comparable with the paper).
 
 Example:
@@ -42,3 +43,16 @@ FIG3_QUICK = dict(T=20_000, R=16, Q=[3, 10, 30, 100])
 THM1 = dict(ks=(1, 2, 3, 4, 5), domain=(-1.0e4, 1.0e4), num_points=400_001)
 THEOREMS = dict(T=10_000, R=100, quick_T=2_000, quick_R=20)
 THM3_P = 0.75  # alpha_t = alpha_0 / (t + 1)^p
+
+# Algorithms compared on problem (27) (``fedjax-abc compare``; the paper runs no such
+# experiment). Section IV-B's problem, offsets, n, Q and x0; alpha 10x the paper's so that
+# Dmax = 200 reaches x* within T (see compare's docstring); FedAdam's lr is alpha Q.
+COMPARE = dict(n=40, d_max=[20.0, 200.0], S=[4, 40], Q=10, alpha=1e-3, x0_offset=10.0,
+               T=50_000, R=200, eta_g=2.0, mu=1.0)
+COMPARE_QUICK = dict(T=10_000, R=32)
+# Its deterministic part: exact gradients, full participation, alpha = gamma / Q. A sweep
+# over Q at gamma = alpha Q fixed, and one over gamma at Q = gamma_Q.
+DRIFT = dict(Q=[1, 2, 5, 10, 20, 50], gamma=1.0, gamma_Q=10,
+             gammas=[0.1, 0.2, 0.25, 0.3, 0.5, 1.0, 2.0, 5.0, 10.0, 12.0, 13.0, 15.0],
+             T=10_000, tol=1e-8)
+DRIFT_QUICK = dict(Q=[1, 2, 5, 10, 50], gammas=[0.2, 0.3, 1.0, 12.0, 13.0], T=5_000)
