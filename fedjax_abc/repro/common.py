@@ -309,9 +309,10 @@ def note_result(progress: Progress, desc: str, result) -> None:
 
 
 def final_stats(result, name: str) -> dict:
-    """{"mean", "stderr", "excluded"} at t = T over the trials that did not diverge."""
+    """{"mean", "stderr"} at t = T over the trials that did not diverge (as :func:`mean_se`
+    on them; how many diverged goes to ``Progress.diverged``)."""
     s = result.final(name)
-    return {"mean": s.mean, "stderr": s.stderr, "excluded": s.excluded}
+    return {"mean": s.mean, "stderr": s.stderr}
 
 
 def work_units(n: int, num_sampled: int, local_steps: int, rounds: int, trials: int) -> float:
