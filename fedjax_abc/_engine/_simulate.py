@@ -121,6 +121,11 @@ class _Progress:
             self.bar = tqdm(total=total, desc=label, unit="round", file=sys.stderr,
                             mininterval=1.0, dynamic_ncols=True)
 
+    def skip(self, done: int):
+        """Counts ``done`` rounds run before (a resumed run) on the bar."""
+        if self.bar is not None and done:
+            self.bar.update(done)
+
     def update(self, done_now: int, done_total: int):
         if self.bar is not None:
             self.bar.update(done_now)
@@ -188,9 +193,11 @@ def _checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, ke
     chunk = min(chunk, R)
     # absurd sizes fail here, before anything of size T or R is allocated (a lower bound:
     # two records per trial unless record_every says more, no working set)
+    keep_x = record_x is True
     _memory.check(_memory.estimate(trials=R, records=2 if k is None else T // k + 1, dim=d,
-                                   itemsize=np.dtype(_DTYPES[dtype]).itemsize, record_x=False,
-                                   rounds=T), record_x=False, rounds=T, trials=R, chunk=chunk)
+                                   itemsize=np.dtype(_DTYPES[dtype]).itemsize, record_x=keep_x,
+                                   rounds=T), record_x=keep_x, rounds=T, trials=R, chunk=chunk,
+                  record_every=k)
     k = default_record_every(T) if k is None else k
     if sampler is None:
         if num_sampled is None:
@@ -302,7 +309,7 @@ def _check_memory(run: _Run, plan: Plan) -> None:
         num_clients=n, host_only=on_device)
     device = _memory.device_bytes(run.devices[0]) if on_device else None
     _memory.check(est, record_x=run.record_x, rounds=run.rounds, trials=run.trials,
-                  chunk=run.chunk, device_available=device)
+                  chunk=run.chunk, record_every=run.record_every, device_available=device)
 
 
 def _describe(algorithm: AbstractAlgorithm) -> str:
@@ -337,7 +344,8 @@ def _run_chunk(run: _Run, plan: Plan, c: int, bar: _Progress, resume: Optional[P
     """Chunk c: trials c * chunk ... (padded to plan.per_call), segment by segment.
 
     ``resume``: a saved position inside chunk c to continue from; ``commit(position)`` is
-    called after every segment. Returns the chunk's kept records, x_final too.
+    called after every segment (with ``done`` left for the caller to fill). Returns the
+    chunk's kept records, x_final too.
     """
     start = c * run.chunk
     stop = min(start + run.chunk, run.trials)
@@ -408,13 +416,17 @@ def _fingerprint(run: _Run, plan: Plan) -> dict:
     }
 
 
-def _where(run: _Run, plan: Plan, position: Position) -> str:
-    segments = plan.segments()
-    t = segments[position.segment].start if position.segment < len(segments) else run.rounds
+def _round_of(plan: Plan, position: Position) -> int:
+    """The round chunk ``position.chunk`` resumes at."""
     if position.state is None:
-        t = 0
+        return 0
+    segments = plan.segments()
+    return segments[position.segment].start if position.segment < len(segments) else segments[-1].stop
+
+
+def _where(run: _Run, plan: Plan, position: Position) -> str:
     chunks = math.ceil(run.trials / run.chunk)
-    return f"round {t} of chunk {position.chunk + 1} of {chunks}"
+    return f"round {_round_of(plan, position)} of chunk {position.chunk + 1} of {chunks}"
 
 
 def _warn_divergence(result: SimResult) -> None:
@@ -531,9 +543,11 @@ def simulate(
         tracker = _checkpoint.Tracker(path, fingerprint, position)
     done = position.done
     bar = _Progress(progress, run.rounds * math.ceil(run.trials / run.chunk), "fedavg")
+    bar.skip(position.chunk * run.rounds + _round_of(plan, position))
     try:
         for c in range(position.chunk, math.ceil(run.trials / run.chunk)):
-            commit = None if tracker is None else tracker.commit
+            commit = None if tracker is None else (
+                lambda inside, finished=done: tracker.commit(inside._replace(done=finished)))
             out = _run_chunk(run, plan, c, bar, position if c == position.chunk else None, commit)
             done = done + (out,)
             if tracker is not None:
