@@ -113,25 +113,28 @@ def estimate(*, trials: int, records: int, dim: int, itemsize: int, record_x: bo
     return Estimate(results, stepsizes, states, call, host_only)
 
 
-def _advice(est: Estimate, record_x: bool, rounds: int, trials: int, chunk: int) -> str:
+def _advice(est: Estimate, record_x: bool, rounds: int, trials: int, chunk: int,
+            record_every: Optional[int]) -> str:
     parts = {"results": est.results, "stepsizes": est.stepsizes,
              "working set": est.states + est.call}
     largest = max(parts, key=parts.get)
     if largest == "results":
         return ("record_x=False (x_t takes trials x records x d values), " if record_x else "") + \
-            f"a larger record_every, or fewer trials (now {trials})"
+            f"a larger record_every (now k={record_every or 'default'} for T={rounds}), or " \
+            f"fewer trials (now {trials})"
     if largest == "stepsizes":
         return f"fewer rounds (now T={rounds})"
     return f"a smaller trial_chunk (now {chunk} trials per call)"
 
 
 def check(est: Estimate, *, record_x: bool, rounds: int, trials: int, chunk: int,
-          available: Optional[int] = None, device_available: Optional[int] = None) -> None:
+          record_every: Optional[int] = None, available: Optional[int] = None,
+          device_available: Optional[int] = None) -> None:
     """Raises ValueError (one line: the estimate and what to change) if the run cannot fit.
 
     Args:
       est: the run's :class:`Estimate`.
-      record_x, rounds, trials, chunk: the run's settings, named in the advice.
+      record_x, rounds, trials, chunk, record_every: the run's settings, named in the advice.
       available: host bytes available; default :func:`available_bytes` (no check if None).
       device_available: an accelerator's bytes (``est.device`` is checked against it).
     """
@@ -141,7 +144,7 @@ def check(est: Estimate, *, record_x: bool, rounds: int, trials: int, chunk: int
     if available is not None and est.host > available:
         raise ValueError(f"memory: the run needs about {format_bytes(est.host)} ({breakdown}), "
                          f"more than the {format_bytes(available)} available; pass "
-                         f"{_advice(est, record_x, rounds, trials, chunk)}")
+                         f"{_advice(est, record_x, rounds, trials, chunk, record_every)}")
     if device_available is not None and est.device > device_available:
         raise ValueError(f"memory: one call needs about {format_bytes(est.device)} on the device, "
                          f"more than its {format_bytes(device_available)}; pass a smaller "
