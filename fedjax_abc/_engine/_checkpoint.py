@@ -25,6 +25,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import os
 import re
 import tempfile
@@ -35,7 +36,8 @@ from typing import Any, NamedTuple, Optional
 import jax
 import numpy as np
 
-__all__ = ["FORMAT", "Position", "Tracker", "digest", "load", "save"]
+__all__ = ["FORMAT", "Position", "Tracker", "digest", "fingerprint", "load", "restored",
+           "resume_round", "save", "where"]
 
 FORMAT = 1
 SAVE_EVERY_S = 60.0  # seconds between saves while a run goes on (also saved when it stops)
@@ -135,6 +137,38 @@ def digest(obj) -> str:
     h = hashlib.sha256()
     _feed(h, obj)
     return h.hexdigest()
+
+
+def fingerprint(run, plan) -> dict:
+    """Every setting of a checked run (``_simulate._Run``) and its plan that affects the
+    numbers: values, or SHA-256 digests of arrays, modules and functions."""
+    return {
+        "trials": str(run.trials), "rounds (T)": str(run.rounds),
+        "local_steps (Q)": str(run.local_steps), "record_every (k)": str(run.record_every),
+        "mode": run.mode, "dtype": np.dtype(run.dtype).name, "record_x": str(run.record_x),
+        "trial_chunk": str(run.chunk),
+        "chunking": (f"{plan.per_call} trials per call on {len(run.devices)} "
+                     f"{run.devices[0].platform} device(s); blocks of {plan.block} rounds, "
+                     f"{plan.segment} per call, tail {plan.tail}"),
+        "key": str(np.asarray(jax.random.key_data(run.key)).tolist()),
+        "stepsize": digest(run.alphas), "x0": digest(run.x0), "problem": digest(run.problem),
+        "oracle": digest(run.oracle), "sampler": digest(run.sampler),
+        "algorithm": digest(run.algorithm), "jax": jax.__version__,
+    }
+
+
+def resume_round(plan, position: Position) -> int:
+    """The round chunk ``position.chunk`` resumes at."""
+    if position.state is None:
+        return 0
+    segments = plan.segments()
+    return segments[position.segment].start if position.segment < len(segments) else segments[-1].stop
+
+
+def where(run, plan, position: Position) -> str:
+    """"round t of chunk c of C": where a run at ``position`` resumes."""
+    chunks = math.ceil(run.trials / run.chunk)
+    return f"round {resume_round(plan, position)} of chunk {position.chunk + 1} of {chunks}"
 
 
 # ------------------------------------------------------------------------------- files
@@ -242,3 +276,23 @@ class Tracker:
             save(self.path, self.fingerprint, position, complete)
             self.saved = position
         self.last = time.perf_counter()
+
+
+# -------------------------------------------------------------------------- resuming
+
+
+def restored(fresh, leaves) -> Any:
+    """The carry ``fresh`` with its leaves replaced by saved ones (same shapes and placement)."""
+    fresh_leaves, treedef = jax.tree_util.tree_flatten(fresh)
+    if len(leaves) != len(fresh_leaves):
+        raise ValueError(f"checkpoint holds {len(leaves)} state arrays, the run has {len(fresh_leaves)}")
+    out = []
+    for saved, leaf in zip(leaves, fresh_leaves):
+        is_key = jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
+        want = jax.random.key_data(leaf) if is_key else leaf
+        if saved.shape != want.shape or saved.dtype != want.dtype:
+            raise ValueError(f"checkpoint state array {saved.shape} {saved.dtype} does not fit the "
+                             f"run's {want.shape} {want.dtype}")
+        value = jax.device_put(saved, want.sharding)
+        out.append(jax.random.wrap_key_data(value, impl=jax.random.key_impl(leaf)) if is_key else value)
+    return jax.tree_util.tree_unflatten(treedef, out)

@@ -18,10 +18,17 @@ refuses a run that cannot fit, in one line that says what to change.
 
 from __future__ import annotations
 
+import math
 import os
 from typing import NamedTuple, Optional
 
-__all__ = ["Estimate", "available_bytes", "check", "estimate", "format_bytes"]
+import jax
+import numpy as np
+
+from fedjax_abc._engine._plan import recorded_rounds
+
+__all__ = ["Estimate", "StateSizes", "available_bytes", "check", "check_run", "estimate",
+           "format_bytes", "state_sizes"]
 
 _WORKING_COPIES = 6  # copies of a client's d-vector alive in a round (model, gradient, messages)
 
@@ -149,3 +156,54 @@ def check(est: Estimate, *, record_x: bool, rounds: int, trials: int, chunk: int
         raise ValueError(f"memory: one call needs about {format_bytes(est.device)} on the device, "
                          f"more than its {format_bytes(device_available)}; pass a smaller "
                          f"trial_chunk (now {chunk} trials per call)")
+
+
+# ------------------------------------------------------------------ a run of simulate
+
+
+class StateSizes(NamedTuple):
+    """Bytes of one trial's server state and of one client's state; whether clients keep one."""
+
+    server_bytes: int
+    client_bytes: int
+    client_states: bool
+
+
+_STATE_SIZES: dict = {}
+
+
+def state_sizes(algorithm, d: int, dtype) -> StateSizes:
+    """An algorithm's state sizes in R^d, traced (``eval_shape``) once per structure and d."""
+    leaves, treedef = jax.tree_util.tree_flatten(algorithm)
+    signature = (treedef, tuple((getattr(a, "shape", None), getattr(a, "dtype", type(a))) for a in leaves), d,
+                 np.dtype(dtype))
+    if signature not in _STATE_SIZES:
+        x = jax.ShapeDtypeStruct((d,), dtype)
+
+        def size(tree):
+            return sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize
+                       for a in jax.tree_util.tree_leaves(tree))
+
+        server = jax.eval_shape(algorithm.init, x)
+        client = jax.eval_shape(algorithm.client_init, x)
+        _STATE_SIZES[signature] = StateSizes(size(server), size(client),
+                                             bool(jax.tree_util.tree_leaves(client)))
+    return _STATE_SIZES[signature]
+
+
+def check_run(run, plan) -> None:
+    """:func:`check` of a checked run (``_simulate._Run``) cut up by ``plan``."""
+    n, d = run.problem.num_clients, run.problem.dim
+    sizes = state_sizes(run.algorithm, d, run.dtype)
+    on_device = run.devices[0].platform != "cpu"
+    est = estimate(
+        trials=run.trials, records=len(recorded_rounds(run.rounds, run.record_every)), dim=d,
+        itemsize=np.dtype(run.dtype).itemsize, record_x=run.record_x, rounds=run.rounds,
+        per_call=plan.per_call, call_records=plan.segment + 1,
+        participants=n if run.mode == "mask" else run.sampler.num_slots(n),
+        local_steps=run.local_steps, noise_words=run.oracle.num_words((run.local_steps, d)),
+        server_bytes=sizes.server_bytes, client_bytes=sizes.client_bytes if sizes.client_states else 0,
+        num_clients=n, host_only=on_device)
+    device = device_bytes(run.devices[0]) if on_device else None
+    check(est, record_x=run.record_x, rounds=run.rounds, trials=run.trials, chunk=run.chunk,
+          record_every=run.record_every, device_available=device)

@@ -21,7 +21,7 @@ import os
 import sys
 import time
 import warnings
-from typing import Any, Callable, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import equinox as eqx
 import jax
@@ -242,7 +242,7 @@ def _checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, ke
                          f"got a {jax.random.key_impl(key)} key")
     devices = _resolve_devices(devices)
     jdtype = _DTYPES[dtype]
-    if _state_sizes(algorithm, d, jdtype).client_states and not sampler.distinct_slots:
+    if _memory.state_sizes(algorithm, d, jdtype).client_states and not sampler.distinct_slots:
         raise ValueError(f"{type(algorithm).__name__} keeps client states: it needs a sampler "
                          f"whose slots are distinct clients, not {type(sampler).__name__}")
 
@@ -264,54 +264,6 @@ def _checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, ke
         record_x=record_x, devices=devices, config=config)
 
 
-class _StateSizes(NamedTuple):
-    """Bytes of one trial's server state and of one client's state; whether clients keep one."""
-
-    server_bytes: int
-    client_bytes: int
-    client_states: bool
-
-
-_STATE_SIZES: dict = {}
-
-
-def _state_sizes(algorithm: AbstractAlgorithm, d: int, dtype) -> _StateSizes:
-    """The algorithm's state sizes, traced once per algorithm structure and d."""
-    leaves, treedef = jax.tree_util.tree_flatten(algorithm)
-    signature = (treedef, tuple((getattr(a, "shape", None), getattr(a, "dtype", type(a))) for a in leaves), d,
-                 np.dtype(dtype))
-    if signature not in _STATE_SIZES:
-        x = jax.ShapeDtypeStruct((d,), dtype)
-
-        def size(tree):
-            return sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize
-                       for a in jax.tree_util.tree_leaves(tree))
-
-        server = jax.eval_shape(algorithm.init, x)
-        client = jax.eval_shape(algorithm.client_init, x)
-        _STATE_SIZES[signature] = _StateSizes(size(server), size(client),
-                                              bool(jax.tree_util.tree_leaves(client)))
-    return _STATE_SIZES[signature]
-
-
-def _check_memory(run: _Run, plan: Plan) -> None:
-    """Refuses (ValueError) a run whose estimated memory exceeds what is available."""
-    n, d = run.problem.num_clients, run.problem.dim
-    sizes = _state_sizes(run.algorithm, d, run.dtype)
-    on_device = run.devices[0].platform != "cpu"
-    est = _memory.estimate(
-        trials=run.trials, records=len(recorded_rounds(run.rounds, run.record_every)), dim=d,
-        itemsize=np.dtype(run.dtype).itemsize, record_x=run.record_x, rounds=run.rounds,
-        per_call=plan.per_call, call_records=plan.segment + 1,
-        participants=n if run.mode == "mask" else run.sampler.num_slots(n),
-        local_steps=run.local_steps, noise_words=run.oracle.num_words((run.local_steps, d)),
-        server_bytes=sizes.server_bytes, client_bytes=sizes.client_bytes if sizes.client_states else 0,
-        num_clients=n, host_only=on_device)
-    device = _memory.device_bytes(run.devices[0]) if on_device else None
-    _memory.check(est, record_x=run.record_x, rounds=run.rounds, trials=run.trials,
-                  chunk=run.chunk, record_every=run.record_every, device_available=device)
-
-
 def _describe(algorithm: AbstractAlgorithm) -> str:
     """A one-line description: the class and its scalar hyperparameters."""
     fields = []
@@ -320,23 +272,6 @@ def _describe(algorithm: AbstractAlgorithm) -> str:
         if isinstance(value, (jax.Array, np.ndarray)) and np.ndim(value) == 0:
             fields.append(f"{f.name}={float(value):g}")
     return f"{type(algorithm).__name__}({', '.join(fields)})"
-
-
-def _restored(fresh, leaves) -> Any:
-    """The carry ``fresh`` with its leaves replaced by saved ones (same shapes and placement)."""
-    fresh_leaves, treedef = jax.tree_util.tree_flatten(fresh)
-    if len(leaves) != len(fresh_leaves):
-        raise ValueError(f"checkpoint holds {len(leaves)} state arrays, the run has {len(fresh_leaves)}")
-    out = []
-    for saved, leaf in zip(leaves, fresh_leaves):
-        is_key = jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
-        want = jax.random.key_data(leaf) if is_key else leaf
-        if saved.shape != want.shape or saved.dtype != want.dtype:
-            raise ValueError(f"checkpoint state array {saved.shape} {saved.dtype} does not fit the "
-                             f"run's {want.shape} {want.dtype}")
-        value = jax.device_put(saved, want.sharding)
-        out.append(jax.random.wrap_key_data(value, impl=jax.random.key_impl(leaf)) if is_key else value)
-    return jax.tree_util.tree_unflatten(treedef, out)
 
 
 def _run_chunk(run: _Run, plan: Plan, c: int, bar: _Progress, resume: Optional[Position] = None,
@@ -364,7 +299,7 @@ def _run_chunk(run: _Run, plan: Plan, c: int, bar: _Progress, resume: Optional[P
         records = {name: (first[name],) for name in names}
         next_segment = 0
     else:
-        state = _restored(state, resume.state)
+        state = _checkpoint.restored(state, resume.state)
         records = dict(resume.records)
         next_segment = resume.segment
     segments = plan.segments()
@@ -396,37 +331,6 @@ def _assemble(run: _Run, chunks: Sequence[dict]) -> SimResult:
     return SimResult(rounds=recorded_rounds(run.rounds, run.record_every), gap=cat("gap"),
                      grad_norm_sq=cat("grad_norm_sq"), x=cat("x"), x_final=cat("x_final"),
                      config=run.config)
-
-
-def _fingerprint(run: _Run, plan: Plan) -> dict:
-    """Every setting that affects the numbers: values, or SHA-256 digests of arrays and modules."""
-    digest = _checkpoint.digest
-    return {
-        "trials": str(run.trials), "rounds (T)": str(run.rounds),
-        "local_steps (Q)": str(run.local_steps), "record_every (k)": str(run.record_every),
-        "mode": run.mode, "dtype": np.dtype(run.dtype).name, "record_x": str(run.record_x),
-        "trial_chunk": str(run.chunk),
-        "chunking": (f"{plan.per_call} trials per call on {len(run.devices)} "
-                     f"{run.devices[0].platform} device(s); blocks of {plan.block} rounds, "
-                     f"{plan.segment} per call, tail {plan.tail}"),
-        "key": str(np.asarray(jax.random.key_data(run.key)).tolist()),
-        "stepsize": digest(run.alphas), "x0": digest(run.x0), "problem": digest(run.problem),
-        "oracle": digest(run.oracle), "sampler": digest(run.sampler),
-        "algorithm": digest(run.algorithm), "jax": jax.__version__,
-    }
-
-
-def _round_of(plan: Plan, position: Position) -> int:
-    """The round chunk ``position.chunk`` resumes at."""
-    if position.state is None:
-        return 0
-    segments = plan.segments()
-    return segments[position.segment].start if position.segment < len(segments) else segments[-1].stop
-
-
-def _where(run: _Run, plan: Plan, position: Position) -> str:
-    chunks = math.ceil(run.trials / run.chunk)
-    return f"round {_round_of(plan, position)} of chunk {position.chunk + 1} of {chunks}"
 
 
 def _warn_divergence(result: SimResult) -> None:
@@ -529,10 +433,10 @@ def simulate(
                    devices)
     plan = make_plan(run.rounds, run.record_every, run.chunk, run.dtype, run.devices,
                      bool(progress) or path is not None)
-    _check_memory(run, plan)
+    _memory.check_run(run, plan)
     position, tracker = Position(0, 0, None, {}, ()), None
     if path is not None:
-        fingerprint = _fingerprint(run, plan)
+        fingerprint = _checkpoint.fingerprint(run, plan)
         saved = _checkpoint.load(path, fingerprint)
         if saved is not None:
             position, complete = saved
@@ -543,7 +447,7 @@ def simulate(
         tracker = _checkpoint.Tracker(path, fingerprint, position)
     done = position.done
     bar = _Progress(progress, run.rounds * math.ceil(run.trials / run.chunk), "fedavg")
-    bar.skip(position.chunk * run.rounds + _round_of(plan, position))
+    bar.skip(position.chunk * run.rounds + _checkpoint.resume_round(plan, position))
     try:
         for c in range(position.chunk, math.ceil(run.trials / run.chunk)):
             commit = None if tracker is None else (
@@ -555,8 +459,8 @@ def simulate(
     except BaseException:
         if tracker is not None:
             tracker.save()
-            print(f"fedjax_abc.simulate: stopped at {_where(run, plan, tracker.position)}; the "
-                  f"same call resumes there from the checkpoint {path}", file=sys.stderr)
+            print(f"fedjax_abc.simulate: stopped at {_checkpoint.where(run, plan, tracker.position)};"
+                  f" the same call resumes there from the checkpoint {path}", file=sys.stderr)
         raise
     finally:
         bar.close()
