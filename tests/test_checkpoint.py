@@ -8,6 +8,9 @@ atomic ``.npz`` without pickles, kept when complete; a file of another run is re
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
 
 import jax
 import numpy as np
@@ -38,6 +41,12 @@ def assert_same(a, b):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def stop_after(count):
     """A progress callback that raises KeyboardInterrupt at its ``count``-th call."""
     calls = []
@@ -65,12 +74,41 @@ def test_interrupted_run_resumes_bit_for_bit(problem, tmp_path, capsys, algorith
     with pytest.raises(KeyboardInterrupt):
         fa.simulate(problem, **kw, checkpoint=path, progress=stop_after(stop))
     assert path.exists() and os.listdir(tmp_path) == ["run.npz"]  # no temporary file left
+    assert path.stat().st_mode & 0o044 == 0o644 & ~_umask() & 0o044  # as any file written here
     err = capsys.readouterr().err.strip().splitlines()
     chunk = 1 if stop <= 100 else 2
     t = 4 * stop if stop <= 100 else 4 * (stop - 100)  # 100 segments of 4 rounds per chunk
     assert len(err) == 1 and f"round {t} of chunk {chunk} of 3" in err[0] and str(path) in err[0]
     resumed = fa.simulate(problem, **kw, checkpoint=path)
     assert_same(resumed, reference)
+
+
+CTRL_C_SCRIPT = """
+import sys, jax, fedjax_abc as fa
+p = fa.problems.huber_offsets(jax.random.key(0), n=8, d_max=10.0)
+kw = dict(num_sampled=3, local_steps=3, stepsize=0.05, rounds=4000, x0=p.x_star + 3.0,
+          trials=10, trial_chunk=4, key=jax.random.key(0), record_every=20)
+fa.simulate(p, **kw, checkpoint=sys.argv[1], progress=lambda done, *a: print(done, flush=True))
+"""
+
+
+def test_ctrl_c_in_another_process(problem, tmp_path):
+    """A real SIGINT: one line on stderr says where; the same call here resumes bit for bit."""
+    path = tmp_path / "run.npz"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.Popen([sys.executable, "-c", CTRL_C_SCRIPT, str(path)], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for count, _ in enumerate(proc.stdout, 1):
+        if count == 150:  # chunk 2
+            proc.send_signal(signal.SIGINT)
+            break
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and path.exists()
+    lines = [ln for ln in err.splitlines() if ln.startswith("fedjax_abc.simulate: stopped at")]
+    assert len(lines) == 1 and "of chunk 2 of 3" in lines[0] and str(path) in lines[0]
+    kw = dict(num_sampled=3, local_steps=3, stepsize=0.05, rounds=4000, x0=problem.x_star + 3.0,
+              trials=10, trial_chunk=4, key=jax.random.key(0), record_every=20)
+    assert_same(fa.simulate(problem, **kw, checkpoint=path), fa.simulate(problem, **kw))
 
 
 def test_interrupt_inside_a_segment(problem, tmp_path, monkeypatch):

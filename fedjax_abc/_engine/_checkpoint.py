@@ -28,9 +28,9 @@ import json
 import math
 import os
 import re
-import tempfile
 import time
 import types
+import uuid
 from typing import Any, NamedTuple, Optional
 
 import jax
@@ -205,9 +205,9 @@ def save(path: str, fingerprint: dict, position: Position, complete: bool = Fals
     arrays["header"] = np.array(json.dumps(header))
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=folder)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with open(tmp, "xb") as fh:
             np.savez(fh, **arrays)
             fh.flush()
             os.fsync(fh.fileno())
