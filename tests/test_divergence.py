@@ -132,3 +132,13 @@ def test_repro_records_and_reports_divergence(quartic):
     text = "\n".join(lines)
     assert "| fig1 | S=3 | 3 of 8 |" in text
     assert _report.divergence_lines({"fig1": dict(doc, diverged={})}) == []
+
+
+def test_theory_checks_count_diverged_trials(quartic):
+    kw = dict(L=1.0, C=1.0, num_sampled=3, local_steps=2, rounds=40, trials=4,
+              key=jax.random.key(0), alpha0=0.01, p=0.75, strict=False)
+    with pytest.raises(ValueError, match=r"4 of 4 trials diverged.*no finite trial to check"), \
+            pytest.warns(fa.DivergenceWarning):
+        fa.theory.theorem3_check(quartic, x0=[300.0], **kw)  # every trial starts far: all diverge
+    near = fa.theory.theorem3_check(quartic, x0=[0.5], **kw)
+    assert near["diverged_trials"] == 0 and near["diverged_from_round"] is None
