@@ -21,7 +21,7 @@ from fedjax_abc._problems._oracles import (  # noqa: E402
     RademacherOracle,
 )
 from fedjax_abc._problems._problem import Client, Problem, make_problem  # noqa: E402
-from fedjax_abc._engine._result import SimResult, Summary, summarize  # noqa: E402
+from fedjax_abc._engine._result import DivergenceWarning, SimResult, Summary, summarize  # noqa: E402
 from fedjax_abc._problems._samplers import (  # noqa: E402
     AbstractSampler,
     Bernoulli,
@@ -42,6 +42,7 @@ __all__ = [
     "Bernoulli",
     "Client",
     "client_noise",
+    "DivergenceWarning",
     "ExactOracle",
     "FullParticipation",
     "GaussianOracle",

@@ -2,6 +2,7 @@
 
     fedjax-abc reproduce {fig1,table2,fig3,thm1,thm2,thm3,all} [--trials R] [--rounds T]
                          [--seed K] [--out DIR] [--quick] [--precision {float64,float32}]
+                         [--checkpoint DIR | --no-checkpoint]
     fedjax-abc report --results DIR --out docs/reproduction.md
     fedjax-abc compare [--out DIR] [--trials R] [--rounds T] [--seed K] [--quick] [--quiet]
 
@@ -99,6 +100,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="floating point type of the simulation; float32 is faster but biases "
                           "the paper's small gaps")
     rep.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    ckpt = rep.add_mutually_exclusive_group()
+    ckpt.add_argument("--checkpoint", default=None, metavar="DIR",
+                      help="folder for checkpoints (default: <out>/checkpoints): every run saves "
+                           "its state there (DIR/<experiment>/<run>.npz) every minute and when "
+                           "stopped (Ctrl-C); rerunning the same command resumes each experiment "
+                           "where it stopped, with the same numbers. An experiment's checkpoints "
+                           "are deleted once its results are written; a rerun with other settings "
+                           "is refused until they are deleted")
+    ckpt.add_argument("--no-checkpoint", action="store_true", help="save no checkpoints")
 
     rpt = sub.add_parser(
         "report", help="write docs/reproduction.md from the JSON results",
@@ -165,9 +175,11 @@ def _output_folder(path: str):
 
 def reproduce(args, argv: Sequence[str]) -> int:
     from fedjax_abc.repro import common
+    folder = None if args.no_checkpoint else (
+        args.checkpoint or os.path.join(args.out, "checkpoints"))
     settings = common.Settings(trials=args.trials, rounds=args.rounds, seed=args.seed,
                                out=args.out, quick=args.quick, precision=args.precision,
-                               argv=tuple(argv))
+                               argv=tuple(argv), checkpoint=folder)
     _output_folder(args.out)
     names = EXPERIMENTS if args.experiment == "all" else (args.experiment,)
     for name in names:
@@ -181,6 +193,8 @@ def reproduce(args, argv: Sequence[str]) -> int:
         doc["config"]["wall_seconds"] = time.perf_counter() - start
         doc["config"]["timings"] = progress.timings
         paths = write(doc, args.out)
+        if folder is not None:
+            _remove_checkpoints(folder, name)
         if not args.quiet:
             print(f"{name}: {time.perf_counter() - start:.1f} s, wrote "
                   + ", ".join(os.path.basename(p) for p in paths), file=sys.stderr)
@@ -207,6 +221,21 @@ def compare(args, argv: Sequence[str]) -> int:
         print(f"compare: {time.perf_counter() - start:.1f} s, wrote "
               + ", ".join(os.path.basename(p) for p in paths), file=sys.stderr)
     return 0
+
+
+def _remove_checkpoints(folder: str, experiment: str) -> None:
+    """Deletes an experiment's run checkpoints (its results are written), and empty folders."""
+    sub = os.path.join(folder, experiment)
+    if not os.path.isdir(sub):
+        return
+    for entry in os.listdir(sub):
+        if entry.endswith(".npz"):
+            os.remove(os.path.join(sub, entry))
+    for path in (sub, folder):
+        try:
+            os.rmdir(path)
+        except OSError:  # not empty: leave it
+            pass
 
 
 def report(args) -> int:
@@ -236,7 +265,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return compare(args, argv)
         return report(args)
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
+        folder = None
+        if args.command == "reproduce" and not args.no_checkpoint:
+            folder = args.checkpoint or os.path.join(args.out, "checkpoints")
+        print(f"{PROG}: interrupted" + (f"; rerun the same command to resume from the "
+                                        f"checkpoints in {folder}" if folder else ""),
+              file=sys.stderr)
         return 130
     except (ValueError, RuntimeError, OSError) as err:
         message = " ".join(str(err).split())

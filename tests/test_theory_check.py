@@ -14,14 +14,14 @@ THEOREM2_KEYS = {
     "x0", "L", "C", "D", "sigma_f_star", "delta_f", "sampling_factor", "stepsize",
     "stepsize_limit", "bound", "bound_terms", "leading_terms", "observed", "observed_stderr",
     "observed_ci95", "argmin_round", "holds", "holds_upper95", "ratio", "final_grad_norm_sq",
-    "seconds",
+    "diverged_trials", "diverged_from_round", "seconds",
 }
 THEOREM3_KEYS = {
     "check", "problem", "n", "num_sampled", "local_steps", "rounds", "trials", "record_every",
     "x0", "L", "C", "alpha0", "p", "stepsize_limit", "schedule_holds", "recorded_rounds",
     "max_grad_norm", "mean_grad_norm", "mean_grad_norm_stderr", "initial_max_grad_norm",
     "final_max_grad_norm", "final_mean_grad_norm", "final_mean_grad_norm_stderr",
-    "decay_slope_mean", "decay_slope_max", "seconds",
+    "decay_slope_mean", "decay_slope_max", "diverged_trials", "diverged_from_round", "seconds",
 }
 
 

@@ -14,7 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-__all__ = ["Plan", "make_plan", "stepsize_array"]
+__all__ = ["Plan", "Segment", "default_record_every", "make_plan", "recorded_rounds",
+           "stepsize_array"]
 
 _LANE_BYTES = 64  # the widest SIMD register in common use (AVX-512)
 
@@ -49,30 +50,82 @@ def stepsize_array(stepsize, rounds: int) -> np.ndarray:
     return alphas
 
 
-def default_record_every(rounds: int) -> int:
-    """The smallest k dividing T that keeps at most 1000 records."""
-    for k in range(1, rounds + 1):
-        if rounds % k == 0 and rounds // k <= 1000:
-            return k
-    return rounds
+def _divisors(m: int) -> list[int]:
+    """The divisors of m >= 1 in increasing order (trial division up to sqrt(m))."""
+    small, large = [], []
+    i = 1
+    while i * i <= m:
+        if m % i == 0:
+            small.append(i)
+            if i * i != m:
+                large.append(m // i)
+        i += 1
+    return small + large[::-1]
+
+
+def default_record_every(rounds: int, max_records: int = 1000, min_records: int = 100) -> int:
+    """k for about ``max_records`` records t = 0, k, 2k, ..., T (the last interval may be shorter).
+
+    The smallest divisor k of T with T / k <= 1000 when it still gives at least 100 records
+    (the rule of earlier versions: their results do not change); otherwise, as for a prime
+    T, k = ceil(T / 1000), which does not divide T: the records are t = 0, k, ..., and T.
+    """
+    if rounds <= max_records:
+        return 1
+    k0 = -(-rounds // max_records)
+    for k in _divisors(rounds):
+        if k >= k0:
+            return k if rounds // k >= min_records else k0
+    return k0
+
+
+def recorded_rounds(rounds: int, record_every: int) -> np.ndarray:
+    """t = 0, k, 2k, ..., and T where k does not divide T."""
+    t = np.arange(0, rounds + 1, record_every)
+    return t if t[-1] == rounds else np.append(t, rounds)
 
 
 def _segment_records(records: int, pieces: int) -> int:
-    """The divisor s of ``records`` with records / s closest to ``pieces`` from below."""
+    """The largest divisor s of ``records`` with s <= records / ``pieces`` (1 if none)."""
     target = max(1, records // max(1, pieces))
-    best = 1
-    for s in range(1, records + 1):
-        if records % s == 0 and s <= max(target, 1):
-            best = s
-    return best
+    return max(s for s in _divisors(records) if s <= target)
 
 
 def _progress_block(rounds: int, record_every: int, pieces: int = 50) -> int:
     """The largest divisor b of k with at least ``pieces`` blocks of b rounds in T."""
-    for b in range(record_every, 0, -1):
-        if record_every % b == 0 and rounds // b >= min(pieces, rounds):
+    for b in reversed(_divisors(record_every)):
+        if rounds // b >= min(pieces, rounds):
             return b
     return 1
+
+
+class Segment(NamedTuple):
+    """One call of the compiled segment: ``blocks`` blocks of ``block`` rounds from ``start``.
+
+    Attributes:
+      start: the first round, t0.
+      blocks: s, blocks in the call.
+      block: b, rounds per block.
+      per_record: blocks per record: the call keeps the record of every per_record-th block
+        counted from t = 0 (see :attr:`keep`).
+    """
+
+    start: int
+    blocks: int
+    block: int
+    per_record: int
+
+    @property
+    def stop(self) -> int:
+        """The round after the segment's last."""
+        return self.start + self.blocks * self.block
+
+    @property
+    def keep(self) -> slice:
+        """Which of the call's block records are records of the run: those ending at a
+        multiple of per_record blocks from t = 0."""
+        p = self.per_record
+        return slice((p - 1 - self.start // self.block) % p, None, p)
 
 
 class Plan(NamedTuple):
@@ -82,9 +135,10 @@ class Plan(NamedTuple):
       per_call: trials per compiled call: the chunk padded to whole SIMD registers per device.
       sharding: how a call's trial axis lies on the devices.
       block: b, rounds per compiled block (k, or a divisor of k to show progress often).
-      blocks: T / b.
+      blocks: (T - tail) / b.
       per_record: k / b, blocks per record.
-      segment: blocks per call of the compiled segment (all of them without progress).
+      segment: blocks per call of the compiled segment (all of them unless segmented).
+      tail: T mod k, the rounds of the last, shorter recorded interval (0 when k divides T).
     """
 
     per_call: int
@@ -93,20 +147,34 @@ class Plan(NamedTuple):
     blocks: int
     per_record: int
     segment: int
+    tail: int = 0
 
     @property
     def keep(self) -> slice:
         """Which block records are records of the run (every per_record-th)."""
         return slice(self.per_record - 1, None, self.per_record)
 
+    def segments(self) -> tuple[Segment, ...]:
+        """The calls of the compiled segment, in order; the tail, if any, is a call of its own."""
+        b, s = self.block, self.segment
+        calls = [Segment(j * b, s, b, self.per_record) for j in range(0, self.blocks, s)]
+        if self.tail:
+            calls.append(Segment(self.blocks * b, 1, self.tail, 1))
+        return tuple(calls)
 
-def make_plan(rounds: int, record_every: int, chunk: int, dtype, devices, progress: bool) -> Plan:
+
+def make_plan(rounds: int, record_every: int, chunk: int, dtype, devices,
+              segmented: bool) -> Plan:
     """The :class:`Plan` of T = ``rounds`` rounds recorded every k, chunks of ``chunk`` trials.
 
     The trials are the innermost axis, so the compiled loops run along them in SIMD lanes; a
     trial that fell in a loop's scalar remainder could round differently. Each device gets a
     multiple of 64 bytes' worth of trials (8 in float64, 16 in float32), so that trial r's
     numbers do not depend on the chunking, the devices or its neighbours.
+
+    ``segmented`` (progress or a checkpoint) cuts the rounds into about 100 calls (at least
+    50 blocks); the numbers do not change. Where k does not divide T, the last T mod k
+    rounds run as one more call, with one record at T.
     """
     ndev = len(devices)
     lanes = _LANE_BYTES // np.dtype(dtype).itemsize
@@ -115,7 +183,9 @@ def make_plan(rounds: int, record_every: int, chunk: int, dtype, devices, progre
         sharding = NamedSharding(Mesh(np.array(devices), ("trials",)), PartitionSpec("trials"))
     else:
         sharding = jax.sharding.SingleDeviceSharding(devices[0])
-    b = _progress_block(rounds, record_every) if progress else record_every
-    blocks = rounds // b
-    segment = _segment_records(blocks, 100) if progress else blocks
-    return Plan(per_call, sharding, b, blocks, record_every // b, segment)
+    tail = rounds % record_every
+    main = rounds - tail
+    b = _progress_block(main, record_every) if segmented else record_every
+    blocks = main // b
+    segment = _segment_records(blocks, 100) if segmented else blocks
+    return Plan(per_call, sharding, b, blocks, record_every // b, segment, tail)

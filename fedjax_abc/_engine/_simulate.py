@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import sys
 import time
+import warnings
 from typing import Any, Callable, Optional, Sequence, Union
 
 import equinox as eqx
@@ -28,9 +30,11 @@ import numpy as np
 
 from fedjax_abc._algorithms._base import AbstractAlgorithm
 from fedjax_abc._algorithms._fedavg import FedAvg
-from fedjax_abc._engine import _round
-from fedjax_abc._engine._plan import Plan, default_record_every, make_plan, stepsize_array
-from fedjax_abc._engine._result import SimResult
+from fedjax_abc._engine import _checkpoint, _memory, _round
+from fedjax_abc._engine._checkpoint import Position
+from fedjax_abc._engine._plan import (Plan, default_record_every, make_plan, recorded_rounds,
+                                      stepsize_array)
+from fedjax_abc._engine._result import DivergenceWarning, SimResult
 from fedjax_abc._engine._threefry import fold_in_data
 from fedjax_abc._problems._checks import check_components
 from fedjax_abc._problems._oracles import AbstractOracle
@@ -118,6 +122,11 @@ class _Progress:
             self.bar = tqdm(total=total, desc=label, unit="round", file=sys.stderr,
                             mininterval=1.0, dynamic_ncols=True)
 
+    def skip(self, done: int):
+        """Counts ``done`` rounds run before (a resumed run) on the bar."""
+        if self.bar is not None and done:
+            self.bar.update(done)
+
     def update(self, done_now: int, done_total: int):
         if self.bar is not None:
             self.bar.update(done_now)
@@ -171,9 +180,10 @@ def _checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, ke
     Q = _check_int("local_steps (Q)", local_steps)
     T = _check_int("rounds (T)", rounds)
     R = _check_int("trials", trials)
-    k = default_record_every(T) if record_every is None else _check_int("record_every", record_every)
-    if T % k:
-        raise ValueError(f"record_every ({k}) must divide rounds (T={T})")
+    k = None if record_every is None else _check_int("record_every", record_every)
+    if k is not None and T % k:
+        raise ValueError(f"record_every ({k}) must divide rounds (T={T}); leave it None for about "
+                         "1000 records (the last interval shorter where no divisor fits)")
     if mode not in _round.MODES:
         raise ValueError(f"mode ({mode!r}) must be one of {_round.MODES}")
     if dtype not in _DTYPES:
@@ -182,6 +192,14 @@ def _checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, ke
         raise ValueError("dtype='float64' needs jax_enable_x64; it was switched off after import")
     chunk = R if trial_chunk is None else _check_int("trial_chunk", trial_chunk)
     chunk = min(chunk, R)
+    # absurd sizes fail here, before anything of size T or R is allocated (a lower bound:
+    # two records per trial unless record_every says more, no working set)
+    keep_x = record_x is True
+    _memory.check(_memory.estimate(trials=R, records=2 if k is None else T // k + 1, dim=d,
+                                   itemsize=np.dtype(_DTYPES[dtype]).itemsize, record_x=keep_x,
+                                   rounds=T), record_x=keep_x, rounds=T, trials=R, chunk=chunk,
+                  record_every=k)
+    k = default_record_every(T) if k is None else k
     if sampler is None:
         if num_sampled is None:
             sampler = FullParticipation()
@@ -226,7 +244,7 @@ def _checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, ke
     check_components(problem, oracle, sampler, Q, dtype)
     devices = _resolve_devices(devices)
     jdtype = _DTYPES[dtype]
-    if _keeps_client_states(algorithm, d, jdtype) and not sampler.distinct_slots:
+    if _memory.state_sizes(algorithm, d, jdtype).client_states and not sampler.distinct_slots:
         raise ValueError(f"{type(algorithm).__name__} keeps client states: it needs a sampler "
                          f"whose slots are distinct clients, not {type(sampler).__name__}")
 
@@ -248,20 +266,6 @@ def _checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, ke
         record_x=record_x, devices=devices, config=config)
 
 
-_CLIENT_STATES: dict = {}
-
-
-def _keeps_client_states(algorithm: AbstractAlgorithm, d: int, dtype) -> bool:
-    """Whether ``client_init`` returns arrays, traced once per algorithm structure and d."""
-    leaves, treedef = jax.tree_util.tree_flatten(algorithm)
-    signature = (treedef, tuple((getattr(a, "shape", None), getattr(a, "dtype", type(a))) for a in leaves), d,
-                 np.dtype(dtype))
-    if signature not in _CLIENT_STATES:
-        shape = jax.eval_shape(algorithm.client_init, jax.ShapeDtypeStruct((d,), dtype))
-        _CLIENT_STATES[signature] = bool(jax.tree_util.tree_leaves(shape))
-    return _CLIENT_STATES[signature]
-
-
 def _describe(algorithm: AbstractAlgorithm) -> str:
     """A one-line description: the class and its scalar hyperparameters."""
     fields = []
@@ -272,14 +276,15 @@ def _describe(algorithm: AbstractAlgorithm) -> str:
     return f"{type(algorithm).__name__}({', '.join(fields)})"
 
 
-def _keep_records(segments, keep: slice) -> np.ndarray:
-    """Initial record plus every (k / b)-th block record, along axis 1."""
-    first, rest = segments[0], np.concatenate(segments[1:], axis=1)
-    return np.concatenate([first, rest[:, keep]], axis=1)
+def _run_chunk(run: _Run, plan: Plan, c: int, bar: _Progress, resume: Optional[Position] = None,
+               commit: Optional[Callable[[Position], None]] = None) -> dict:
+    """Chunk c: trials c * chunk ... (padded to plan.per_call), segment by segment.
 
-
-def _run_chunk(run: _Run, plan: Plan, start: int, bar: _Progress) -> dict:
-    """Trials start .. start + chunk - 1 (padded to plan.per_call): their kept records."""
+    ``resume``: a saved position inside chunk c to continue from; ``commit(position)`` is
+    called after every segment (with ``done`` left for the caller to fill). Returns the
+    chunk's kept records, x_final too.
+    """
+    start = c * run.chunk
     stop = min(start + run.chunk, run.trials)
     m = stop - start
     x_c = np.zeros((plan.per_call, run.x0.shape[1]))
@@ -287,35 +292,53 @@ def _run_chunk(run: _Run, plan: Plan, start: int, bar: _Progress) -> dict:
     x_c[m:] = run.x0[start]
     ids = jax.device_put(jnp.arange(start, start + plan.per_call, dtype=jnp.int32), plan.sharding)
     x_c = jax.device_put(jnp.asarray(x_c, run.dtype), plan.sharding)
-    g0, n0 = _initial_records(run.problem, x_c)
+    names = ("gap", "grad_norm_sq", "x") if run.record_x else ("gap", "grad_norm_sq")
     state = _init_state(run.algorithm, x_c, run.problem.num_clients)
-    segs = dict(gap=[np.asarray(g0)[:, None]], grad_norm_sq=[np.asarray(n0)[:, None]],
-                x=[np.asarray(x_c)[:, None]])
-    b, s = plan.block, plan.segment
-    stepsize_blocks = jnp.asarray(run.alphas.reshape(plan.blocks, b), run.dtype)
-    for j in range(0, plan.blocks, s):
-        state, rec = _run_segment(run.problem, run.oracle, run.sampler, run.algorithm, state, ids,
-                                  run.key, jnp.asarray(j * b, jnp.int32), stepsize_blocks[j: j + s],
-                                  run.local_steps, run.mode, run.record_x, plan.per_record)
-        segs["gap"].append(np.asarray(rec[0]))
-        segs["grad_norm_sq"].append(np.asarray(rec[1]))
-        if run.record_x:
-            segs["x"].append(np.asarray(rec[2]))
-        bar.update(s * b, (start // run.chunk) * run.rounds + (j + s) * b)
-    out = {name: _keep_records(v, plan.keep)[:m] for name, v in segs.items()
-           if name != "x" or run.record_x}
+    if resume is None or resume.state is None:
+        g0, n0 = _initial_records(run.problem, x_c)
+        first = dict(gap=np.asarray(g0)[:, None], grad_norm_sq=np.asarray(n0)[:, None],
+                     x=np.asarray(x_c)[:, None])
+        records = {name: (first[name],) for name in names}
+        next_segment = 0
+    else:
+        state = _checkpoint.restored(state, resume.state)
+        records = dict(resume.records)
+        next_segment = resume.segment
+    segments = plan.segments()
+    for i in range(next_segment, len(segments)):
+        seg = segments[i]
+        alphas = jnp.asarray(run.alphas[seg.start: seg.stop].reshape(seg.blocks, seg.block),
+                             run.dtype)
+        new_state, rec = _run_segment(run.problem, run.oracle, run.sampler, run.algorithm, state,
+                                      ids, run.key, jnp.asarray(seg.start, jnp.int32), alphas,
+                                      run.local_steps, run.mode, run.record_x, seg.per_record)
+        kept = tuple(np.asarray(r)[:, seg.keep] for r in rec)
+        records = {name: records[name] + (r,) for name, r in zip(names, kept)}
+        state = new_state
+        if commit is not None:
+            commit(Position(c, i + 1, state, records, None))
+        bar.update(seg.blocks * seg.block, c * run.rounds + seg.stop)
+    out = {name: np.concatenate(parts, axis=1)[:m] for name, parts in records.items()}
     out["x_final"] = np.asarray(state.server.x)[:m]
     return out
 
 
-def _assemble(run: _Run, chunks: list[dict]) -> SimResult:
+def _assemble(run: _Run, chunks: Sequence[dict]) -> SimResult:
     """The :class:`SimResult` of all chunks, in trial order."""
     def cat(name):
-        return np.concatenate([c[name] for c in chunks]) if name in chunks[0] else None
+        if name not in chunks[0]:
+            return None
+        return chunks[0][name] if len(chunks) == 1 else np.concatenate([c[name] for c in chunks])
 
-    return SimResult(rounds=np.arange(0, run.rounds + 1, run.record_every), gap=cat("gap"),
+    return SimResult(rounds=recorded_rounds(run.rounds, run.record_every), gap=cat("gap"),
                      grad_norm_sq=cat("grad_norm_sq"), x=cat("x"), x_final=cat("x_final"),
                      config=run.config)
+
+
+def _warn_divergence(result: SimResult) -> None:
+    if result.num_diverged:
+        warnings.warn(result.divergence() + "; SimResult.summary and .final leave them out "
+                      "(see SimResult.diverged_at)", DivergenceWarning, stacklevel=3)
 
 
 def simulate(
@@ -338,6 +361,7 @@ def simulate(
     record_x: bool = True,
     progress: Union[bool, Callable] = False,
     devices: Optional[Sequence[jax.Device]] = None,
+    checkpoint: Optional[Union[str, os.PathLike]] = None,
 ) -> SimResult:
     """Runs ``trials`` independent trials of a federated algorithm (Algorithm 1 by default).
 
@@ -358,8 +382,10 @@ def simulate(
         then the same bit for bit whatever the number of trials, the chunks or the devices.
       key: a JAX PRNG key of the default threefry2x32 generator; trial r uses
         ``fold_in(key, r)`` whatever the number of trials.
-      record_every: k, recording t = 0, k, ..., T; must divide T. Default: the smallest k
-        that keeps at most 1000 records.
+      record_every: k, recording t = 0, k, ..., T; must divide T. Default: about 1000
+        records: the smallest k dividing T with T / k <= 1000 if that leaves at least 100
+        records, else (a prime T, say) k = ceil(T / 1000) with a shorter last interval,
+        records at t = 0, k, 2k, ... and T.
       mode: "mask" runs all n virtual local trajectories (Section II-A) and averages the
         sampled ones; "gather" runs only the sampled clients. Same key, same draws: the
         same numbers bit for bit on the paper's problems, to rounding in general.
@@ -374,12 +400,24 @@ def simulate(
       record_x: keep the iterates x_t (memory trials x T/k x d); gaps are always kept.
       progress: True for a progress bar on stderr, or ``callback(rounds_done, total, secs)``.
       devices: devices to shard the trials over; default all local devices.
+      checkpoint: a file path: the run is cut into about 100 segments per chunk (same
+        numbers) and saved there at segment boundaries, every minute and whenever it stops
+        (Ctrl-C included: one line on stderr says where it will resume). A later call with
+        the same arguments and path resumes from the file and returns the uninterrupted
+        run's result bit for bit. The file is kept when the run completes and then holds
+        its result: the same call again returns it without running (delete the file to
+        run again). A file written by a call with other settings is a ValueError naming
+        them. Format: see ``fedjax_abc._engine._checkpoint`` (``.npz``, no pickle).
 
     Returns:
-      A :class:`~fedjax_abc.SimResult`.
+      A :class:`~fedjax_abc.SimResult`. Trials that became non-finite are counted there
+      (``diverged_at``) and left out of its summaries; a :class:`~fedjax_abc.DivergenceWarning`
+      says how many.
 
     Raises:
-      ValueError: on invalid input, before anything is compiled.
+      ValueError: on invalid input, before anything is compiled; when the run's estimated
+        memory exceeds what is available (saying what to change); on a checkpoint of
+        another run.
 
     Example:
       >>> import jax, fedjax_abc as fa
@@ -391,14 +429,56 @@ def simulate(
 
     Reference: Algorithm 1 and Section IV of the paper.
     """
+    path = _checked_path(checkpoint)
     run = _checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key,
                    record_every, mode, sampler, oracle, algorithm, dtype, trial_chunk, record_x,
                    devices)
     plan = make_plan(run.rounds, run.record_every, run.chunk, run.dtype, run.devices,
-                     bool(progress))
+                     bool(progress) or path is not None)
+    _memory.check_run(run, plan)
+    position, tracker = Position(0, 0, None, {}, ()), None
+    if path is not None:
+        fingerprint = _checkpoint.fingerprint(run, plan)
+        saved = _checkpoint.load(path, fingerprint)
+        if saved is not None:
+            position, complete = saved
+            if complete:
+                result = _assemble(run, position.done)
+                _warn_divergence(result)
+                return result
+        tracker = _checkpoint.Tracker(path, fingerprint, position)
+    done = position.done
     bar = _Progress(progress, run.rounds * math.ceil(run.trials / run.chunk), "fedavg")
+    bar.skip(position.chunk * run.rounds + _checkpoint.resume_round(plan, position))
     try:
-        chunks = [_run_chunk(run, plan, start, bar) for start in range(0, run.trials, run.chunk)]
+        for c in range(position.chunk, math.ceil(run.trials / run.chunk)):
+            commit = None if tracker is None else (
+                lambda inside, finished=done: tracker.commit(inside._replace(done=finished)))
+            out = _run_chunk(run, plan, c, bar, position if c == position.chunk else None, commit)
+            done = done + (out,)
+            if tracker is not None:
+                tracker.commit(Position(c + 1, 0, None, {}, done))
+    except BaseException:
+        if tracker is not None:
+            tracker.save()
+            print(f"fedjax_abc.simulate: stopped at {_checkpoint.where(run, plan, tracker.position)};"
+                  f" the same call resumes there from the checkpoint {path}", file=sys.stderr)
+        raise
     finally:
         bar.close()
-    return _assemble(run, chunks)
+    if tracker is not None:
+        tracker.save(complete=True)
+    result = _assemble(run, done)
+    _warn_divergence(result)
+    return result
+
+
+def _checked_path(checkpoint) -> Optional[str]:
+    if checkpoint is None:
+        return None
+    if not isinstance(checkpoint, (str, os.PathLike)) or not os.fspath(checkpoint):
+        raise ValueError(f"checkpoint must be a file path or None, got {checkpoint!r}")
+    path = os.fspath(checkpoint)
+    if os.path.isdir(path):
+        raise ValueError(f"checkpoint ({path}) is a folder; give a file path")
+    return path

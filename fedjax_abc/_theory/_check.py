@@ -48,11 +48,27 @@ def _slope(t: np.ndarray, y: np.ndarray) -> float:
     return float(np.polyfit(np.log(t[ok]), np.log(y[ok]), 1)[0])
 
 
+def _finite_trials(res, name: str) -> np.ndarray:
+    """``res.<name>`` without the diverged trials (ValueError if every trial diverged)."""
+    value = getattr(res, name)
+    if not res.num_diverged:
+        return value
+    if res.num_diverged == res.trials:
+        raise ValueError(f"{res.divergence()}: no finite trial to check; take a smaller stepsize")
+    return value[~res.diverged]
+
+
+def _divergence(res) -> dict:
+    k = res.num_diverged
+    return {"diverged_trials": k,
+            "diverged_from_round": int(res.diverged_at[res.diverged].min()) if k else None}
+
+
 def theorem2_check(problem: Problem, *, L: float, C: float, D: float, num_sampled: int,
                    local_steps: int, rounds: int, trials: int, key: jax.Array, x0=None,
                    record_every: int = 1, mode: str = "mask",
                    trial_chunk: Optional[int] = None, dtype: str = "float64",
-                   progress=False) -> dict:
+                   progress=False, checkpoint=None) -> dict:
     """Runs FedAvg at Theorem 2's stepsize (22) and compares min_t E||grad f(x_t)||^2 with (21).
 
     E||grad f(x_t)||^2 is the mean over trials at each recorded round t < T; the reported
@@ -72,7 +88,7 @@ def theorem2_check(problem: Problem, *, L: float, C: float, D: float, num_sample
       x0: initial point; default x* + 10 in each coordinate (Section IV-B's start).
         f(x0) > f* is required.
       record_every: k, a divisor of T (default 1: every round).
-      mode, trial_chunk, dtype, progress: passed to :func:`fedjax_abc.simulate`.
+      mode, trial_chunk, dtype, progress, checkpoint: passed to :func:`fedjax_abc.simulate`.
 
     Returns:
       A dict with the keys
@@ -84,7 +100,9 @@ def theorem2_check(problem: Problem, *, L: float, C: float, D: float, num_sample
         "total"} (24), "observed", "observed_stderr", "observed_ci95" [low, high],
         "argmin_round", "holds" (bound >= observed), "holds_upper95" (bound >= the upper
         end of the interval), "ratio" (bound / observed; None if observed == 0),
-        "final_grad_norm_sq" (mean at t = T), "seconds".
+        "final_grad_norm_sq" (mean at t = T), "diverged_trials", "diverged_from_round"
+        (trials whose iterate or records became non-finite, left out of every mean, and the
+        earliest round; None if none), "seconds".
 
     Example:
       >>> import jax, fedjax_abc as fa
@@ -111,8 +129,9 @@ def theorem2_check(problem: Problem, *, L: float, C: float, D: float, num_sample
     res = simulate(problem, num_sampled=p.S, local_steps=p.Q, stepsize=alpha, rounds=p.T,
                    x0=x0, trials=check_int("trials", trials), key=key, record_every=k,
                    mode=mode, trial_chunk=trial_chunk, record_x=False, dtype=dtype,
-                   progress=progress)
-    summ = summarize(res.grad_norm_sq[:, :-1], axis=0)  # rounds t < T
+                   progress=progress, checkpoint=checkpoint)
+    gns = _finite_trials(res, "grad_norm_sq")
+    summ = summarize(gns[:, :-1], axis=0)  # rounds t < T
     j = int(np.argmin(summ.mean))
     observed, se = float(summ.mean[j]), float(summ.stderr[j])
     ci = [float(summ.ci_low[j]), float(summ.ci_high[j])]
@@ -145,7 +164,8 @@ def theorem2_check(problem: Problem, *, L: float, C: float, D: float, num_sample
         "holds": bool(bound >= observed),
         "holds_upper95": bool(math.isfinite(ci[1]) and bound >= ci[1]),
         "ratio": bound / observed if observed > 0 else None,
-        "final_grad_norm_sq": float(res.grad_norm_sq[:, -1].mean()),
+        "final_grad_norm_sq": float(gns[:, -1].mean()),
+        **_divergence(res),
         "seconds": time.perf_counter() - start,
     }
 
@@ -154,7 +174,7 @@ def theorem3_check(problem: Problem, *, L: float, C: float, num_sampled: int, lo
                    rounds: int, trials: int, key: jax.Array, alpha0: Optional[float], p: float,
                    x0=None, record_every: Optional[int] = None, mode: str = "mask",
                    trial_chunk: Optional[int] = None, strict: bool = True,
-                   dtype: str = "float64", progress=False) -> dict:
+                   dtype: str = "float64", progress=False, checkpoint=None) -> dict:
     """Runs FedAvg under alpha_t = alpha0/(t+1)^p and reports the decay of ||grad f(x_t)||.
 
     Theorem 3: E||grad f(x_t)|| -> 0 and ||grad f(x_t)|| -> 0 almost surely. A finite run
@@ -169,7 +189,7 @@ def theorem3_check(problem: Problem, *, L: float, C: float, num_sampled: int, lo
       p: decay exponent in (1/2, 1].
       x0: initial point; default x* + 10 in each coordinate.
       record_every: k (divides T); default as in :func:`fedjax_abc.simulate`.
-      mode, trial_chunk, dtype, progress: passed to :func:`fedjax_abc.simulate`.
+      mode, trial_chunk, dtype, progress, checkpoint: passed to :func:`fedjax_abc.simulate`.
       strict: raise ValueError if alpha0 violates alpha_t <= 1/(8 Q (L + C)).
 
     Returns:
@@ -180,7 +200,8 @@ def theorem3_check(problem: Problem, *, L: float, C: float, num_sampled: int, lo
         of ||grad f(x_t)||), "mean_grad_norm" (list), "mean_grad_norm_stderr" (list),
         "initial_max_grad_norm", "final_max_grad_norm", "final_mean_grad_norm",
         "final_mean_grad_norm_stderr", "decay_slope_mean", "decay_slope_max" (log-log
-        slopes over the recorded t >= T/10, NaN as None), "seconds".
+        slopes over the recorded t >= T/10, NaN as None), "diverged_trials",
+        "diverged_from_round" (as in :func:`theorem2_check`; left out), "seconds".
 
     Example:
       >>> import jax, fedjax_abc as fa
@@ -207,8 +228,8 @@ def theorem3_check(problem: Problem, *, L: float, C: float, num_sampled: int, lo
     res = simulate(problem, num_sampled=num_sampled, local_steps=Q, stepsize=schedule,
                    rounds=T, x0=x0, trials=check_int("trials", trials), key=key,
                    record_every=record_every, mode=mode, trial_chunk=trial_chunk,
-                   record_x=False, dtype=dtype, progress=progress)
-    norms = np.sqrt(np.maximum(res.grad_norm_sq, 0.0))
+                   record_x=False, dtype=dtype, progress=progress, checkpoint=checkpoint)
+    norms = np.sqrt(np.maximum(_finite_trials(res, "grad_norm_sq"), 0.0))
     summ = summarize(norms, axis=0)
     mx = norms.max(axis=0)
     t = np.asarray(res.rounds, np.float64)
@@ -243,5 +264,6 @@ def theorem3_check(problem: Problem, *, L: float, C: float, num_sampled: int, lo
         "final_mean_grad_norm_stderr": clean(summ.stderr[-1]),
         "decay_slope_mean": clean(_slope(t[tail], summ.mean[tail])),
         "decay_slope_max": clean(_slope(t[tail], mx[tail])),
+        **_divergence(res),
         "seconds": time.perf_counter() - start,
     }

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import platform
+import re
 import secrets
 import sys
 import threading
@@ -42,6 +43,8 @@ class Settings:
       quick: reduced scale (each experiment under a minute on 2 cores).
       precision: "float64" or "float32".
       argv: the command line, recorded in each result's config.
+      checkpoint: a folder for the runs' checkpoints (``<folder>/<experiment>/<run>.npz``),
+        or None for none.
     """
 
     trials: Optional[int] = None
@@ -51,6 +54,14 @@ class Settings:
     quick: bool = False
     precision: str = "float64"
     argv: tuple = ()
+    checkpoint: Optional[str] = None
+
+    def checkpoint_file(self, experiment: str, run: str) -> Optional[str]:
+        """The checkpoint file of one run of an experiment (None without a folder)."""
+        if self.checkpoint is None:
+            return None
+        name = re.sub(r"[^A-Za-z0-9=.,_-]+", "_", run).strip("_") or "run"
+        return os.path.join(self.checkpoint, experiment, name + ".npz")
 
     def scale(self, paper_trials: int, paper_rounds: int, quick_trials: int, quick_rounds: int):
         """(R, T, label): the paper's values, the quick ones, or the user's overrides."""
@@ -176,6 +187,7 @@ class Progress:
         self.current = ("starting", 0.0, 0, 0)  # desc, work, rounds done, rounds total
         self.runs = 0
         self.timings = []  # per run: work (client-steps), seconds, steady rate (after compile)
+        self.diverged = {}  # run -> {"trials", "of", "first_round"}, runs with diverged trials
         self.timing = None
         self.start = time.perf_counter()
         self.lock = threading.Lock()
@@ -222,6 +234,12 @@ class Progress:
             self.timings.append({"run": tm["run"], "work": tm["work"],
                                  "seconds": now - tm["start"], "steady_rate": rate})
 
+    def note_diverged(self, desc: str, count: int, of: int, first_round) -> None:
+        """Records that ``count`` of ``of`` trials of run ``desc`` diverged (none: nothing)."""
+        if count:
+            self.diverged[desc] = {"trials": int(count), "of": int(of),
+                                   "first_round": None if first_round is None else int(first_round)}
+
     def line(self) -> str:
         with self.lock:
             desc, work, r_done, r_total = self.current
@@ -266,22 +284,43 @@ class Progress:
 
 def simulate(problem, *, num_sampled: int, local_steps: int, stepsize: float, rounds: int, x0,
              trials: int, key, precision: str, record: int, progress: Progress, desc: str,
-             algorithm=None):
+             algorithm=None, checkpoint: Optional[str] = None):
     """``fa.simulate`` the way every experiment calls it: gather for S < n, no iterates kept.
 
-    ``algorithm``: a ``fa.algorithms`` value, or None for Algorithm 1.
+    ``algorithm``: a ``fa.algorithms`` value, or None for Algorithm 1. Diverged trials (if
+    any) are noted in ``progress.diverged[desc]``; ``checkpoint``: the run's checkpoint file
+    (see ``fa.simulate``), or None.
     """
+    import warnings
+
     import fedjax_abc as fa
 
     n = problem.num_clients
     work = work_units(n, num_sampled, local_steps, rounds, trials)
     callback = progress.task(desc, work)
-    result = fa.simulate(problem, num_sampled=num_sampled, local_steps=local_steps,
-                         stepsize=stepsize, rounds=rounds, x0=x0, trials=trials, key=key,
-                         record_every=record, mode="gather" if num_sampled < n else "mask",
-                         dtype=precision, record_x=False, progress=callback, algorithm=algorithm)
+    with warnings.catch_warnings():  # counted in the results and the report instead
+        warnings.simplefilter("ignore", fa.DivergenceWarning)
+        result = fa.simulate(problem, num_sampled=num_sampled, local_steps=local_steps,
+                             stepsize=stepsize, rounds=rounds, x0=x0, trials=trials, key=key,
+                             record_every=record, mode="gather" if num_sampled < n else "mask",
+                             dtype=precision, record_x=False, progress=callback,
+                             algorithm=algorithm, checkpoint=checkpoint)
     progress.finish_task()
+    note_result(progress, desc, result)
     return result
+
+
+def note_result(progress: Progress, desc: str, result) -> None:
+    """Notes a SimResult's diverged trials (if any) in ``progress.diverged``."""
+    first = int(result.diverged_at[result.diverged].min()) if result.num_diverged else None
+    progress.note_diverged(desc, result.num_diverged, result.trials, first)
+
+
+def final_stats(result, name: str) -> dict:
+    """{"mean", "stderr"} at t = T over the trials that did not diverge (as :func:`mean_se`
+    on them; how many diverged goes to ``Progress.diverged``)."""
+    s = result.final(name)
+    return {"mean": s.mean, "stderr": s.stderr}
 
 
 def work_units(n: int, num_sampled: int, local_steps: int, rounds: int, trials: int) -> float:

@@ -270,8 +270,6 @@ def why(problems: dict, alpha: float, local_steps: int, T: int, P: dict) -> dict
 
 def drift(settings: common.Settings, progress: common.Progress, cfg: dict, d_maxes, n: int) -> dict:
     """FedAvg and SCAFFOLD with exact gradients and full participation (see the docstring)."""
-    import jax
-
     import fedjax_abc as fa
 
     T, tol = cfg["T"], cfg["tol"]

@@ -28,12 +28,12 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
                               rounds=T, x0=paper.FIG1["x0"], trials=R,
                               key=common.run_key(settings.seed, "fig1", S),
                               precision=settings.precision, record=k, progress=progress,
-                              desc=f"S={S}")
+                              desc=f"S={S}", checkpoint=settings.checkpoint_file("fig1", f"S={S}"))
         summ = res.summary("gap")
         rounds = res.rounds
         mean_gap[str(S)] = summ.mean
         ci95_gap[str(S)] = summ.ci95
-        final_gap[str(S)] = common.mean_se(res.gap[:, -1])
+        final_gap[str(S)] = common.final_stats(res, "gap")
 
     config = common.base_config(settings, "fig1", R, T, scale)
     config.update(
@@ -45,7 +45,8 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
         mode="gather for S < n, mask for S = n (same results)",
     )
     return {"experiment": "fig1", "config": config, "S": paper.FIG1["S"], "rounds": rounds,
-            "mean_gap": mean_gap, "ci95_gap": ci95_gap, "final_gap": final_gap}
+            "mean_gap": mean_gap, "ci95_gap": ci95_gap, "final_gap": final_gap,
+            "diverged": progress.diverged}
 
 
 def write(doc: dict, out: str) -> list[str]:

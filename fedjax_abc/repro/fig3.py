@@ -58,12 +58,13 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
                                   rounds=T, x0=x0, trials=R,
                                   key=common.run_key(settings.seed, "fig3", S, Q),
                                   precision=settings.precision, record=k, progress=progress,
-                                  desc=f"S={S} Q={Q}")
-            ms = common.mean_se(res.grad_norm_sq[:, -1])
+                                  desc=f"S={S} Q={Q}",
+                                  checkpoint=settings.checkpoint_file("fig3", f"S={S} Q={Q}"))
+            ms = common.final_stats(res, "grad_norm_sq")
             residual[str(S)]["mean"].append(ms["mean"])
             residual[str(S)]["stderr"].append(ms["stderr"])
             residual[str(S)]["ci95"].append(common.Z95 * ms["stderr"])
-            g = common.mean_se(res.gap[:, -1])
+            g = common.final_stats(res, "gap")
             final_gap[str(S)]["mean"].append(g["mean"])
             final_gap[str(S)]["stderr"].append(g["stderr"])
 
@@ -85,7 +86,7 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
     return {
         "experiment": "fig3", "config": config, "Q": Q_list, "residual": residual,
         "D_Q": {"mean": dq, "ci95": common.Z95 * dq_se, "stderr": dq_se},
-        "final_gap": final_gap,
+        "final_gap": final_gap, "diverged": progress.diverged,
         "constants": {"delta_f": delta_f, "sigma_f_star": sigma, "L": L, "n": n, "S": S_part,
                       "I_S": (n - S_part) / (n - 1), "scale_factor": c,
                       "offsets": d, "x_star": float(problem.x_star[0])},

@@ -143,6 +143,22 @@ def _environment(c: dict) -> list[str]:
     return lines
 
 
+def divergence_lines(docs: dict) -> list[str]:
+    """A table of the runs with diverged trials (their JSON's "diverged"); [] if there are none."""
+    rows = [(name, run, d) for name, doc in docs.items()
+            for run, d in (doc.get("diverged") or {}).items() if d.get("trials")]
+    if not rows:
+        return []
+    lines = ["## Diverged trials", "",
+             "Trials whose iterate, gap or gradient norm became non-finite are left out of every "
+             "mean and standard error in this report (each mean is over the other trials).", "",
+             "| experiment | run | diverged trials | from round |", "|---|---|---|---|"]
+    lines += [f"| {name} | {run} | {d['trials']} of {d['of']} | "
+              f"{'n/a' if d.get('first_round') is None else d['first_round']} |"
+              for name, run, d in rows]
+    return lines + [""]
+
+
 def _fig1(doc: dict, results: str, out_dir: str) -> list[str]:
     c, S = doc["config"], doc["S"]
     fin = [doc["final_gap"][str(s)] for s in S]
@@ -427,7 +443,7 @@ def render(results: str, out: str) -> str:
         raise ValueError(f"no result files (fig1.json, table2.json, ...) in {results!r}")
     out_dir = os.path.dirname(os.path.abspath(out))
     res_abs = os.path.abspath(results)
-    lines = _overview(docs, results, out)
+    lines = _overview(docs, results, out) + divergence_lines(docs)
     sections = {"fig1": _fig1, "table2": _table2, "fig3": _fig3}
     for name, doc in docs.items():
         if name in sections:

@@ -26,7 +26,7 @@ def bgd_domain(offsets: np.ndarray) -> tuple[float, float]:
     return float(offsets.min() - 5.0), float(offsets.max() + 5.0)
 
 
-def noise_free(problem, x0, Q, alpha, T, paper_gaps, progress=False) -> dict:
+def noise_free(problem, x0, Q, alpha, T, paper_gaps, progress=False, checkpoint=None) -> dict:
     """The deterministic full-participation trajectory from x0 up to paper.NOISE_FREE_HORIZON * T."""
     import jax
 
@@ -36,7 +36,8 @@ def noise_free(problem, x0, Q, alpha, T, paper_gaps, progress=False) -> dict:
     k = common.record_every(horizon, 1000)
     res = fa.simulate(problem, local_steps=Q, stepsize=alpha, rounds=horizon, x0=x0, trials=1,
                       key=jax.random.key(0), record_every=k, mode="mask", record_x=True,
-                      oracle=fa.ExactOracle(), dtype="float64", progress=progress)
+                      oracle=fa.ExactOracle(), dtype="float64", progress=progress,
+                      checkpoint=checkpoint)
     gap = res.gap[0]
     at_t = int(np.argmin(np.abs(res.rounds - T)))
     dist = res.x[0, :, 0] - float(problem.x_star[0])
@@ -53,7 +54,8 @@ def noise_free(problem, x0, Q, alpha, T, paper_gaps, progress=False) -> dict:
             start[str(S)] = None
     return {"gap_at_T": float(gap[at_t]), "x_minus_x_star_at_T": float(dist[at_t]),
             "horizon": horizon, "record_every": k, "first_round_at_paper_gap": first,
-            "start_offset_for_paper_gap": start, "gap_at_horizon": float(gap[-1])}
+            "start_offset_for_paper_gap": start, "gap_at_horizon": float(gap[-1]),
+            "diverged_at": int(res.diverged_at[0])}
 
 
 def run(settings: common.Settings, progress: common.Progress) -> dict:
@@ -80,16 +82,20 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
                                   rounds=T, x0=x0, trials=R,
                                   key=common.run_key(settings.seed, "table2", int(d_max), S),
                                   precision=settings.precision, record=k, progress=progress,
-                                  desc=f"Dmax={d_max:g} S={S}")
+                                  desc=f"Dmax={d_max:g} S={S}",
+                                  checkpoint=settings.checkpoint_file("table2", f"Dmax={d_max:g} S={S}"))
             rounds = res.rounds
-            gap[str(S)] = common.mean_se(res.gap[:, -1])
+            gap[str(S)] = common.final_stats(res, "gap")
             summ = res.summary("gap")
             traj_mean[str(int(d_max))][str(S)] = summ.mean
             traj_ci[str(int(d_max))][str(S)] = summ.ci95
-        callback = progress.task(f"Dmax={d_max:g} noise-free", common.work_units(
-            n, n, Q, paper.NOISE_FREE_HORIZON * T, 1))
-        nf = noise_free(problem, x0, Q, alpha, T, paper.TABLE2_GAP[d_max], callback)
+        desc = f"Dmax={d_max:g} noise-free"
+        callback = progress.task(desc, common.work_units(n, n, Q, paper.NOISE_FREE_HORIZON * T, 1))
+        nf = noise_free(problem, x0, Q, alpha, T, paper.TABLE2_GAP[d_max], callback,
+                        checkpoint=settings.checkpoint_file("table2", desc))
         progress.finish_task()
+        progress.note_diverged(desc, int(nf["diverged_at"] >= 0), 1,
+                               nf["diverged_at"] if nf["diverged_at"] >= 0 else None)
         rows.append({
             "d_max": d_max, "offsets": d, "sigma_f_star": float(problem.sigma_f_star),
             "f_star": float(problem.f_star), "x_star": float(problem.x_star[0]),
@@ -113,7 +119,8 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
         key_tags="(Dmax, S)", mode="gather for S < n, mask for S = n (same results)",
     )
     return {"experiment": "table2", "config": config, "rows": rows,
-            "trajectories": {"rounds": rounds, "mean_gap": traj_mean, "ci95_gap": traj_ci}}
+            "trajectories": {"rounds": rounds, "mean_gap": traj_mean, "ci95_gap": traj_ci},
+            "diverged": progress.diverged}
 
 
 def write(doc: dict, out: str) -> list[str]:

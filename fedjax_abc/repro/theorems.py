@@ -94,6 +94,8 @@ def _run_checks(progress: common.Progress, problems, T: int, R: int, check) -> l
                                      common.work_units(problem.num_clients, S, Q, T, R))
             res = check(j, label, problem, L, C, D, Q, S, x0, callback)
             progress.finish_task()
+            progress.note_diverged(f"{label.split(',')[0]} S={S}", res["diverged_trials"], R,
+                                   res["diverged_from_round"])
             res["label"] = label
             checks.append(res)
     return checks
@@ -112,7 +114,8 @@ def run_thm2(settings: common.Settings, progress: common.Progress) -> dict:
             problem, L=L, C=C, D=D, num_sampled=S, local_steps=Q, rounds=T, trials=R,
             key=common.run_key(settings.seed, "thm2", j, S), x0=x0, record_every=k,
             mode="gather" if S < problem.num_clients else "mask",
-            dtype=settings.precision, progress=callback)
+            dtype=settings.precision, progress=callback,
+            checkpoint=settings.checkpoint_file("thm2", f"{label.split(',')[0]} S={S}"))
 
     checks = _run_checks(progress, problems, T, R, check)
     config = common.base_config(settings, "thm2", R, T, scale)
@@ -123,7 +126,7 @@ def run_thm2(settings: common.Settings, progress: common.Progress) -> dict:
                   offsets_draw={"convention": offs.PAPER_DRAW.convention,
                                 "seed": offs.PAPER_DRAW.seed})
     return {"experiment": "thm2", "config": config, "checks": checks,
-            "all_hold": all(c["holds"] for c in checks)}
+            "all_hold": all(c["holds"] for c in checks), "diverged": progress.diverged}
 
 
 def write_thm2(doc: dict, out: str) -> list[str]:
@@ -169,7 +172,8 @@ def run_thm3(settings: common.Settings, progress: common.Progress) -> dict:
             problem, L=L, C=C, num_sampled=S, local_steps=Q, rounds=T, trials=R,
             key=common.run_key(settings.seed, "thm3", j, S), alpha0=None, p=paper.THM3_P, x0=x0,
             record_every=k, mode="gather" if S < problem.num_clients else "mask",
-            dtype=settings.precision, progress=callback)
+            dtype=settings.precision, progress=callback,
+            checkpoint=settings.checkpoint_file("thm3", f"{label.split(',')[0]} S={S}"))
 
     checks = _run_checks(progress, problems, T, R, check)
     config = common.base_config(settings, "thm3", R, T, scale)
@@ -178,7 +182,8 @@ def run_thm3(settings: common.Settings, progress: common.Progress) -> dict:
                   stepsize=f"alpha_t = alpha_0 / (t + 1)^{paper.THM3_P}, alpha_0 = 1/(8 Q (L + C))",
                   p=paper.THM3_P, record_every=k, key_tags="(problem index, S)",
                   function="fedjax_abc.theory.theorem3_check")
-    return {"experiment": "thm3", "config": config, "checks": checks}
+    return {"experiment": "thm3", "config": config, "checks": checks,
+            "diverged": progress.diverged}
 
 
 def write_thm3(doc: dict, out: str) -> list[str]:

@@ -1,0 +1,298 @@
+"""Checkpoints of :func:`~fedjax_abc.simulate`: a run saved at a segment boundary, resumed bit for bit.
+
+A run is cut into chunks of trials and each chunk into segments (calls of the compiled
+loop, :meth:`~fedjax_abc._engine._plan.Plan.segments`). Between two segments everything
+the rest of the run depends on is on the host or in the loop carry: the carry's leaves
+(the :class:`~fedjax_abc._engine._round.RoundState`), the records kept so far and the
+results of the finished chunks. A checkpoint is these arrays, where the run stands, and a
+fingerprint of every setting that affects the numbers; resuming reruns nothing twice and
+skips nothing, so the result is the uninterrupted run's, bit for bit.
+
+The file is one NumPy ``.npz`` archive at exactly the given path, written to a temporary
+file in the same folder and moved into place with ``os.replace`` (a reader sees the old
+file or the new one, never half of one). It holds no pickle, only arrays and a JSON header:
+
+- ``header``: JSON with ``format``, ``fingerprint`` (setting -> value or SHA-256),
+  ``chunk``, ``segment`` (where the run resumes), ``complete`` and the array names;
+- ``leaf_<i>``: the carry leaves of the current chunk (none between chunks);
+- ``part_<name>``: the current chunk's kept records so far (``gap``, ``grad_norm_sq``, ``x``);
+- ``done_<name>``: the finished chunks' results, trials in order (``x_final`` too).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import math
+import os
+import re
+import time
+import types
+import uuid
+from typing import Any, NamedTuple, Optional
+
+import jax
+import numpy as np
+
+__all__ = ["FORMAT", "Position", "Tracker", "digest", "fingerprint", "load", "restored",
+           "resume_round", "save", "where"]
+
+FORMAT = 1
+SAVE_EVERY_S = 60.0  # seconds between saves while a run goes on (also saved when it stops)
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+class Position(NamedTuple):
+    """Where a run stands at a segment boundary.
+
+    Attributes:
+      chunk: c, the chunk being run (the number of chunks once the run is complete).
+      segment: the next segment of chunk c to run (0 at the start of a chunk).
+      state: chunk c's carry: a RoundState of device arrays, or a tuple of NumPy leaves
+        when loaded from a file; None when chunk c has not started.
+      records: name -> tuple of kept records of chunk c so far (joined along axis 1).
+      done: the finished chunks' results (dicts of NumPy arrays), in trial order.
+    """
+
+    chunk: int
+    segment: int
+    state: Any
+    records: dict
+    done: tuple
+
+
+# -------------------------------------------------------------------------- fingerprint
+
+
+def _feed(h, obj, depth: int = 0, seen: Optional[set] = None) -> None:
+    """Feeds a stable description of ``obj`` to the hash ``h``: arrays by their bytes,
+    functions by name, bytecode, constants, defaults and closure, objects by their fields."""
+    seen = set() if seen is None else seen
+    if depth > 12 or id(obj) in seen:
+        h.update(f"<{type(obj).__qualname__}>".encode())
+        return
+    if isinstance(obj, (jax.Array, np.ndarray, np.generic)):
+        if isinstance(obj, jax.Array) and jax.dtypes.issubdtype(obj.dtype, jax.dtypes.prng_key):
+            obj = jax.random.key_data(obj)
+        a = np.ascontiguousarray(np.asarray(obj))
+        h.update(f"array{a.dtype.str}{a.shape}".encode())
+        h.update(a.tobytes())
+        return
+    if obj is None or isinstance(obj, (bool, int, float, complex, str, bytes)):
+        h.update(f"{type(obj).__name__}:{obj!r};".encode())
+        return
+    seen = seen | {id(obj)}
+    if isinstance(obj, (tuple, list)):
+        h.update(f"{type(obj).__qualname__}[{len(obj)}](".encode())
+        for v in obj:
+            _feed(h, v, depth + 1, seen)
+        h.update(b")")
+    elif isinstance(obj, dict):
+        h.update(b"dict(")
+        for k in sorted(obj, key=repr):
+            _feed(h, k, depth + 1, seen)
+            _feed(h, obj[k], depth + 1, seen)
+        h.update(b")")
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):  # equinox modules too
+        h.update(f"{type(obj).__module__}.{type(obj).__qualname__}(".encode())
+        for f in dataclasses.fields(obj):
+            h.update(f.name.encode())
+            _feed(h, getattr(obj, f.name, None), depth + 1, seen)
+        h.update(b")")
+    elif isinstance(obj, functools.partial):
+        h.update(b"partial(")
+        _feed(h, (obj.func, obj.args, obj.keywords), depth + 1, seen)
+        h.update(b")")
+    elif isinstance(obj, types.MethodType):
+        _feed(h, (obj.__func__, obj.__self__), depth + 1, seen)
+    elif isinstance(obj, types.FunctionType):
+        code = obj.__code__
+        h.update(f"{obj.__module__}.{obj.__qualname__}".encode())
+        _feed(h, _code(code), depth + 1, seen)
+        _feed(h, (obj.__defaults__, obj.__kwdefaults__), depth + 1, seen)
+        cells = tuple(c.cell_contents for c in (obj.__closure__ or ()) if _filled(c))
+        _feed(h, cells, depth + 1, seen)
+    else:
+        h.update(f"{type(obj).__module__}.{type(obj).__qualname__}".encode())
+        h.update(_ADDRESS.sub("", repr(obj)).encode())
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # an empty cell
+        return False
+    return True
+
+
+def _code(code: types.CodeType) -> tuple:
+    consts = tuple(_code(c) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    return (code.co_code, consts, code.co_names)
+
+
+def digest(obj) -> str:
+    """SHA-256 of a stable description of ``obj`` (arrays, modules, functions, numbers)."""
+    h = hashlib.sha256()
+    _feed(h, obj)
+    return h.hexdigest()
+
+
+def fingerprint(run, plan) -> dict:
+    """Every setting of a checked run (``_simulate._Run``) and its plan that affects the
+    numbers: values, or SHA-256 digests of arrays, modules and functions."""
+    return {
+        "trials": str(run.trials), "rounds (T)": str(run.rounds),
+        "local_steps (Q)": str(run.local_steps), "record_every (k)": str(run.record_every),
+        "mode": run.mode, "dtype": np.dtype(run.dtype).name, "record_x": str(run.record_x),
+        "trial_chunk": str(run.chunk),
+        "chunking": (f"{plan.per_call} trials per call on {len(run.devices)} "
+                     f"{run.devices[0].platform} device(s); blocks of {plan.block} rounds, "
+                     f"{plan.segment} per call, tail {plan.tail}"),
+        "key": str(np.asarray(jax.random.key_data(run.key)).tolist()),
+        "stepsize": digest(run.alphas), "x0": digest(run.x0), "problem": digest(run.problem),
+        "oracle": digest(run.oracle), "sampler": digest(run.sampler),
+        "algorithm": digest(run.algorithm), "jax": jax.__version__,
+    }
+
+
+def resume_round(plan, position: Position) -> int:
+    """The round chunk ``position.chunk`` resumes at."""
+    if position.state is None:
+        return 0
+    segments = plan.segments()
+    return segments[position.segment].start if position.segment < len(segments) else segments[-1].stop
+
+
+def where(run, plan, position: Position) -> str:
+    """"round t of chunk c of C": where a run at ``position`` resumes."""
+    chunks = math.ceil(run.trials / run.chunk)
+    return f"round {resume_round(plan, position)} of chunk {position.chunk + 1} of {chunks}"
+
+
+# ------------------------------------------------------------------------------- files
+
+
+def _state_leaves(state) -> list[np.ndarray]:
+    leaves = []
+    for leaf in jax.tree_util.tree_leaves(state):
+        if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+            leaf = jax.random.key_data(leaf)
+        leaves.append(np.asarray(leaf))
+    return leaves
+
+
+def _joined(parts: tuple, axis: int) -> np.ndarray:
+    return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=axis)
+
+
+def save(path: str, fingerprint: dict, position: Position, complete: bool = False) -> None:
+    """Writes ``position`` to ``path`` atomically (temporary file, then ``os.replace``)."""
+    arrays = {}
+    if position.state is not None:
+        for i, leaf in enumerate(_state_leaves(position.state)):
+            arrays[f"leaf_{i}"] = leaf
+    for name, parts in position.records.items():
+        arrays[f"part_{name}"] = _joined(parts, axis=1)
+    if position.done:
+        for name in position.done[0]:
+            arrays[f"done_{name}"] = _joined(tuple(d[name] for d in position.done), axis=0)
+    header = dict(format=FORMAT, fingerprint=fingerprint, chunk=position.chunk,
+                  segment=position.segment, complete=complete,
+                  leaves=sum(k.startswith("leaf_") for k in arrays),
+                  records=list(position.records), done=list(position.done[0]) if position.done else [])
+    arrays["header"] = np.array(json.dumps(header))
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "xb") as fh:
+            np.savez(fh, **arrays)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def load(path: str, fingerprint: dict) -> Optional[tuple[Position, bool]]:
+    """(position, complete) saved at ``path``; None if there is no file.
+
+    Raises:
+      ValueError: if the file is not a checkpoint, or was written for a run whose settings
+        differ from ``fingerprint`` (naming them).
+    """
+    if not os.path.exists(path):
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            header = json.loads(str(z["header"]))
+            arrays = {k: z[k] for k in z.files if k != "header"}
+    except Exception as err:  # zipfile, OSError, JSON, missing header
+        raise ValueError(f"checkpoint ({path}) is not a fedjax_abc checkpoint: "
+                         f"{type(err).__name__}: {err}") from None
+    if header.get("format") != FORMAT:
+        raise ValueError(f"checkpoint ({path}) has format {header.get('format')}, this version "
+                         f"reads {FORMAT}; delete it or pass another path")
+    saved = header["fingerprint"]
+    differ = [k for k in fingerprint if saved.get(k) != fingerprint[k]]
+    differ += [k for k in saved if k not in fingerprint]
+    if differ:
+        raise ValueError(f"checkpoint ({path}) was written for another run: {', '.join(differ)} "
+                         "differ; delete it or pass another path")
+    leaves = tuple(arrays[f"leaf_{i}"] for i in range(header["leaves"]))
+    records = {name: (arrays[f"part_{name}"],) for name in header["records"]}
+    done = ({name: arrays[f"done_{name}"] for name in header["done"]},) if header["done"] else ()
+    position = Position(header["chunk"], header["segment"], leaves or None, records, done)
+    return position, bool(header["complete"])
+
+
+class Tracker:
+    """Keeps the last segment boundary of a run and saves it every ``SAVE_EVERY_S`` seconds.
+
+    ``commit`` replaces the position in one assignment, so whatever interrupts the run
+    (Ctrl-C included) finds a consistent one to :meth:`save`.
+    """
+
+    def __init__(self, path: str, fingerprint: dict, position: Position):
+        self.path = path
+        self.fingerprint = fingerprint
+        self.position = position
+        self.saved = position
+        self.last = time.perf_counter()
+
+    def commit(self, position: Position) -> None:
+        self.position = position
+        if time.perf_counter() - self.last >= SAVE_EVERY_S:
+            self.save()
+
+    def save(self, complete: bool = False) -> None:
+        """Writes the last committed position (if it changed since the last save)."""
+        position = self.position
+        if position is not self.saved or complete:
+            save(self.path, self.fingerprint, position, complete)
+            self.saved = position
+        self.last = time.perf_counter()
+
+
+# -------------------------------------------------------------------------- resuming
+
+
+def restored(fresh, leaves) -> Any:
+    """The carry ``fresh`` with its leaves replaced by saved ones (same shapes and placement)."""
+    fresh_leaves, treedef = jax.tree_util.tree_flatten(fresh)
+    if len(leaves) != len(fresh_leaves):
+        raise ValueError(f"checkpoint holds {len(leaves)} state arrays, the run has {len(fresh_leaves)}")
+    out = []
+    for saved, leaf in zip(leaves, fresh_leaves):
+        is_key = jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
+        want = jax.random.key_data(leaf) if is_key else leaf
+        if saved.shape != want.shape or saved.dtype != want.dtype:
+            raise ValueError(f"checkpoint state array {saved.shape} {saved.dtype} does not fit the "
+                             f"run's {want.shape} {want.dtype}")
+        value = jax.device_put(saved, want.sharding)
+        out.append(jax.random.wrap_key_data(value, impl=jax.random.key_impl(leaf)) if is_key else value)
+    return jax.tree_util.tree_unflatten(treedef, out)

@@ -1,0 +1,209 @@
+"""How much memory a run needs, checked against what the machine has before any work starts.
+
+:func:`estimate` adds up the large allocations of a run (an estimate, not an exact count):
+
+- results on the host: trials x records x (2 + d if ``record_x``) values, plus x_T, twice
+  (the chunks' parts and the joined arrays);
+- stepsizes: T float64 values (the array, the schedule's evaluation, a copy);
+- per call of the compiled loop (``per_call`` trials, the chunk padded to SIMD lanes): the
+  carry (server state, and n client states for algorithms that keep them) twice, the
+  records of one call, and one round's working set, ~ (n in mask mode, the sampler's m
+  slots in gather mode) x per_call x (Q d noise values, their random words, and a few
+  copies of the d-vector).
+
+:func:`check` compares it with the memory available (``MemAvailable`` of /proc/meminfo,
+else the physical memory; accelerators: their memory limit where JAX reports one) and
+refuses a run that cannot fit, in one line that says what to change.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import NamedTuple, Optional
+
+import jax
+import numpy as np
+
+from fedjax_abc._engine._plan import recorded_rounds
+
+__all__ = ["Estimate", "StateSizes", "available_bytes", "check", "check_run", "estimate",
+           "format_bytes", "state_sizes"]
+
+_WORKING_COPIES = 6  # copies of a client's d-vector alive in a round (model, gradient, messages)
+
+
+class Estimate(NamedTuple):
+    """Bytes a run needs, by what needs them.
+
+    Attributes:
+      results: the records and x_T on the host (twice: parts and joined arrays).
+      stepsizes: the T stepsizes.
+      states: the loop carry of one call (server and client states), twice.
+      call: the records of one call and the working set of one round.
+      host_only: whether ``states`` and ``call`` live on an accelerator (not host memory).
+    """
+
+    results: int
+    stepsizes: int
+    states: int
+    call: int
+    host_only: bool = False
+
+    @property
+    def host(self) -> int:
+        return self.results + self.stepsizes + (0 if self.host_only else self.states + self.call)
+
+    @property
+    def device(self) -> int:
+        return self.states + self.call
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB", "PB"):
+        if abs(n) < 1000 or unit == "PB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} EB"
+
+
+def available_bytes() -> Optional[int]:
+    """Host memory available now: /proc/meminfo MemAvailable, else physical memory, else None."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def device_bytes(device) -> Optional[int]:
+    """An accelerator's memory limit as JAX reports it; None on CPU or when unknown."""
+    if getattr(device, "platform", "cpu") == "cpu":
+        return None
+    try:
+        stats = device.memory_stats() or {}
+    except Exception:  # not every backend implements it
+        return None
+    limit = stats.get("bytes_limit")
+    return int(limit) if limit else None
+
+
+def estimate(*, trials: int, records: int, dim: int, itemsize: int, record_x: bool, rounds: int,
+             per_call: int = 0, call_records: int = 0, participants: int = 0,
+             local_steps: int = 0, noise_words: int = 0, server_bytes: int = 0,
+             client_bytes: int = 0, num_clients: int = 0, host_only: bool = False) -> Estimate:
+    """The :class:`Estimate` of a run (counts as in :func:`fedjax_abc.simulate`).
+
+    Args:
+      trials, records, dim, itemsize, record_x, rounds: R, the recorded rounds, d, bytes per
+        value, whether x_t is kept, T.
+      per_call: trials per compiled call; call_records: records one call returns.
+      participants: clients that compute in a round (n in mask mode, m slots in gather).
+      local_steps: Q; noise_words: uint32 words of one client's round of noise.
+      server_bytes, client_bytes: one trial's server state, one client's state.
+      num_clients: n (client states are kept for all of them).
+      host_only: the calls run on an accelerator with memory of its own.
+    """
+    per_record = 2 + (dim if record_x else 0)
+    results = 2 * itemsize * trials * (records * per_record + dim)
+    stepsizes = 3 * 8 * rounds
+    states = 2 * per_call * (server_bytes + num_clients * client_bytes)
+    one_round = participants * per_call * (local_steps * dim * itemsize + 4 * noise_words
+                                           + _WORKING_COPIES * dim * itemsize)
+    call = per_call * call_records * per_record * itemsize + one_round
+    return Estimate(results, stepsizes, states, call, host_only)
+
+
+def _advice(est: Estimate, record_x: bool, rounds: int, trials: int, chunk: int,
+            record_every: Optional[int]) -> str:
+    parts = {"results": est.results, "stepsizes": est.stepsizes,
+             "working set": est.states + est.call}
+    largest = max(parts, key=parts.get)
+    if largest == "results":
+        return ("record_x=False (x_t takes trials x records x d values), " if record_x else "") + \
+            f"a larger record_every (now k={record_every or 'default'} for T={rounds}), or " \
+            f"fewer trials (now {trials})"
+    if largest == "stepsizes":
+        return f"fewer rounds (now T={rounds})"
+    return f"a smaller trial_chunk (now {chunk} trials per call)"
+
+
+def check(est: Estimate, *, record_x: bool, rounds: int, trials: int, chunk: int,
+          record_every: Optional[int] = None, available: Optional[int] = None,
+          device_available: Optional[int] = None) -> None:
+    """Raises ValueError (one line: the estimate and what to change) if the run cannot fit.
+
+    Args:
+      est: the run's :class:`Estimate`.
+      record_x, rounds, trials, chunk, record_every: the run's settings, named in the advice.
+      available: host bytes available; default :func:`available_bytes` (no check if None).
+      device_available: an accelerator's bytes (``est.device`` is checked against it).
+    """
+    available = available_bytes() if available is None else available
+    breakdown = (f"results {format_bytes(est.results)}, stepsizes {format_bytes(est.stepsizes)}, "
+                 f"working set {format_bytes(est.states + est.call)}")
+    if available is not None and est.host > available:
+        raise ValueError(f"memory: the run needs about {format_bytes(est.host)} ({breakdown}), "
+                         f"more than the {format_bytes(available)} available; pass "
+                         f"{_advice(est, record_x, rounds, trials, chunk, record_every)}")
+    if device_available is not None and est.device > device_available:
+        raise ValueError(f"memory: one call needs about {format_bytes(est.device)} on the device, "
+                         f"more than its {format_bytes(device_available)}; pass a smaller "
+                         f"trial_chunk (now {chunk} trials per call)")
+
+
+# ------------------------------------------------------------------ a run of simulate
+
+
+class StateSizes(NamedTuple):
+    """Bytes of one trial's server state and of one client's state; whether clients keep one."""
+
+    server_bytes: int
+    client_bytes: int
+    client_states: bool
+
+
+_STATE_SIZES: dict = {}
+
+
+def state_sizes(algorithm, d: int, dtype) -> StateSizes:
+    """An algorithm's state sizes in R^d, traced (``eval_shape``) once per structure and d."""
+    leaves, treedef = jax.tree_util.tree_flatten(algorithm)
+    signature = (treedef, tuple((getattr(a, "shape", None), getattr(a, "dtype", type(a))) for a in leaves), d,
+                 np.dtype(dtype))
+    if signature not in _STATE_SIZES:
+        x = jax.ShapeDtypeStruct((d,), dtype)
+
+        def size(tree):
+            return sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize
+                       for a in jax.tree_util.tree_leaves(tree))
+
+        server = jax.eval_shape(algorithm.init, x)
+        client = jax.eval_shape(algorithm.client_init, x)
+        _STATE_SIZES[signature] = StateSizes(size(server), size(client),
+                                             bool(jax.tree_util.tree_leaves(client)))
+    return _STATE_SIZES[signature]
+
+
+def check_run(run, plan) -> None:
+    """:func:`check` of a checked run (``_simulate._Run``) cut up by ``plan``."""
+    n, d = run.problem.num_clients, run.problem.dim
+    sizes = state_sizes(run.algorithm, d, run.dtype)
+    on_device = run.devices[0].platform != "cpu"
+    est = estimate(
+        trials=run.trials, records=len(recorded_rounds(run.rounds, run.record_every)), dim=d,
+        itemsize=np.dtype(run.dtype).itemsize, record_x=run.record_x, rounds=run.rounds,
+        per_call=plan.per_call, call_records=plan.segment + 1,
+        participants=n if run.mode == "mask" else run.sampler.num_slots(n),
+        local_steps=run.local_steps, noise_words=run.oracle.num_words((run.local_steps, d)),
+        server_bytes=sizes.server_bytes, client_bytes=sizes.client_bytes if sizes.client_states else 0,
+        num_clients=n, host_only=on_device)
+    device = device_bytes(run.devices[0]) if on_device else None
+    check(est, record_x=run.record_x, rounds=run.rounds, trials=run.trials, chunk=run.chunk,
+          record_every=run.record_every, device_available=device)

@@ -1,0 +1,262 @@
+"""simulate(..., checkpoint=PATH): an interrupted run resumes to the uninterrupted result, bit for bit.
+
+Interruptions are made where a user's Ctrl-C lands: in the progress callback (after a
+segment), or inside a segment call (before it returns). The file is checked on disk: an
+atomic ``.npz`` without pickles, kept when complete; a file of another run is refused.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+import fedjax_abc as fa
+import fedjax_abc._engine._checkpoint as _checkpoint
+import fedjax_abc._engine._simulate as _simulate
+from fedjax_abc import cli
+from fedjax_abc.repro import common
+
+FIELDS = ("gap", "grad_norm_sq", "x", "x_final", "diverged_at", "rounds")
+
+
+def offsets_problem(n=8, seed=0):
+    return fa.problems.huber_offsets(jax.random.key(seed), n=n, d_max=10.0)
+
+
+def settings(p, **kw):
+    base = dict(num_sampled=3, local_steps=3, stepsize=0.05, rounds=400, record_every=2,
+                x0=p.x_star + 3.0, trials=10, trial_chunk=4, key=jax.random.key(0))
+    base.update(kw)
+    return base
+
+
+def assert_same(a, b):
+    for name in FIELDS:
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def stop_after(count):
+    """A progress callback that raises KeyboardInterrupt at its ``count``-th call."""
+    calls = []
+
+    def callback(done, total, secs):
+        calls.append(done)
+        if len(calls) == count:
+            raise KeyboardInterrupt
+
+    return callback
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return offsets_problem()
+
+
+@pytest.mark.parametrize("algorithm", [None, fa.algorithms.Scaffold(server_stepsize=0.8)],
+                         ids=["fedavg", "scaffold"])
+@pytest.mark.parametrize("stop", [5, 100, 130])  # chunk 1; its last segment; chunk 2
+def test_interrupted_run_resumes_bit_for_bit(problem, tmp_path, capsys, algorithm, stop):
+    kw = settings(problem, algorithm=algorithm)
+    reference = fa.simulate(problem, **kw)
+    path = tmp_path / "run.npz"
+    with pytest.raises(KeyboardInterrupt):
+        fa.simulate(problem, **kw, checkpoint=path, progress=stop_after(stop))
+    assert path.exists() and os.listdir(tmp_path) == ["run.npz"]  # no temporary file left
+    assert path.stat().st_mode & 0o044 == 0o644 & ~_umask() & 0o044  # as any file written here
+    err = capsys.readouterr().err.strip().splitlines()
+    chunk = 1 if stop <= 100 else 2
+    t = 4 * stop if stop <= 100 else 4 * (stop - 100)  # 100 segments of 4 rounds per chunk
+    assert len(err) == 1 and f"round {t} of chunk {chunk} of 3" in err[0] and str(path) in err[0]
+    resumed = fa.simulate(problem, **kw, checkpoint=path)
+    assert_same(resumed, reference)
+
+
+CTRL_C_SCRIPT = """
+import sys, jax, fedjax_abc as fa
+p = fa.problems.huber_offsets(jax.random.key(0), n=8, d_max=10.0)
+kw = dict(num_sampled=3, local_steps=3, stepsize=0.05, rounds=4000, x0=p.x_star + 3.0,
+          trials=10, trial_chunk=4, key=jax.random.key(0), record_every=20)
+fa.simulate(p, **kw, checkpoint=sys.argv[1], progress=lambda done, *a: print(done, flush=True))
+"""
+
+
+def test_ctrl_c_in_another_process(problem, tmp_path):
+    """A real SIGINT: one line on stderr says where; the same call here resumes bit for bit."""
+    path = tmp_path / "run.npz"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.Popen([sys.executable, "-c", CTRL_C_SCRIPT, str(path)], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    for count, _ in enumerate(proc.stdout, 1):
+        if count == 150:  # chunk 2
+            proc.send_signal(signal.SIGINT)
+            break
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and path.exists()
+    lines = [ln for ln in err.splitlines() if ln.startswith("fedjax_abc.simulate: stopped at")]
+    assert len(lines) == 1 and "of chunk 2 of 3" in lines[0] and str(path) in lines[0]
+    kw = dict(num_sampled=3, local_steps=3, stepsize=0.05, rounds=4000, x0=problem.x_star + 3.0,
+              trials=10, trial_chunk=4, key=jax.random.key(0), record_every=20)
+    assert_same(fa.simulate(problem, **kw, checkpoint=path), fa.simulate(problem, **kw))
+
+
+def test_interrupt_inside_a_segment(problem, tmp_path, monkeypatch):
+    """Ctrl-C while a segment computes: the run resumes from the segment before."""
+    kw = settings(problem)
+    reference = fa.simulate(problem, **kw)
+    original, calls = _simulate._run_segment, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 7:
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    path = tmp_path / "run.npz"
+    monkeypatch.setattr(_simulate, "_run_segment", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        fa.simulate(problem, **kw, checkpoint=path)
+    monkeypatch.setattr(_simulate, "_run_segment", original)
+    with np.load(path, allow_pickle=False) as z:
+        header = json.loads(str(z["header"]))
+    assert (header["chunk"], header["segment"], header["complete"]) == (0, 6, False)
+    assert_same(fa.simulate(problem, **kw, checkpoint=path), reference)
+
+
+def test_saved_file_mid_run_resumes(problem, tmp_path, monkeypatch):
+    """The file as it stands on disk mid-run (as after a hard kill) resumes bit for bit."""
+    monkeypatch.setattr(_checkpoint, "SAVE_EVERY_S", 0.0)  # save after every segment
+    kw = settings(problem, algorithm=fa.algorithms.Scaffold(), rounds=200, record_every=4)
+    path, copy = tmp_path / "run.npz", tmp_path / "killed.npz"
+    calls = []
+
+    def snapshot(done, total, secs):
+        calls.append(done)
+        if len(calls) == 70:  # chunk 2, segment 20
+            shutil.copy(path, copy)
+
+    reference = fa.simulate(problem, **kw, checkpoint=path, progress=snapshot)
+    with np.load(copy, allow_pickle=False) as z:
+        header = json.loads(str(z["header"]))
+    assert (header["chunk"], header["segment"]) == (1, 20)
+    assert_same(fa.simulate(problem, **kw, checkpoint=copy), reference)
+
+
+def test_complete_file_is_kept_and_returns_the_result(problem, tmp_path, monkeypatch):
+    kw = settings(problem, rounds=40, trials=5, trial_chunk=None)
+    path = tmp_path / "run.npz"
+    first = fa.simulate(problem, **kw, checkpoint=path)
+    with np.load(path, allow_pickle=False) as z:
+        assert json.loads(str(z["header"]))["complete"] is True
+    monkeypatch.setattr(_simulate, "_run_segment", lambda *a, **k: pytest.fail("ran again"))
+    assert_same(fa.simulate(problem, **kw, checkpoint=path), first)
+
+
+def test_short_last_interval_resumes(problem, tmp_path):
+    """A prime T with the default record_every: the shorter last interval is a segment too."""
+    kw = settings(problem, rounds=1009, record_every=None, trials=3, trial_chunk=None)
+    reference = fa.simulate(problem, **kw)
+    assert reference.rounds[-2:].tolist() == [1008, 1009]
+    path = tmp_path / "run.npz"
+    segments = _simulate.make_plan(1009, 2, 3, np.float64, jax.local_devices(), True).segments()
+    with pytest.raises(KeyboardInterrupt):
+        fa.simulate(problem, **kw, checkpoint=path, progress=stop_after(len(segments) - 1))
+    assert_same(fa.simulate(problem, **kw, checkpoint=path), reference)
+
+
+@pytest.mark.parametrize("change,setting", [
+    (dict(stepsize=0.04), "stepsize"),
+    (dict(key=jax.random.key(1)), "key"),
+    (dict(x0=np.full((10, 1), 1.0)), "x0"),
+    (dict(local_steps=2), "local_steps (Q)"),
+    (dict(trial_chunk=5), "trial_chunk"),
+    (dict(algorithm=fa.algorithms.FedAvg(server_stepsize=0.5)), "algorithm"),
+    (dict(mode="gather"), "mode"),
+    (dict(dtype="float32"), "dtype"),
+])
+def test_checkpoint_of_another_run_is_refused(problem, tmp_path, monkeypatch, change, setting):
+    kw = settings(problem, rounds=40)
+    path = tmp_path / "run.npz"
+    with pytest.raises(KeyboardInterrupt):
+        fa.simulate(problem, **kw, checkpoint=path, progress=stop_after(3))
+    monkeypatch.setattr(_simulate, "_run_segment", lambda *a, **k: pytest.fail("started"))
+    with pytest.raises(ValueError, match=r"written for another run: ") as err:
+        fa.simulate(problem, **dict(kw, **change), checkpoint=path)
+    message = str(err.value)
+    assert "\n" not in message and setting in message.split("another run: ")[1]
+
+
+def test_other_problem_data_is_refused(problem, tmp_path):
+    kw = settings(problem, rounds=40, trials=3, trial_chunk=None)
+    path = tmp_path / "run.npz"
+    fa.simulate(problem, **kw, checkpoint=path)
+    other = offsets_problem(seed=5)
+    with pytest.raises(ValueError, match=r"another run: problem differ"):
+        fa.simulate(other, **dict(kw, x0=problem.x_star + 3.0), checkpoint=path)
+
+
+def test_not_a_checkpoint(problem, tmp_path):
+    path = tmp_path / "run.npz"
+    path.write_text("hello")
+    with pytest.raises(ValueError, match=r"not a fedjax_abc checkpoint"):
+        fa.simulate(problem, **settings(problem, rounds=40), checkpoint=path)
+    with pytest.raises(ValueError, match=r"checkpoint .* is a folder"):
+        fa.simulate(problem, **settings(problem, rounds=40), checkpoint=tmp_path)
+
+
+def test_digest_is_stable_and_sees_closures():
+    """Functions are described by code and closure, not by their address."""
+    def make(c):
+        return lambda x: c * x
+
+    assert _checkpoint.digest(make(2.0)) == _checkpoint.digest(make(2.0))
+    assert _checkpoint.digest(make(2.0)) != _checkpoint.digest(make(3.0))
+    a, b = fa.algorithms.FedOpt(__import__("optax").adam(0.1)), fa.algorithms.FedOpt(
+        __import__("optax").adam(0.2))
+    assert _checkpoint.digest(a) != _checkpoint.digest(b)
+
+
+def test_cli_rerun_resumes(tmp_path, monkeypatch):
+    """reproduce fig1, stopped in its second run, then rerun: the same JSON numbers."""
+    args = ["reproduce", "fig1", "--quick", "--trials", "3", "--rounds", "100", "--quiet"]
+    assert cli.main(args + ["--out", str(tmp_path / "ref"), "--no-checkpoint"]) == 0
+    original, calls = common.Progress.task, []
+
+    def task(self, desc, work):
+        inner = original(self, desc, work)
+
+        def callback(*a):
+            calls.append(desc)
+            if desc == "S=4" and calls.count("S=4") == 30:
+                raise KeyboardInterrupt
+            inner(*a)
+
+        return callback
+
+    out = tmp_path / "out"
+    monkeypatch.setattr(common.Progress, "task", task)
+    assert cli.main(args + ["--out", str(out)]) == 130
+    assert sorted(os.listdir(out / "checkpoints" / "fig1")) == ["S=1.npz", "S=4.npz"]
+    monkeypatch.setattr(common.Progress, "task", original)
+    assert cli.main(args + ["--out", str(out)]) == 0
+    assert not (out / "checkpoints").exists()
+    ref, got = (json.loads((d / "fig1.json").read_text()) for d in (tmp_path / "ref", out))
+    for key in ("mean_gap", "ci95_gap", "final_gap", "rounds", "diverged"):
+        assert got[key] == ref[key], key
+
+
+def test_cli_help_documents_checkpoint(capsys):
+    assert cli.main(["reproduce", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--checkpoint DIR" in text and "resumes" in text and "<out>/checkpoints" in text

@@ -1,0 +1,156 @@
+"""Run sizes: absurd ones fail at once, runs that cannot fit are refused before any work with
+what to change, and every T gets a useful number of records by default."""
+
+import time
+
+import jax
+import numpy as np
+import pytest
+
+import fedjax_abc as fa
+import fedjax_abc._engine._memory as _memory
+import fedjax_abc._engine._simulate as _simulate
+from fedjax_abc._engine._plan import default_record_every, recorded_rounds
+
+KEY = jax.random.key(0)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return fa.problems.huber_offsets(KEY, n=8, d_max=10.0)
+
+
+def kwargs(p, **kw):
+    base = dict(num_sampled=3, local_steps=3, stepsize=0.05, rounds=12, x0=p.x_star + 1.0,
+                trials=4, key=KEY)
+    base.update(kw)
+    return base
+
+
+def no_work(monkeypatch):
+    """Fails the test if the run allocates its stepsizes or enters a compiled program."""
+    def refuse(name):
+        return lambda *a, **k: pytest.fail(f"{name} called before the size was refused")
+
+    for name in ("stepsize_array", "_run_segment", "_initial_records", "_init_state"):
+        monkeypatch.setattr(_simulate, name, refuse(name))
+
+
+@pytest.mark.parametrize("change,names", [
+    (dict(rounds=10 ** 12), ("rounds", "T=1000000000000")),
+    (dict(rounds=10 ** 12, record_every=1), ("T=1000000000000",)),
+    (dict(trials=10 ** 12), ("trials", "1000000000000")),
+    (dict(trials=10 ** 12, trial_chunk=1000), ("trials",)),
+])
+def test_absurd_sizes_fail_at_once(problem, monkeypatch, change, names):
+    no_work(monkeypatch)
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"^memory: the run needs about [\d.]+ [kMGTPE]?B") as err:
+        fa.simulate(problem, **kwargs(problem, **change))
+    assert time.perf_counter() - start < 1.0
+    message = str(err.value)
+    assert "\n" not in message and "available" in message
+    for name in names:
+        assert name in message
+
+
+def test_results_too_large_names_record_x(problem, monkeypatch):
+    monkeypatch.setattr(_memory, "available_bytes", lambda: 200 * 10 ** 6)
+    no_work(monkeypatch)
+    kw = kwargs(problem, rounds=100_000, record_every=1, trials=100, record_x=True)
+    # results: 2 copies x 8 bytes x 100 trials x 100001 records x (2 + d = 3) = 480 MB
+    with pytest.raises(ValueError, match=r"record_x=False.*larger record_every.*fewer trials"):
+        fa.simulate(problem, **kw)
+    with pytest.raises(ValueError, match=r"about 3\d\d\.\d MB.*pass a larger record_every") as err:
+        fa.simulate(problem, **dict(kw, record_x=False))
+    assert "record_x" not in str(err.value)
+
+
+def test_working_set_too_large_names_trial_chunk(monkeypatch):
+    """Mask mode, 40 clients x Q = 100 steps x d = 50 for 4096 trials: ~7 GB per round."""
+    p = fa.problems.quadratics(KEY, n=40, d=50)
+    monkeypatch.setattr(_memory, "available_bytes", lambda: 10 ** 9)
+    kw = dict(num_sampled=4, local_steps=100, stepsize=0.01, rounds=10, x0=np.zeros(50),
+              trials=4096, key=KEY, record_x=False, mode="mask")
+    with pytest.raises(ValueError, match=r"working set [\d.]+ GB.*smaller trial_chunk \(now 4096"):
+        fa.simulate(p, **kw)
+    assert _memory.estimate(**_estimate_args(trials=4096, per_call=4096)).call == \
+        8 * _memory.estimate(**_estimate_args(trials=4096, per_call=512)).call
+
+
+def _estimate_args(**kw):
+    base = dict(trials=8, records=11, dim=50, itemsize=8, record_x=False, rounds=10, per_call=8,
+                call_records=2, participants=40, local_steps=100, noise_words=5000,
+                server_bytes=400, client_bytes=0, num_clients=40)
+    base.update(kw)
+    return base
+
+
+def test_estimate_counts():
+    e = _memory.estimate(**_estimate_args(record_x=True, client_bytes=400))
+    assert e.results == 2 * 8 * 8 * (11 * (2 + 50) + 50)
+    assert e.stepsizes == 3 * 8 * 10
+    assert e.states == 2 * 8 * (400 + 40 * 400)
+    assert e.call == 8 * 2 * 52 * 8 + 40 * 8 * (100 * 50 * 8 + 4 * 5000 + 6 * 50 * 8)
+    assert e.host == e.results + e.stepsizes + e.states + e.call
+    assert _memory.format_bytes(2.5e9) == "2.5 GB" and _memory.format_bytes(12) == "12 B"
+
+
+def test_available_memory_is_read():
+    available = _memory.available_bytes()
+    assert available is None or available > 10 ** 6
+
+
+def test_a_run_that_fits_runs(problem, monkeypatch):
+    monkeypatch.setattr(_memory, "available_bytes", lambda: 200 * 10 ** 6)
+    res = fa.simulate(problem, **kwargs(problem, rounds=1000, trials=8))
+    assert res.gap.shape == (8, 1001)
+
+
+# --------------------------------------------------------------------------- records
+
+
+def _old_default(T):
+    """The earlier rule: the smallest divisor k of T with T / k <= 1000."""
+    return next(k for k in range(1, T + 1) if T % k == 0 and T // k <= 1000)
+
+
+def test_default_records_for_a_prime_number_of_rounds():
+    assert _old_default(10007) == 10007  # it gave 2 records
+    k = default_record_every(10007)
+    t = recorded_rounds(10007, k)
+    assert 500 <= len(t) <= 1001 and t[0] == 0 and t[-1] == 10007
+    assert np.all(np.diff(t)[:-1] == k) and 0 < t[-1] - t[-2] < k
+
+
+def test_default_is_unchanged_where_it_was_useful():
+    for T in list(range(1, 5001)) + [10_000, 20_000, 50_000, 100_000, 1_000_000]:
+        old = _old_default(T)
+        if T // old >= 100:
+            assert default_record_every(T) == old, T
+        t = recorded_rounds(T, default_record_every(T))
+        assert t[-1] == T and len(t) <= 1001 and (len(t) >= 101 or len(t) == T + 1)
+
+
+def test_default_is_fast_for_huge_T():
+    start = time.perf_counter()
+    k = default_record_every(10 ** 10 + 19)
+    assert time.perf_counter() - start < 1.0 and -(-(10 ** 10 + 19) // k) <= 1000
+
+
+def test_shorter_last_interval_gives_the_same_numbers(problem):
+    """T = 1009 (prime): records every 2 rounds and at T, equal to a run recording every round."""
+    kw = kwargs(problem, rounds=1009, trials=3)
+    res = fa.simulate(problem, **kw)
+    assert res.rounds.tolist() == list(range(0, 1009, 2)) + [1009]
+    every = fa.simulate(problem, **kw, record_every=1)
+    for name in ("gap", "grad_norm_sq", "x"):
+        np.testing.assert_array_equal(getattr(res, name), getattr(every, name)[:, res.rounds])
+    np.testing.assert_array_equal(res.x_final, every.x_final)
+    with_progress = fa.simulate(problem, **kw, progress=lambda *a: None)
+    np.testing.assert_array_equal(with_progress.gap, res.gap)
+
+
+def test_explicit_record_every_must_still_divide(problem):
+    with pytest.raises(ValueError, match=r"record_every \(4\) must divide rounds \(T=1009\).*None"):
+        fa.simulate(problem, **kwargs(problem, rounds=1009, record_every=4))
