@@ -21,7 +21,14 @@ from fedjax_abc._problems._oracles import (  # noqa: E402
     RademacherOracle,
 )
 from fedjax_abc._problems._problem import Client, Problem, make_problem  # noqa: E402
-from fedjax_abc._engine._result import DivergenceWarning, SimResult, Summary, summarize  # noqa: E402
+from fedjax_abc._engine._result import (  # noqa: E402
+    DivergenceWarning,
+    SimResult,
+    Summary,
+    SweepResult,
+    summarize,
+)
+from fedjax_abc._engine._labelled import load  # noqa: E402
 from fedjax_abc._problems._samplers import (  # noqa: E402
     AbstractSampler,
     Bernoulli,
@@ -32,6 +39,7 @@ from fedjax_abc._problems._samplers import (  # noqa: E402
 )
 from fedjax_abc._engine._plan import stepsize_array  # noqa: E402
 from fedjax_abc._engine._simulate import simulate  # noqa: E402
+from fedjax_abc._engine._sweep import sweep  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -50,15 +58,18 @@ __all__ = [
     "RademacherOracle",
     "SimResult",
     "Summary",
+    "SweepResult",
     "UniformWithoutReplacement",
     "WithReplacement",
     "fedavg_round",
+    "load",
     "local_run",
     "make_problem",
     "problems",
     "sample_mask",
     "simulate",
     "stepsize_array",
+    "sweep",
     "theory",
     "summarize",
 ]

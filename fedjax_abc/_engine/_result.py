@@ -7,7 +7,8 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
-__all__ = ["DivergenceWarning", "SimResult", "Summary", "divergence_rounds", "summarize"]
+__all__ = ["DivergenceWarning", "SimResult", "Summary", "SweepResult", "divergence_rounds",
+           "summarize"]
 
 Z95 = 1.959963984540054  # standard normal 97.5% quantile
 
@@ -168,3 +169,150 @@ class SimResult:
         if value is None:
             raise ValueError(f"{name} was not recorded (record_x=False)")
         return value
+
+    def equals(self, other) -> bool:
+        """Whether ``other`` is a SimResult with the same config and the same arrays, bit for
+        bit (NaN equal to NaN)."""
+        if not isinstance(other, SimResult) or self.config != other.config:
+            return False
+        return all(_same_array(getattr(self, f.name), getattr(other, f.name))
+                   for f in dataclasses.fields(self) if f.name != "config")
+
+    def to_dataframe(self, summary: bool = False):
+        """A tidy ``pandas.DataFrame``: one row per trial and record (columns trial, round,
+        gap, grad_norm_sq, diverged), or with ``summary=True`` one row per record and
+        quantity (mean, stderr, ci_low, ci_high over the trials that did not diverge)."""
+        from fedjax_abc._engine import _labelled
+        return _labelled.sim_dataframe(self, summary)
+
+    def to_xarray(self):
+        """An ``xarray.Dataset`` with dimensions (trial, round, dim) and the config as an
+        attribute (JSON)."""
+        from fedjax_abc._engine import _labelled
+        return _labelled.sim_dataset(self)
+
+    def save(self, path) -> str:
+        """Writes the result with its config to a netCDF file (see :func:`fedjax_abc.load`)."""
+        from fedjax_abc._engine import _labelled
+        return _labelled.save(self, path)
+
+
+def _same_array(a, b) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(
+        a, b, equal_nan=a.dtype.kind in "fc")
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepResult:
+    """What :func:`fedjax_abc.sweep` returns: one :class:`SimResult` per grid point.
+
+    Attributes:
+      axes: axis name -> the coordinate labels of its values (numbers, or short strings
+        for values that are not numbers), in the order of the grid.
+      results: the grid points' results, in C order over the axes (the last axis fastest).
+    """
+
+    axes: dict[str, tuple]
+    results: tuple[SimResult, ...]
+
+    def __post_init__(self):
+        if len(self.results) != int(np.prod(self.shape)):
+            raise ValueError(f"a grid of shape {self.shape} needs {int(np.prod(self.shape))} "
+                             f"results, got {len(self.results)}")
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The grid's shape, one length per axis."""
+        return tuple(len(v) for v in self.axes.values())
+
+    @property
+    def points(self) -> list[dict]:
+        """Each grid point as axis name -> label, in the order of :attr:`results`."""
+        import itertools
+        return [dict(zip(self.axes, labels)) for labels in itertools.product(*self.axes.values())]
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def point(self, **labels) -> SimResult:
+        """The result at the grid point with these labels, e.g. ``res.point(stepsize=1e-4)``
+        (axes of length 1 may be left out)."""
+        want = {k: v for k, v in labels.items()}
+        unknown = set(want) - set(self.axes)
+        if unknown:
+            raise ValueError(f"no grid axis {sorted(unknown)}; the axes are {list(self.axes)}")
+        for p, res in zip(self.points, self.results):
+            if all(p[k] == v for k, v in want.items()) and all(
+                    k in want or len(self.axes[k]) == 1 for k in self.axes):
+                return res
+        raise ValueError(f"no grid point {labels}; the axes are {self.axes}")
+
+    def _stacked(self, name: str) -> np.ndarray:
+        values = [getattr(r, name) for r in self.results]
+        if any(v is None for v in values):
+            raise ValueError(f"{name} was not recorded (record_x=False)")
+        shapes = {v.shape for v in values}
+        if len(shapes) > 1:
+            raise ValueError(f"the grid points' {name} differ in shape ({sorted(shapes)})")
+        return np.stack(values).reshape(self.shape + values[0].shape)
+
+    @property
+    def rounds(self) -> np.ndarray:
+        return self.results[0].rounds
+
+    @property
+    def gap(self) -> np.ndarray:
+        """Float[ndarray, "*grid trials records"]."""
+        return self._stacked("gap")
+
+    @property
+    def grad_norm_sq(self) -> np.ndarray:
+        """Float[ndarray, "*grid trials records"]."""
+        return self._stacked("grad_norm_sq")
+
+    @property
+    def x(self) -> np.ndarray:
+        """Float[ndarray, "*grid trials records d"]."""
+        return self._stacked("x")
+
+    @property
+    def x_final(self) -> np.ndarray:
+        """Float[ndarray, "*grid trials d"]."""
+        return self._stacked("x_final")
+
+    @property
+    def diverged_at(self) -> np.ndarray:
+        """Int[ndarray, "*grid trials"]."""
+        return self._stacked("diverged_at")
+
+    def final(self, name: str = "gap", diverged: str = "exclude") -> Summary:
+        """:meth:`SimResult.final` at every grid point: fields of the grid's shape (``excluded``
+        an integer array)."""
+        parts = [r.final(name, diverged) for r in self.results]
+        return Summary(*(np.stack([np.asarray(getattr(p, f)) for p in parts]).reshape(
+            self.shape + np.shape(getattr(parts[0], f))) for f in Summary._fields))
+
+    def equals(self, other) -> bool:
+        """Same axes and the same results (:meth:`SimResult.equals`) at every point."""
+        return (isinstance(other, SweepResult) and self.axes == other.axes
+                and len(self.results) == len(other.results)
+                and all(a.equals(b) for a, b in zip(self.results, other.results)))
+
+    def to_dataframe(self, summary: bool = False):
+        """A tidy ``pandas.DataFrame`` with a column per grid axis: one row per grid point,
+        trial and record, or with ``summary=True`` per grid point, record and quantity."""
+        from fedjax_abc._engine import _labelled
+        return _labelled.sweep_dataframe(self, summary)
+
+    def to_xarray(self):
+        """An ``xarray.Dataset`` with dimensions (*axes, trial, round, dim)."""
+        from fedjax_abc._engine import _labelled
+        return _labelled.sweep_dataset(self)
+
+    def save(self, path) -> str:
+        """Writes the sweep with every point's config to a netCDF file (:func:`fedjax_abc.load`)."""
+        from fedjax_abc._engine import _labelled
+        return _labelled.save(self, path)

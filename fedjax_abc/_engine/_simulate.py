@@ -70,9 +70,8 @@ def _init_state(algorithm, x0, num_clients):
     return _round.init_state(algorithm, x0, num_clients)
 
 
-@eqx.filter_jit
-def _run_segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0, stepsizes,
-                 local_steps, mode, record_x, per_record=1):
+def _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0, stepsizes,
+             local_steps, mode, record_x, per_record=1):
     """Rounds t0 .. t0 + s*b - 1 of every trial in s blocks of b rounds; a record per block.
 
     state: the trials' RoundState (leaves with a trials axis of m); trial_ids: (m,);
@@ -106,6 +105,9 @@ def _run_segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0,
     steps = jnp.arange(stepsizes.shape[0], dtype=jnp.int32)
     state, records = jax.lax.scan(block, state, (steps, stepsizes))
     return state, tuple(jnp.moveaxis(r, 0, 1) for r in records)
+
+
+_run_segment = eqx.filter_jit(_segment)
 
 
 class _Progress:

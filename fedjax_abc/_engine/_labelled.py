@@ -1,0 +1,197 @@
+"""Labelled results: tidy ``pandas`` tables, ``xarray`` datasets and netCDF files.
+
+A :class:`~fedjax_abc.SimResult` becomes a Dataset with dimensions (trial, round, dim); a
+:class:`~fedjax_abc.SweepResult` one with (*grid axes, trial, round, dim). The file format
+is netCDF 3 (written by xarray through SciPy, no other library needed): the arrays, and as
+JSON attributes the configs, the grid's axes and the arrays' dtypes, so that
+:func:`load` returns a result equal to the saved one, bit for bit
+(:meth:`~fedjax_abc.SimResult.equals`). pandas and xarray are imported only here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from fedjax_abc._engine._result import SimResult, SweepResult
+
+__all__ = ["load", "save", "sim_dataframe", "sim_dataset", "sweep_dataframe", "sweep_dataset"]
+
+FORMAT = 1
+_FIELDS = ("gap", "grad_norm_sq", "x", "x_final", "diverged_at")
+_QUANTITIES = ("gap", "grad_norm_sq")
+
+
+def _json(obj) -> str:
+    def plain(o):
+        if isinstance(o, np.generic):
+            return o.item()
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+        raise TypeError(f"cannot write {type(o).__name__} to JSON")
+
+    return json.dumps(obj, default=plain)
+
+
+def _dim_name(axis: str) -> str:
+    """A netCDF-safe dimension name for a grid axis ('algorithm.mu' -> 'algorithm_mu')."""
+    return axis.replace(".", "_").replace(" ", "_")
+
+
+# ------------------------------------------------------------------------------ pandas
+
+
+def _trial_rows(res: SimResult):
+    import pandas as pd
+
+    trials, records = res.gap.shape
+    return pd.DataFrame({
+        "trial": np.repeat(np.arange(trials), records),
+        "round": np.tile(np.asarray(res.rounds), trials),
+        "gap": res.gap.reshape(-1),
+        "grad_norm_sq": res.grad_norm_sq.reshape(-1),
+        "diverged": np.repeat(res.diverged, records),
+    })
+
+
+def _summary_rows(res: SimResult):
+    import pandas as pd
+
+    parts = []
+    for name in _QUANTITIES:
+        s = res.summary(name)
+        parts.append(pd.DataFrame({"quantity": name, "round": np.asarray(res.rounds),
+                                   "mean": s.mean, "stderr": s.stderr, "ci_low": s.ci_low,
+                                   "ci_high": s.ci_high, "excluded": s.excluded}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def sim_dataframe(res: SimResult, summary: bool = False):
+    return _summary_rows(res) if summary else _trial_rows(res)
+
+
+def sweep_dataframe(sw: SweepResult, summary: bool = False):
+    import pandas as pd
+
+    parts = []
+    for point, res in zip(sw.points, sw.results):
+        df = sim_dataframe(res, summary)
+        for i, (axis, label) in enumerate(point.items()):
+            df.insert(i, axis, label)
+        parts.append(df)
+    return pd.concat(parts, ignore_index=True)
+
+
+# ------------------------------------------------------------------------------ xarray
+
+
+def _arrays(res: SimResult) -> dict:
+    dims = dict(gap=("trial", "round"), grad_norm_sq=("trial", "round"),
+                x=("trial", "round", "dim"), x_final=("trial", "dim"), diverged_at=("trial",))
+    return {name: (dims[name], getattr(res, name)) for name in _FIELDS
+            if getattr(res, name) is not None}
+
+
+def _dtypes(res: SimResult) -> dict:
+    out = {name: np.asarray(getattr(res, name)).dtype.str for name in _FIELDS
+           if getattr(res, name) is not None}
+    out["rounds"] = np.asarray(res.rounds).dtype.str
+    return out
+
+
+def sim_dataset(res: SimResult):
+    import xarray as xr
+
+    trials, d = res.x_final.shape
+    return xr.Dataset(
+        {name: xr.Variable(dims, value) for name, (dims, value) in _arrays(res).items()},
+        coords={"trial": np.arange(trials), "round": np.asarray(res.rounds), "dim": np.arange(d)},
+        attrs={"fedjax_abc": "SimResult", "format": FORMAT, "config": _json(res.config),
+               "dtypes": _json(_dtypes(res))})
+
+
+def sweep_dataset(sw: SweepResult):
+    import xarray as xr
+
+    dims = tuple(_dim_name(a) for a in sw.axes)
+    if len(set(dims)) < len(dims):
+        raise ValueError(f"grid axes {list(sw.axes)} have clashing names")
+    first = sw.results[0]
+    trials, d = first.x_final.shape
+    data = {}
+    for name, (inner, _) in _arrays(first).items():
+        data[name] = xr.Variable(dims + inner, getattr(sw, name))
+    coords = {dim: np.asarray(labels) for dim, labels in zip(dims, sw.axes.values())}
+    coords.update(trial=np.arange(trials), round=np.asarray(first.rounds), dim=np.arange(d))
+    if any(not np.array_equal(r.rounds, first.rounds) for r in sw.results):
+        raise ValueError("the grid points record different rounds; save them one by one")
+    return xr.Dataset(data, coords=coords, attrs={
+        "fedjax_abc": "SweepResult", "format": FORMAT,
+        "axes": _json([[name, list(labels)] for name, labels in sw.axes.items()]),
+        "configs": _json([r.config for r in sw.results]), "dtypes": _json(_dtypes(first))})
+
+
+# ------------------------------------------------------------------------------- files
+
+
+def save(result, path) -> str:
+    """Writes a SimResult or SweepResult to ``path`` (netCDF 3 through SciPy), atomically."""
+    path = os.fspath(path)
+    ds = sim_dataset(result) if isinstance(result, SimResult) else sweep_dataset(result)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        ds.to_netcdf(tmp, engine="scipy", format="NETCDF3_64BIT")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return path
+
+
+def _restored(value, dtype: str) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(value).astype(np.dtype(dtype), copy=False))
+
+
+def _sim(arrays: dict, rounds, config: dict, dtypes: dict) -> SimResult:
+    get = {name: (_restored(arrays[name], dtypes[name]) if name in arrays else None)
+           for name in _FIELDS}
+    return SimResult(rounds=_restored(rounds, dtypes["rounds"]), gap=get["gap"],
+                     grad_norm_sq=get["grad_norm_sq"], x=get["x"], x_final=get["x_final"],
+                     config=config, diverged_at=get["diverged_at"])
+
+
+def load(path):
+    """Reads a result written by ``SimResult.save`` or ``SweepResult.save``.
+
+    Returns:
+      A :class:`~fedjax_abc.SimResult` or :class:`~fedjax_abc.SweepResult` equal to the
+      saved one (``.equals``), config included.
+
+    Raises:
+      ValueError: if the file was not written by fedjax_abc.
+    """
+    import xarray as xr
+
+    with xr.open_dataset(os.fspath(path), engine="scipy", mask_and_scale=False,
+                         decode_times=False) as ds:
+        ds = ds.load()
+    kind = ds.attrs.get("fedjax_abc")
+    if kind not in ("SimResult", "SweepResult"):
+        raise ValueError(f"{path} is not a result file written by fedjax_abc")
+    dtypes = json.loads(ds.attrs["dtypes"])
+    rounds = ds["round"].values
+    if kind == "SimResult":
+        arrays = {name: ds[name].values for name in _FIELDS if name in ds}
+        return _sim(arrays, rounds, json.loads(ds.attrs["config"]), dtypes)
+    axes = {name: tuple(labels) for name, labels in json.loads(ds.attrs["axes"])}
+    configs = json.loads(ds.attrs["configs"])
+    grid = len(axes)
+    results = []
+    for g, config in enumerate(configs):
+        index = np.unravel_index(g, tuple(len(v) for v in axes.values()))
+        arrays = {name: ds[name].values[index] for name in _FIELDS if name in ds}
+        assert all(np.ndim(ds[name].values) - grid == np.ndim(a) for name, a in arrays.items())
+        results.append(_sim(arrays, rounds, config, dtypes))
+    return SweepResult(axes=axes, results=tuple(results))

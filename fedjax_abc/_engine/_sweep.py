@@ -1,0 +1,349 @@
+"""``sweep``: a grid of settings as one compiled program per shape.
+
+A grid point is a full set of :func:`~fedjax_abc.simulate` arguments. Points whose settings
+differ only in data (the stepsizes, x0, the array leaves of the problem, oracle, sampler and
+algorithm: ``FedProx(mu)``, ``FedAvg(server_stepsize)``, a problem's offsets) run together:
+their values are stacked along a leading grid axis G and the compiled segment is ``vmap``-ped
+over it, outside the trials axis (gymnax's layering: trials -> population of params). Only
+leaves that differ between the points get the axis; the others are shared. Points that
+differ in shapes (S, Q, n, mode, the algorithm's class) run one group after another, one
+compilation per group. Trial r of grid point g uses ``fold_in(key, r)`` as in ``simulate``,
+so its numbers are those of ``simulate`` with the same arguments and key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import numbers
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+
+from fedjax_abc._algorithms._base import AbstractAlgorithm
+from fedjax_abc._algorithms._fedavg import FedAvg
+from fedjax_abc._engine import _memory, _round
+from fedjax_abc._engine._plan import make_plan
+from fedjax_abc._engine._result import SimResult, SweepResult
+from fedjax_abc._engine._simulate import (_assemble, _checked, _describe, _Progress, _record,
+                                          _Run, _segment, _warn_divergence)
+from fedjax_abc._problems._oracles import AbstractOracle
+from fedjax_abc._problems._problem import Problem
+from fedjax_abc._problems._samplers import AbstractSampler
+
+__all__ = ["sweep", "GRID_NAMES"]
+
+# simulate's arguments a grid may vary; "algorithm.<field>", "oracle.<field>" and
+# "sampler.<field>" replace one array field of that component
+GRID_NAMES = ("stepsize", "x0", "num_sampled", "local_steps", "mode", "sampler", "oracle",
+              "algorithm", "problem")
+_COMPONENTS = ("algorithm", "oracle", "sampler")
+_DEFAULTS = dict(num_sampled=None, trials=1, record_every=None, mode="mask", sampler=None,
+                 oracle=None, algorithm=None, dtype="float64", trial_chunk=None, record_x=True,
+                 devices=None)
+_REQUIRED = ("local_steps", "stepsize", "rounds", "x0", "key")
+
+
+# ---------------------------------------------------------------------------- the grid
+
+
+def _check_grid(grid) -> dict:
+    if not isinstance(grid, Mapping) or not grid:
+        raise ValueError("grid must be a non-empty dict: setting name -> list of values, e.g. "
+                         "{'stepsize': [1e-4, 2e-4]}")
+    out = {}
+    for name, values in grid.items():
+        head, _, field = name.partition(".")
+        if not ((not field and name in GRID_NAMES) or (field and head in _COMPONENTS)):
+            raise ValueError(f"grid axis {name!r} is not a setting a sweep can vary; use one of "
+                             f"{', '.join(GRID_NAMES)} or 'algorithm.<field>', 'oracle.<field>', "
+                             "'sampler.<field>'")
+        if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) and not (
+                isinstance(values, np.ndarray) and values.ndim >= 1):
+            raise ValueError(f"grid axis {name!r} must be a list of values, got {values!r}")
+        values = list(values)
+        if not values:
+            raise ValueError(f"grid axis {name!r} has no values")
+        out[name] = values
+    names = set(out)
+    for comp in _COMPONENTS:
+        if comp in names and any(n.startswith(comp + ".") for n in names):
+            raise ValueError(f"grid varies {comp!r} and one of its fields: vary one or the other")
+    if "sampler" in names and "num_sampled" in names:
+        raise ValueError("grid varies both 'sampler' and 'num_sampled': vary one or the other")
+    return out
+
+
+def _with_field(component, name: str, field: str, value):
+    """``component`` with its array field ``field`` set to ``value`` (same shape)."""
+    if not hasattr(component, field) or not isinstance(getattr(component, field),
+                                                       (jax.Array, np.ndarray)):
+        raise ValueError(f"grid axis '{name}.{field}': {type(component).__name__} has no array "
+                         f"field {field!r}")
+    old = getattr(component, field)
+    new = np.asarray(value, dtype=np.float64 if jnp.issubdtype(old.dtype, jnp.floating)
+                     else old.dtype)
+    if new.shape != old.shape:
+        raise ValueError(f"grid axis '{name}.{field}': values must have shape {old.shape}, "
+                         f"got {new.shape}")
+    if not np.all(np.isfinite(new)):
+        raise ValueError(f"grid axis '{name}.{field}': values must be finite, got {value!r}")
+    return eqx.tree_at(lambda c: getattr(c, field), component, jnp.asarray(new, old.dtype))
+
+
+def _label(value, name: str, i: int):
+    """A coordinate label of one grid value: a number or a short string."""
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (jax.Array, np.ndarray)) and np.size(value) == 1:
+        return float(np.asarray(value).reshape(()))
+    if isinstance(value, AbstractAlgorithm):
+        return _describe(value)
+    if isinstance(value, Problem):
+        return value.name
+    if isinstance(value, (AbstractOracle, AbstractSampler)):
+        return _describe(value)
+    return f"{name}[{i}]"
+
+
+def _labels(name: str, values: list) -> tuple:
+    labels = [_label(v, name, i) for i, v in enumerate(values)]
+    if len(set(labels)) < len(labels) or len({type(x) for x in labels}) > 1:
+        labels = [f"{name}[{i}]" if not isinstance(x, str) or labels.count(x) > 1 else x
+                  for i, x in enumerate(labels)]
+        if len(set(labels)) < len(labels):
+            labels = [f"{name}[{i}]" for i in range(len(values))]
+    return tuple(labels)
+
+
+def _point_run(problem, kwargs: dict, point: dict) -> _Run:
+    """The checked run of one grid point: ``kwargs`` with the point's values put in."""
+    kw = dict(_DEFAULTS, **kwargs)
+    for name, value in point.items():
+        head, _, field = name.partition(".")
+        if name == "problem":
+            problem = value
+        elif field:
+            base = kw[head]
+            if base is None:
+                base = {"algorithm": FedAvg(), "oracle": problem.oracle}.get(head)
+            if base is None:
+                raise ValueError(f"grid axis {name!r} needs a sampler= to vary")
+            kw[head] = _with_field(base, head, field, value)
+        else:
+            kw[name] = value
+    return _checked(problem, kw["num_sampled"], kw["local_steps"], kw["stepsize"], kw["rounds"],
+                    kw["x0"], kw["trials"], kw["key"], kw["record_every"], kw["mode"],
+                    kw["sampler"], kw["oracle"], kw["algorithm"], kw["dtype"], kw["trial_chunk"],
+                    kw["record_x"], kw["devices"])
+
+
+# ------------------------------------------------------------------ groups of one shape
+
+
+def _components(run: _Run):
+    return (run.problem, run.oracle, run.sampler, run.algorithm)
+
+
+def _shape_key(run: _Run):
+    """What sets the compiled program: structure, static fields, leaf shapes, counts."""
+    leaves, treedef = jax.tree_util.tree_flatten(_components(run))
+    described = tuple((np.shape(a), str(a.dtype)) if isinstance(a, (jax.Array, np.ndarray))
+                      else ("static", type(a).__name__, repr(a)) for a in leaves)
+    return (treedef, described, run.local_steps, run.rounds, run.trials, run.record_every,
+            run.mode, np.dtype(run.dtype).str, run.chunk, run.record_x,
+            tuple(str(d) for d in run.devices), run.x0.shape)
+
+
+def _stack(trees: list):
+    """One pytree with the leaves that differ between ``trees`` stacked on a leading axis,
+    and the ``in_axes`` tree saying which (0) and which are shared (None)."""
+    flat = [jax.tree_util.tree_flatten(t) for t in trees]
+    treedef = flat[0][1]
+    leaves, axes = [], []
+    for column in zip(*(f[0] for f in flat)):
+        first = column[0]
+        if isinstance(first, (jax.Array, np.ndarray)) and any(
+                not np.array_equal(np.asarray(first), np.asarray(a)) for a in column[1:]):
+            leaves.append(jnp.stack([jnp.asarray(a) for a in column]))
+            axes.append(0)
+        else:
+            leaves.append(first)
+            axes.append(None)
+    return treedef.unflatten(leaves), treedef.unflatten(axes)
+
+
+@eqx.filter_jit
+def _grid_segment(axes, problem, oracle, sampler, algorithm, state, trial_ids, key, t0,
+                  stepsizes, local_steps, mode, record_x, per_record):
+    """``_segment`` for G grid points: vmapped over the leading grid axis (trials inside)."""
+    def one(problem, oracle, sampler, algorithm, state, stepsizes):
+        return _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0,
+                        stepsizes, local_steps, mode, record_x, per_record)
+
+    return eqx.filter_vmap(one, in_axes=axes + (0, 0))(problem, oracle, sampler, algorithm,
+                                                        state, stepsizes)
+
+
+@eqx.filter_jit
+def _grid_start(axes, problem, algorithm, x0):
+    """The grid's states at t = 0 and records at t = 0; x0: (G, m, d)."""
+    def one(problem, algorithm, x):
+        state = _round.init_state(algorithm, x, problem.num_clients)
+        return state, jax.vmap(lambda xr: _record(problem, xr))(x)
+
+    return eqx.filter_vmap(one, in_axes=(axes[0], axes[3], 0))(problem, algorithm, x0)
+
+
+def _grid_sharding(sharding):
+    if isinstance(sharding, NamedSharding):
+        return NamedSharding(sharding.mesh, PartitionSpec(None, "trials"))
+    return sharding
+
+
+def _run_group(runs: list[_Run], bar: _Progress, done_before: int, segmented: bool) -> list:
+    """The results of grid points of one shape, run together; returns one SimResult each."""
+    first = runs[0]
+    G = len(runs)
+    plan = make_plan(first.rounds, first.record_every, first.chunk, first.dtype, first.devices,
+                     segmented)
+    _memory.check_run(dataclasses.replace(first, trials=first.trials * G, chunk=first.chunk * G),
+                      plan._replace(per_call=plan.per_call * G))
+    stacked, axes = _stack([_components(r) for r in runs])
+    problem, oracle, sampler, algorithm = stacked
+    sharding = _grid_sharding(plan.sharding)
+    names = ("gap", "grad_norm_sq", "x") if first.record_x else ("gap", "grad_norm_sq")
+    alphas = np.stack([r.alphas for r in runs])  # (G, T)
+    chunks = [[] for _ in runs]
+    num_chunks = math.ceil(first.trials / first.chunk)
+    done = done_before
+    for c in range(num_chunks):
+        start = c * first.chunk
+        stop = min(start + first.chunk, first.trials)
+        m = stop - start
+        x_c = np.zeros((G, plan.per_call, first.x0.shape[1]))
+        for g, r in enumerate(runs):
+            x_c[g, :m] = r.x0[start:stop]
+            x_c[g, m:] = r.x0[start]
+        ids = jax.device_put(jnp.arange(start, start + plan.per_call, dtype=jnp.int32),
+                             plan.sharding)
+        x_c = jax.device_put(jnp.asarray(x_c, first.dtype), sharding)
+        state, (g0, n0) = _grid_start(axes, problem, algorithm, x_c)
+        records = dict(gap=[np.asarray(g0)[:, :, None]], grad_norm_sq=[np.asarray(n0)[:, :, None]],
+                       x=[np.asarray(x_c)[:, :, None]])
+        for seg in plan.segments():
+            a = jnp.asarray(alphas[:, seg.start: seg.stop].reshape(G, seg.blocks, seg.block),
+                            first.dtype)
+            state, rec = _grid_segment(axes, problem, oracle, sampler, algorithm, state, ids,
+                                       first.key, jnp.asarray(seg.start, jnp.int32), a,
+                                       first.local_steps, first.mode, first.record_x,
+                                       seg.per_record)
+            for name, r in zip(names, rec):
+                records[name].append(np.asarray(r)[:, :, seg.keep])
+            done += G * seg.blocks * seg.block
+            bar.update(G * seg.blocks * seg.block, done)
+        x_final = np.asarray(state.server.x)
+        joined = {name: np.concatenate(records[name], axis=2) for name in names}
+        for g in range(G):
+            out = {name: joined[name][g, :m] for name in names}
+            out["x_final"] = x_final[g, :m]
+            chunks[g].append(out)
+    return [_assemble(r, ch) for r, ch in zip(runs, chunks)], done
+
+
+def sweep(
+    problem: Problem,
+    *,
+    grid: Mapping[str, Sequence],
+    progress: Union[bool, Callable] = False,
+    **kwargs,
+) -> SweepResult:
+    """Runs :func:`~fedjax_abc.simulate` at every point of a grid, one program per shape.
+
+    The grid is the Cartesian product of its axes, in the order given. Points that differ
+    only in data (stepsize or schedule, x0, the array fields of the algorithm, oracle,
+    sampler, or problems of the same shapes) run as one compiled program, the grid being one
+    more ``vmap``-ped axis outside the trials; points that differ in shapes (num_sampled,
+    local_steps, mode, the algorithm's class, n) run group after group, compiling once each.
+
+    Args:
+      problem: the :class:`~fedjax_abc.Problem` (unless the grid has a ``problem`` axis, it
+        is every point's).
+      grid: axis name -> list of values. Names: any of ``stepsize``, ``x0``,
+        ``num_sampled``, ``local_steps``, ``mode``, ``sampler``, ``oracle``, ``algorithm``,
+        ``problem``, or ``"algorithm.<field>"`` / ``"oracle.<field>"`` /
+        ``"sampler.<field>"`` for one array field of that component (e.g.
+        ``"algorithm.mu"`` with ``algorithm=FedProx(0.0)``, ``"algorithm.server_stepsize"``
+        of the default FedAvg, ``"oracle.C"``). Values are given as to ``simulate``.
+      progress: True for one progress bar over the whole grid (rounds x grid points), or
+        ``callback(rounds_done, total, secs)``.
+      **kwargs: every other argument of :func:`~fedjax_abc.simulate` (``key``, ``rounds``,
+        ``trials``, ...), the same for all points; ``checkpoint`` is not taken (the
+        ``fedjax-abc run`` command resumes a grid point by point).
+
+    Returns:
+      A :class:`~fedjax_abc.SweepResult`: ``axes`` (name -> coordinate labels) and one
+      :class:`~fedjax_abc.SimResult` per point. Trial r of a point has the numbers of
+      ``simulate`` with the point's arguments and the same key: bit for bit on the paper's
+      problems (tested), to rounding where XLA orders a reduction differently once batched.
+
+    Raises:
+      ValueError: for an unknown axis, an empty one, or any point's invalid arguments
+        (checked before anything compiles).
+
+    Example:
+      >>> import jax, fedjax_abc as fa
+      >>> p = fa.problems.huber_offsets(jax.random.key(0), n=10, d_max=20.0)
+      >>> res = fa.sweep(p, grid={"stepsize": [1e-3, 1e-2]}, num_sampled=2, local_steps=5,
+      ...                rounds=100, x0=p.x_star + 1.0, trials=8, key=jax.random.key(1),
+      ...                record_every=10)
+      >>> res.shape, res.gap.shape
+      ((2,), (2, 8, 11))
+    """
+    if "checkpoint" in kwargs:
+        raise ValueError("sweep takes no checkpoint; 'fedjax-abc run GRID.toml' resumes a grid")
+    missing = [name for name in _REQUIRED if name not in kwargs and name not in (grid or {})]
+    unknown = set(kwargs) - set(_DEFAULTS) - set(_REQUIRED) - {"rounds"}
+    if unknown:
+        raise ValueError(f"sweep got unknown arguments {sorted(unknown)}")
+    grid = _check_grid(grid)
+    missing = [name for name in _REQUIRED if name not in kwargs and name not in grid]
+    if missing:
+        raise ValueError(f"sweep needs {', '.join(missing)} (as for simulate)")
+    overlap = set(grid) & set(kwargs)
+    if overlap:
+        raise ValueError(f"{sorted(overlap)} given both as a grid axis and as an argument")
+    names = list(grid)
+    points = [dict(zip(names, values)) for values in itertools.product(*grid.values())]
+    runs = [_point_run(problem, kwargs, point) for point in points]  # all checked first
+    groups: dict = {}
+    for i, run in enumerate(runs):
+        groups.setdefault(_shape_key(run), []).append(i)
+    total = sum(r.rounds * math.ceil(r.trials / r.chunk) for r in runs)
+    bar = _Progress(progress, total, "sweep")
+    results: list[Optional[SimResult]] = [None] * len(runs)
+    done = 0
+    try:
+        for members in groups.values():
+            out, done = _run_group([runs[i] for i in members], bar, done, bool(progress))
+            for i, res in zip(members, out):
+                results[i] = res
+    finally:
+        bar.close()
+    axes = {name: _labels(name, values) for name, values in grid.items()}
+    result = SweepResult(axes=axes, results=tuple(results))
+    for res in result.results:
+        if res.num_diverged:
+            _warn_divergence(res)
+    return result
