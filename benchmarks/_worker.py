@@ -112,6 +112,8 @@ def make_call(case):
     common = dict(num_sampled=case["S"], local_steps=case["Q"], stepsize=alpha,
                   rounds=case["T"], x0=x0, trials=case["trials"])
     impl = case["impl"]
+    if impl == "fedjax_abc" and case.get("grid"):
+        return _grid_call(case, p, x0, alpha, common)
     if impl == "fedjax_abc":
         keys = {}
         algorithm = build_algorithm(case.get("algorithm"))
@@ -136,6 +138,34 @@ def make_call(case):
         return lambda seed: jax_naive(base, key=jax.random.key(seed), mode=case["mode"],
                                       dtype=case["dtype"], **common)
     raise ValueError(f"unknown implementation {impl!r}")
+
+
+def sweep_stepsizes(alpha: float, points: int) -> list:
+    """``points`` stepsizes spaced geometrically from alpha / 2 to 2 alpha."""
+    return [float(a) for a in np.geomspace(alpha / 2, 2 * alpha, points)]
+
+
+def _grid_call(case, p, x0, alpha, common):
+    """``call(seed)``: the grid of ``case["grid"]`` stepsizes, as one ``fa.sweep`` or (with
+    ``separate``) as one ``fa.simulate`` call per stepsize in this process."""
+    import jax
+
+    import fedjax_abc as fa
+
+    alphas = sweep_stepsizes(alpha, case["grid"])
+    common = {k: v for k, v in common.items() if k != "stepsize"}
+    opts = dict(record_every=case["record_every"], mode=case["mode"], dtype=case["dtype"],
+                record_x=False, **common)
+    if case.get("separate"):
+        def call(seed):
+            key = jax.random.key(seed)
+            return np.stack([fa.simulate(p, key=key, stepsize=a, **opts).x_final
+                             for a in alphas])
+    else:
+        def call(seed):
+            return fa.sweep(p, grid={"stepsize": alphas}, key=jax.random.key(seed),
+                            **opts).x_final
+    return call
 
 
 class _CompileLog:

@@ -39,6 +39,8 @@ def _f(v, fmt):
 
 def _row_cells(r):
     impl = r["impl"] + (f" {r['algorithm']}" if r.get("algorithm") else "")
+    if r.get("grid"):
+        impl += f" {'separate' if r.get('separate') else 'sweep'} x{r['grid']}"
     base = [r["workload"], impl, r["mode"], r["dtype"], str(r["trials"]), str(r["n"]),
             str(r["S"]), str(r["Q"]), str(r["T"])]
     if "error" in r:

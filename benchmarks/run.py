@@ -110,7 +110,7 @@ def run_case(case: dict, timeout: float) -> dict:
         row["error"] = f"exit {proc.returncode}: " + " | ".join(tail)
         return row
     row.update(json.loads(lines[-1][len(RESULT_MARK):]))
-    steps = case["trials"] * case["Q"] * case["T"]
+    steps = case["trials"] * case.get("grid", 1) * case["Q"] * case["T"]
     row["virtual_rate"] = steps * case["n"] / row["run_s"]
     row["sampled_rate"] = steps * case["S"] / row["run_s"]
     return row
@@ -194,6 +194,7 @@ def evaluate_targets(rows):
         v = cg["virtual_rate"] / cm["virtual_rate"] if cm and cg else None
         targets.append(_target(f"n = 1000, S = 10, {trials} trials: gather >= 20x mask (float64)",
                                [cg, cm], v, 20, None if v is None else v >= 20, "x"))
+    targets += sweep_targets(rows)
     compiled = [r for r in rows if r["impl"] == "fedjax_abc" and r.get("compile_s") is not None]
     worst = max(compiled, key=lambda r: r["compile_s"], default=None)
     targets.append(_target(f"compile time < {COMPILE_LIMIT_S:g} s for every package configuration",
@@ -212,6 +213,40 @@ def evaluate_targets(rows):
             named.append("PASS" if r["compile_ok"] else "FAIL")
         r["status"] = "FAIL" if "FAIL" in named else ("PASS" if named else "")
     return targets, mem
+
+
+SWEEP_SPEEDUP = 10.0
+
+
+def sweep_targets(rows):
+    """fa.sweep of 16 stepsizes x 100 trials against 16 separate simulate calls and against
+    one simulate call of 1600 trials (workload "sweep")."""
+    rows = [r for r in rows if r["workload"] == "sweep"]
+    sweep = next((r for r in rows if r.get("grid") and not r.get("separate")
+                  and "error" not in r), None)
+    sep = next((r for r in rows if r.get("separate") and "error" not in r), None)
+    one = next((r for r in rows if not r.get("grid") and "error" not in r), None)
+    out = []
+    v = sep["first_s"] / sweep["first_s"] if sweep and sep else None
+    out.append(_target(f"sweep 16 x 100 trials, compile + run: >= {SWEEP_SPEEDUP:g}x faster than "
+                       "16 simulate calls in one process (one compile, 16 runs)", [sweep, sep], v,
+                       SWEEP_SPEEDUP, None if v is None else v >= SWEEP_SPEEDUP, "x"))
+    if sweep and sep:  # 16 processes: each pays one compile and one run
+        one_call = sep["first_s"] - sep["run_s"] * (sep["grid"] - 1) / sep["grid"]
+        v = sep["grid"] * one_call / sweep["first_s"]
+    else:
+        v = None
+    out.append(_target(f"sweep 16 x 100 trials, compile + run: >= {SWEEP_SPEEDUP:g}x faster than "
+                       "16 simulate calls each compiling (16 processes, estimated)", [sweep, sep],
+                       v, SWEEP_SPEEDUP, None if v is None else v >= SWEEP_SPEEDUP, "x"))
+    v = sep["run_s"] / sweep["run_s"] if sweep and sep else None
+    out.append(_target("sweep 16 x 100 trials, run only (compiled): faster than 16 compiled "
+                       "simulate calls", [sweep, sep], v, 1.0, None if v is None else v >= 1.0,
+                       "x"))
+    v = sweep["virtual_rate"] / one["virtual_rate"] if sweep and one else None
+    out.append(_target("sweep 16 x 100 trials: client-step rate >= one simulate call of 1600 "
+                       "trials", [sweep, one], v, 1.0, None if v is None else v >= 1.0, "x"))
+    return out
 
 
 def memory_check(rows) -> dict:

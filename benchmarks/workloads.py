@@ -10,7 +10,8 @@ is compared per client-step, so T only sets how long a measurement lasts.
 
 from __future__ import annotations
 
-WORKLOADS = ("table2", "algorithms", "fig1", "quadratics", "trials", "clients", "memory")
+WORKLOADS = ("table2", "algorithms", "fig1", "quadratics", "trials", "clients", "memory",
+             "sweep")
 # The algorithms of fedjax_abc.algorithms on the Table II workload (package only).
 ALGORITHMS = ("FedAvg", "FedProx", "Scaffold", "FedAdam")
 QUICK_WORKLOADS = ("table2", "memory")  # what --quick runs unless --only says otherwise
@@ -122,4 +123,27 @@ def cases(quick: bool = False, only=None):
                                           base_T=bT, jax=False)
     if "memory" in selected:
         out += memory_cases(quick)
+    if "sweep" in selected:
+        out += sweep_cases(quick)
     return out
+
+
+# The sweep workload: SWEEP_POINTS stepsizes around Table II's alpha = 1e-4.
+SWEEP_POINTS = 16
+
+
+def sweep_cases(quick: bool):
+    """A grid of 16 stepsizes x 100 trials on the Table II workload (mask, float64) three
+    ways: ``fa.sweep`` (one program), 16 separate ``fa.simulate`` calls in one process
+    (``separate``: the first call compiles, the others reuse it), and one ``simulate`` call
+    of 16 x 100 trials at one stepsize (the client-step rate to match)."""
+    T, R = (20, 16) if quick else (2000, 100)
+    shape = dict(record_every=max(1, T // 10))
+    return [
+        _case("sweep", "fedjax_abc", "mask", "float64", "huber27", 40, 4, 10, T, R,
+              grid=SWEEP_POINTS, **shape),
+        _case("sweep", "fedjax_abc", "mask", "float64", "huber27", 40, 4, 10, T, R,
+              grid=SWEEP_POINTS, separate=True, **shape),
+        _case("sweep", "fedjax_abc", "mask", "float64", "huber27", 40, 4, 10, T,
+              R * SWEEP_POINTS, **shape),
+    ]

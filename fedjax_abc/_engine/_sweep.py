@@ -118,12 +118,12 @@ def _label(value, name: str, i: int):
 
 
 def _labels(name: str, values: list) -> tuple:
+    """Coordinate labels of an axis: numbers if every value is one, else strings; unique."""
     labels = [_label(v, name, i) for i, v in enumerate(values)]
-    if len(set(labels)) < len(labels) or len({type(x) for x in labels}) > 1:
-        labels = [f"{name}[{i}]" if not isinstance(x, str) or labels.count(x) > 1 else x
-                  for i, x in enumerate(labels)]
-        if len(set(labels)) < len(labels):
-            labels = [f"{name}[{i}]" for i in range(len(values))]
+    if len({type(x) for x in labels}) > 1:
+        labels = [x if isinstance(x, str) else repr(x) for x in labels]
+    if len(set(labels)) < len(labels):
+        labels = [f"{name}[{i}]" for i in range(len(values))]
     return tuple(labels)
 
 
@@ -295,8 +295,10 @@ def sweep(
     Returns:
       A :class:`~fedjax_abc.SweepResult`: ``axes`` (name -> coordinate labels) and one
       :class:`~fedjax_abc.SimResult` per point. Trial r of a point has the numbers of
-      ``simulate`` with the point's arguments and the same key: bit for bit on the paper's
-      problems (tested), to rounding where XLA orders a reduction differently once batched.
+      ``simulate`` with the point's arguments and the same key, bit for bit (tested for
+      stepsizes, schedules, x0, modes, FedProx's mu, oracles' constants, problems), except
+      where XLA compiles an operation differently once batched: a server stepsize
+      eta_g != 1 (``x + eta_g (mean - x)``, fused into a multiply-add) agrees to rounding.
 
     Raises:
       ValueError: for an unknown axis, an empty one, or any point's invalid arguments

@@ -1,0 +1,133 @@
+"""Contracts of ``fa.sweep``.
+
+- trial r of grid point g has the numbers of ``simulate`` with the point's arguments and
+  the same key, bit for bit (stepsizes, schedules, modes, x0, algorithm hyperparameters,
+  problems of the same shapes, Gaussian noise in d = 5, trial chunks, progress segments);
+- a grid over data compiles one program; a new grid of the same shapes compiles nothing;
+  settings that change shapes compile once per shape;
+- progress counts the whole grid; invalid grids are refused before anything runs.
+"""
+
+import contextlib
+
+import jax
+import numpy as np
+import optax
+import pytest
+
+import fedjax_abc as fa
+
+
+@contextlib.contextmanager
+def count_compilations():
+    events = []
+
+    def listener(name, *args, **kwargs):
+        if name == "/jax/core/compile/backend_compile_duration":
+            events.append(name)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield events
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+
+
+def offsets(n=8, seed=0, d_max=10.0):
+    return fa.problems.huber_offsets(jax.random.key(seed), n=n, d_max=d_max)
+
+
+KW = dict(local_steps=3, rounds=12, trials=6, key=jax.random.key(0), record_every=4)
+
+
+def alone(p, **kw):
+    return fa.simulate(p, **dict(KW, **kw))
+
+
+def assert_point(sw, point, p, **kw):
+    res = sw.point(**point)
+    ref = alone(p, **kw)
+    assert ref.equals(res), point
+
+
+def test_stepsizes_schedules_and_modes_bit_for_bit():
+    p = offsets()
+    sched = optax.exponential_decay(0.05, 4, 0.5)
+    sw = fa.sweep(p, grid={"stepsize": [0.01, 0.05, sched], "mode": ["mask", "gather"]},
+                  num_sampled=3, x0=p.x_star + 3.0, **KW)
+    assert sw.shape == (3, 2) and sw.gap.shape == (3, 2, 6, 4)
+    assert sw.axes["stepsize"] == ("0.01", "0.05", "stepsize[2]") and sw.axes["mode"] == ("mask", "gather")
+    for i, alpha in enumerate([0.01, 0.05, sched]):
+        for mode in ("mask", "gather"):
+            point = {"stepsize": sw.axes["stepsize"][i], "mode": mode}
+            assert_point(sw, point, p, stepsize=alpha, mode=mode, num_sampled=3,
+                         x0=p.x_star + 3.0)
+
+
+def test_algorithm_fields_x0_and_problems_bit_for_bit():
+    p, q = offsets(), offsets(seed=3, d_max=30.0)
+    x0s = [p.x_star + 3.0, p.x_star - 1.0]
+    sw = fa.sweep(p, grid={"problem": [p, q], "x0": x0s, "algorithm.mu": [0.0, 0.7]},
+                  algorithm=fa.algorithms.FedProx(0.1), num_sampled=3, stepsize=0.05, **KW)
+    for i, prob in enumerate([p, q]):
+        for j, x0 in enumerate(x0s):
+            for mu in (0.0, 0.7):
+                res = sw.results[(i * 2 + j) * 2 + (mu == 0.7)]
+                ref = alone(prob, x0=x0, algorithm=fa.algorithms.FedProx(mu), num_sampled=3,
+                            stepsize=0.05)
+                assert ref.equals(res)
+    # the server step x + eta (mean - x): once batched over the grid XLA may contract it into
+    # a fused multiply-add where the lone program does not: equal to rounding, not bit for bit
+    sw = fa.sweep(p, grid={"algorithm.server_stepsize": [1.0, 1.5]}, num_sampled=3,
+                  stepsize=0.05, x0=p.x_star + 3.0, **KW)
+    for eta, res in zip((1.0, 1.5), sw.results):
+        ref = alone(p, num_sampled=3, stepsize=0.05, x0=p.x_star + 3.0,
+                    algorithm=fa.algorithms.FedAvg(eta))
+        assert ref.config == res.config
+        np.testing.assert_allclose(res.x, ref.x, rtol=1e-13, atol=0)
+        np.testing.assert_allclose(res.gap, ref.gap, rtol=1e-11, atol=1e-15)
+
+
+def test_gaussian_d5_chunks_progress_and_stateful_algorithm_bit_for_bit():
+    p = fa.problems.quadratics(jax.random.key(1), n=6, d=5)
+    seen = []
+    kw = dict(num_sampled=2, x0=p.x_star + 1.0, trial_chunk=4, mode="gather",
+              algorithm=fa.algorithms.Scaffold())
+    sw = fa.sweep(p, grid={"stepsize": [0.02, 0.05], "oracle.C": [0.5, 2.0]},
+                  progress=lambda done, total, secs: seen.append((done, total)), **kw, **KW)
+    assert seen[-1] == (4 * 12 * 2, 4 * 12 * 2)  # 4 points x T x 2 chunks
+    for a in (0.02, 0.05):
+        for C in (0.5, 2.0):
+            assert_point(sw, {"stepsize": a, "oracle.C": C}, p, stepsize=a,
+                         oracle=fa.GaussianOracle(C, float(p.oracle.D)), **kw)
+
+
+def test_one_compilation_per_shape():
+    p = offsets(n=9)  # shapes no other test uses
+    kw = dict(local_steps=2, rounds=10, trials=3, record_every=5, x0=p.x_star + 1.0)
+    with count_compilations() as first:
+        fa.sweep(p, grid={"stepsize": [0.01, 0.02, 0.03, 0.04], "num_sampled": [2, 3]},
+                 key=jax.random.key(0), **kw)
+    with count_compilations() as again:  # other values, same shapes
+        fa.sweep(p, grid={"stepsize": [0.05, 0.06, 0.07, 0.08], "num_sampled": [2, 3]},
+                 key=jax.random.key(1), **kw)
+    assert again == []
+    with count_compilations() as one_shape:
+        fa.sweep(p, grid={"stepsize": [0.01, 0.02, 0.03, 0.04]}, num_sampled=4,
+                 key=jax.random.key(0), **kw)
+    assert 0 < len(one_shape) and len(first) <= 2 * len(one_shape)  # no more per point
+
+
+def test_invalid_grids_are_refused():
+    p = offsets()
+    base = dict(num_sampled=3, x0=p.x_star, **KW)
+    with pytest.raises(ValueError, match="not a setting a sweep can vary"):
+        fa.sweep(p, grid={"rounds": [10, 20]}, stepsize=0.1, **base)
+    with pytest.raises(ValueError, match="no values"):
+        fa.sweep(p, grid={"stepsize": []}, **base)
+    with pytest.raises(ValueError, match="both as a grid axis"):
+        fa.sweep(p, grid={"stepsize": [0.1]}, stepsize=0.1, **base)
+    with pytest.raises(ValueError, match="no array field 'nu'"):
+        fa.sweep(p, grid={"algorithm.nu": [0.1]}, stepsize=0.1, **base)
+    with pytest.raises(ValueError, match="finite and > 0"):
+        fa.sweep(p, grid={"stepsize": [0.1, -1.0]}, **base)
