@@ -5,6 +5,7 @@
                          [--checkpoint DIR | --no-checkpoint]
     fedjax-abc report --results DIR --out docs/reproduction.md
     fedjax-abc compare [--out DIR] [--trials R] [--rounds T] [--seed K] [--quick] [--quiet]
+    fedjax-abc run GRID.toml [--out DIR] [--trials R] [--rounds T] [--quiet]
 
 Also ``python -m fedjax_abc``. Errors in the options print one line and exit with status 2;
 errors while running print one line and exit with status 1.
@@ -67,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "Participation under a General Variance Condition' (Section IV) and "
                     "write a report comparing them with the paper.",
     )
-    sub = parser.add_subparsers(dest="command", metavar="{reproduce,report,compare}",
+    sub = parser.add_subparsers(dest="command", metavar="{reproduce,report,compare,run}",
                                 parser_class=_Parser)
     sub.required = True
 
@@ -149,7 +150,44 @@ def build_parser() -> argparse.ArgumentParser:
                      help="reduced scale (fewer trials and rounds, fewer Q and alpha Q values "
                           "in the drift part): well under a minute on 2 cores")
     cmp.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+    grd = sub.add_parser(
+        "run", help="run a grid of simulations described in a TOML file",
+        description="Run the grid described in GRID.toml (problem, algorithm, sampler, oracle, "
+                    "grid axes, trials, rounds, seed; see examples/grids/) with fedjax_abc.sweep, "
+                    "and write result.nc (the labelled result, fedjax_abc.load), summary.csv, "
+                    "curves.png (gap and ||grad f||^2 with 95%% bands) and final_<axis>.png "
+                    "into --out. The grid runs in parts (one per combination of the axes that "
+                    "change shapes), each saved when done: rerunning the same command after an "
+                    "interruption resumes at the part where it stopped. Progress goes to stderr.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    grd.add_argument("grid", metavar="GRID.toml", help="the grid file")
+    grd.add_argument("--out", default=None, metavar="DIR",
+                     help="output folder (default: results/<name of the grid>)")
+    grd.add_argument("--trials", type=_trials, default=None, metavar="R",
+                     help="trials per grid point (default: the file's)")
+    grd.add_argument("--rounds", type=_positive_int, default=None, metavar="T",
+                     help="rounds (default: the file's)")
+    grd.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     return parser
+
+
+def run_grid(args) -> int:
+    from fedjax_abc.repro import common
+    from fedjax_abc.repro import grid as grid_module
+    spec = grid_module.load_spec(args.grid, trials=args.trials, rounds=args.rounds)
+    out = args.out or os.path.join("results", spec.name)
+    _output_folder(out)
+    progress = common.Progress(spec.name, enabled=not args.quiet)
+    start = time.perf_counter()
+    try:
+        done = grid_module.run_grid(spec, out, progress)
+    finally:
+        progress.close()
+    print(f"{spec.name}: {len(done['result'])} grid points ({done['parts']} parts, "
+          f"{done['resumed']} resumed) in {time.perf_counter() - start:.1f} s; wrote "
+          + ", ".join(os.path.relpath(p, out) for p in done["paths"]) + f" into {out}")
+    return 0
 
 
 def _runner(name: str):
@@ -263,11 +301,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return reproduce(args, argv)
         if args.command == "compare":
             return compare(args, argv)
+        if args.command == "run":
+            return run_grid(args)
         return report(args)
     except KeyboardInterrupt:
         folder = None
         if args.command == "reproduce" and not args.no_checkpoint:
             folder = args.checkpoint or os.path.join(args.out, "checkpoints")
+        if args.command == "run":
+            folder = args.out or "its output folder"
         print(f"{PROG}: interrupted" + (f"; rerun the same command to resume from the "
                                         f"checkpoints in {folder}" if folder else ""),
               file=sys.stderr)

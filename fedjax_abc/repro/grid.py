@@ -1,0 +1,408 @@
+"""``fedjax-abc run GRID.toml``: a grid of simulations described in a file.
+
+The file (TOML) names the problem, sampler, oracle, algorithm, the fixed settings and the
+grid axes; see ``examples/grids/`` for two complete files. Keys::
+
+    name = "table2_stepsizes"      # label of the run
+    seed = 0                       # key = jax.random.key(seed)
+    trials = 100
+    rounds = 2000
+    record_every = 20              # optional (default: about 1000 records)
+    local_steps = 10
+    stepsize = 1e-4                # unless a grid axis
+    num_sampled = 4                # unless a grid axis, or [sampler] is given
+    mode = "gather"                # optional, default "mask"
+    dtype = "float64"              # optional
+    x0_offset = 10.0               # x0 = x* + x0_offset, x* of the [problem] table's problem
+                                   # (also where the grid varies the problem); or x0 = [...]
+
+    [problem]                      # a function of fedjax_abc.problems and its arguments;
+    name = "huber_offsets"         # seed = K passes jax.random.key(K) as its key
+    n = 40
+    d_max = 200.0
+    seed = 0
+
+    [algorithm]                    # optional: FedAvg (default), FedProx, Scaffold
+    name = "FedProx"
+    mu = 0.1
+
+    [oracle]                       # optional: the problem's own by default
+    name = "GaussianOracle"
+    C = 1.0
+
+    [sampler]                      # optional: UniformWithoutReplacement(num_sampled) by default
+    name = "Bernoulli"
+    p = 0.1
+
+    [grid]                         # axes of fa.sweep, plus "x0_offset" and "problem.<arg>"
+    stepsize = [5e-5, 1e-4, 2e-4]
+    num_sampled = [4, 40]
+    "algorithm.mu" = [0.0, 0.1]
+
+Output folder: ``result.nc`` (the labelled :class:`~fedjax_abc.SweepResult`,
+``fa.load``), ``summary.csv`` (final gap and ||grad f||^2 per grid point with 95%
+intervals), ``curves.png`` (mean gap and ||grad f||^2 against rounds with 95% bands, one
+curve per grid point) and ``final_<axis>.png`` (the final gap against each axis).
+
+Resuming: the grid runs in parts, one per combination of the axes that change shapes
+(num_sampled, local_steps, mode, algorithm, sampler, problem sizes); each part is one
+``fa.sweep`` over the data axes, saved to ``parts/<i>.nc`` when done. Rerunning the same
+command skips the saved parts: an interrupted grid resumes at the part where it stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import math
+import os
+import sys
+import time
+from typing import Any, Optional
+
+import numpy as np
+
+__all__ = ["GridSpec", "load_spec", "run_grid"]
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+# grid axes whose values change the compiled program's shapes: one part per combination
+SHAPE_AXES = ("num_sampled", "local_steps", "mode", "algorithm", "sampler", "oracle")
+_TOP = {"name", "seed", "trials", "rounds", "record_every", "local_steps", "stepsize",
+        "num_sampled", "mode", "dtype", "x0_offset", "x0", "problem", "algorithm", "oracle",
+        "sampler", "grid"}
+_REQUIRED = ("trials", "rounds", "local_steps", "problem", "grid")
+
+
+@dataclasses.dataclass(frozen=True)
+class GridSpec:
+    """A grid file's contents, checked (``overrides`` applied)."""
+
+    doc: dict
+
+    @property
+    def name(self) -> str:
+        return str(self.doc.get("name", "grid"))
+
+
+def load_spec(path: str, trials: Optional[int] = None, rounds: Optional[int] = None) -> GridSpec:
+    """Reads and checks a grid file; ``trials`` / ``rounds`` override the file's values.
+
+    Raises:
+      ValueError: naming the key that is missing, unknown or of the wrong kind.
+    """
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except OSError as err:
+        raise ValueError(f"cannot read the grid file {path!r}: {err.strerror}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"{path} is not valid TOML: {err}") from None
+    unknown = set(doc) - _TOP
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {sorted(unknown)}; known: {sorted(_TOP)}")
+    missing = [k for k in _REQUIRED if k not in doc]
+    if missing:
+        raise ValueError(f"{path}: missing {', '.join(missing)}")
+    if trials is not None:
+        doc["trials"] = trials
+    if rounds is not None:
+        doc["rounds"] = rounds
+        if doc.get("record_every") and rounds % doc["record_every"]:
+            del doc["record_every"]  # the default for the new T
+    if not isinstance(doc["grid"], dict) or not doc["grid"]:
+        raise ValueError(f"{path}: [grid] must name at least one axis with a list of values")
+    for axis, values in doc["grid"].items():
+        if not isinstance(values, list) or not values:
+            raise ValueError(f"{path}: grid axis {axis!r} must be a non-empty list")
+    if sum(a.startswith("problem.") for a in doc["grid"]) > 1:
+        raise ValueError(f"{path}: the grid may vary one argument of the problem, not several")
+    if "name" not in doc.get("problem", {}):
+        raise ValueError(f"{path}: [problem] needs a name (a function of fedjax_abc.problems)")
+    return GridSpec(doc)
+
+
+# ------------------------------------------------------------------------ building values
+
+
+def _problem(table: dict):
+    import jax
+
+    import fedjax_abc as fa
+
+    args = dict(table)
+    name = args.pop("name")
+    fn = getattr(fa.problems, name, None)
+    if fn is None or name.startswith("_") or name == "huber":
+        raise ValueError(f"unknown problem {name!r}; use one of huber_offsets, softplus_huber, "
+                         "quadratics, bgd_counterexample")
+    if "seed" in args:
+        args["key"] = jax.random.key(int(args.pop("seed")))
+    return fn(**args)
+
+
+def _component(kind: str, table: Optional[dict]):
+    import fedjax_abc as fa
+
+    if table is None:
+        return None
+    args = dict(table)
+    name = args.pop("name", None)
+    where = {"algorithm": fa.algorithms, "oracle": fa, "sampler": fa}[kind]
+    allowed = {"algorithm": ("FedAvg", "FedProx", "Scaffold"),
+               "oracle": ("RademacherOracle", "GaussianOracle", "ExactOracle"),
+               "sampler": ("UniformWithoutReplacement", "FullParticipation", "WithReplacement",
+                           "Bernoulli")}[kind]
+    if name not in allowed:
+        raise ValueError(f"[{kind}] name must be one of {', '.join(allowed)}, got {name!r}")
+    return getattr(where, name)(**args)
+
+
+def _x0(doc: dict, problem, offset=None):
+    if offset is None and "x0" in doc:
+        return np.asarray(doc["x0"], dtype=np.float64)
+    off = doc.get("x0_offset", 0.0) if offset is None else offset
+    return np.asarray(problem.x_star) + float(off)
+
+
+def _grid_values(doc: dict, axis: str, values: list):
+    """The grid's values in the form ``fa.sweep`` takes them."""
+    if axis in ("algorithm", "oracle", "sampler"):
+        return [_component(axis, v if isinstance(v, dict) else {"name": v}) for v in values]
+    return values
+
+
+# ---------------------------------------------------------------------------- the parts
+
+
+def _parts(doc: dict):
+    """(shape axes, data axes, the list of shape points), in the grid's axis order."""
+    grid = doc["grid"]
+    shape_axes = [a for a in grid if a in SHAPE_AXES]
+    data_axes = [a for a in grid if a not in SHAPE_AXES]
+    combos = list(itertools.product(*(range(len(grid[a])) for a in shape_axes)))
+    return shape_axes, data_axes, combos
+
+
+def _run_part(doc: dict, shape_point: dict, data_axes: list, progress) -> Any:
+    """``fa.sweep`` over the data axes at one combination of the shape axes."""
+    import jax
+
+    import fedjax_abc as fa
+
+    grid = doc["grid"]
+    base_problem = _problem(doc["problem"])
+    kw = dict(key=jax.random.key(int(doc.get("seed", 0))), trials=int(doc["trials"]),
+              rounds=int(doc["rounds"]), local_steps=doc.get("local_steps"),
+              mode=doc.get("mode", "mask"), dtype=doc.get("dtype", "float64"),
+              record_every=doc.get("record_every"), record_x=False,
+              algorithm=_component("algorithm", doc.get("algorithm")),
+              oracle=_component("oracle", doc.get("oracle")),
+              sampler=_component("sampler", doc.get("sampler")))
+    if "stepsize" in doc:
+        kw["stepsize"] = doc["stepsize"]
+    if "num_sampled" in doc and kw["sampler"] is None:
+        kw["num_sampled"] = doc["num_sampled"]
+    for axis, i in shape_point.items():
+        value = _grid_values(doc, axis, grid[axis])[i]
+        kw[axis] = value
+        if axis == "sampler":
+            kw.pop("num_sampled", None)
+        if axis == "num_sampled":
+            kw["sampler"] = None
+    sweep_grid, problems, x0_offsets = {}, None, None
+    for axis in data_axes:
+        values = grid[axis]
+        if axis.startswith("problem."):
+            arg = axis.split(".", 1)[1]
+            problems = [_problem({**doc["problem"], arg: v}) for v in values]
+            sweep_grid["problem"] = problems
+        elif axis == "x0_offset":
+            x0_offsets = values
+            sweep_grid["x0"] = [_x0(doc, base_problem, v) for v in values]
+        else:
+            sweep_grid[axis] = _grid_values(doc, axis, values)
+    if "x0" not in sweep_grid:
+        kw["x0"] = _x0(doc, base_problem)
+    if not sweep_grid:  # every axis changes shapes: a grid of one point
+        sweep_grid["stepsize"] = [kw.pop("stepsize")]
+    kw = {k: v for k, v in kw.items() if v is not None or k in ("record_every",)}
+    res = fa.sweep(base_problem, grid=sweep_grid, progress=progress, **kw)
+    # the file's axis names and values as labels (x0_offset, problem.<arg>)
+    axes = {}
+    for axis, name in zip(data_axes, res.axes):
+        axes[axis] = tuple(grid[axis]) if axis.startswith("problem.") or axis == "x0_offset" \
+            else res.axes[name]
+    return fa.SweepResult(axes=axes, results=res.results)
+
+
+def _label(value, axis: str, i: int):
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, (int, float, str)):
+        return value
+    if isinstance(value, dict):
+        args = ", ".join(f"{k}={v}" for k, v in value.items() if k != "name")
+        return f"{value.get('name', axis)}({args})" if args else str(value.get("name", axis))
+    return f"{axis}[{i}]"
+
+
+def run_grid(spec: GridSpec, out: str, progress=None) -> dict:
+    """Runs (or resumes) a grid and writes its outputs into ``out``.
+
+    Args:
+      spec: from :func:`load_spec`.
+      out: output folder (created).
+      progress: a :class:`fedjax_abc.repro.common.Progress` or None.
+
+    Returns:
+      dict: ``result`` (the SweepResult) and ``paths`` (files written), ``resumed`` (parts
+      loaded from an earlier run).
+    """
+    import fedjax_abc as fa
+    from fedjax_abc.repro import common
+
+    doc = spec.doc
+    os.makedirs(os.path.join(out, "parts"), exist_ok=True)
+    spec_path = os.path.join(out, "grid.json")
+    text = json.dumps(doc, sort_keys=True)
+    if os.path.exists(spec_path):
+        with open(spec_path) as f:
+            if f.read() != text:
+                raise ValueError(f"{out} holds a grid run with other settings ({spec_path}); "
+                                 "use another --out or delete the folder")
+    else:
+        with common.atomic_open(spec_path) as f:
+            f.write(text)
+    shape_axes, data_axes, combos = _parts(doc)
+    grid = doc["grid"]
+    n_data = math.prod(len(grid[a]) for a in data_axes)
+    def work(point):  # client-steps of a part, for the progress line
+        take = {a: grid[a][i] for a, i in point.items()}
+        steps = take.get("local_steps", doc.get("local_steps", 1))
+        clients = take.get("num_sampled", doc.get("num_sampled", doc["problem"].get("n", 1)))
+        return float(n_data * doc["trials"] * doc["rounds"] * steps * clients)
+
+    if progress is not None:
+        progress.plan(sum(work(dict(zip(shape_axes, combo))) for combo in combos))
+    parts, resumed = [], 0
+    for c, combo in enumerate(combos):
+        path = os.path.join(out, "parts", f"{c}.nc")
+        point = dict(zip(shape_axes, combo))
+        desc = ", ".join(f"{a}={_label(grid[a][i], a, i)}" for a, i in point.items()) or "all"
+        if os.path.exists(path):
+            part = fa.load(path)
+            resumed += 1
+        else:
+            callback = None
+            if progress is not None:
+                callback = progress.task(f"part {c + 1}/{len(combos)}: {desc}",
+                                         work(point))
+            part = _run_part(doc, point, data_axes, callback)
+            part.save(path)
+            if progress is not None:
+                progress.finish_task()
+        parts.append(part)
+    axes = {a: tuple(_label(v, a, i) for i, v in enumerate(grid[a])) for a in shape_axes}
+    axes.update(parts[0].axes)
+    axes = {a: axes[a] for a in grid}  # the file's order
+    results = _ordered(parts, shape_axes, data_axes, grid)
+    result = fa.SweepResult(axes=axes, results=tuple(results))
+    paths = [result.save(os.path.join(out, "result.nc"))]
+    paths.append(_summary_csv(result, os.path.join(out, "summary.csv")))
+    paths += plots(result, out, spec.name)
+    return dict(result=result, paths=paths, resumed=resumed, parts=len(combos))
+
+
+def _ordered(parts, shape_axes, data_axes, grid):
+    """The parts' results in C order over the grid's axes (the file's order)."""
+    order = list(grid)
+    sizes = [len(grid[a]) for a in order]
+    out = []
+    for idx in itertools.product(*(range(s) for s in sizes)):
+        pos = dict(zip(order, idx))
+        c = int(np.ravel_multi_index([pos[a] for a in shape_axes],
+                                     [len(grid[a]) for a in shape_axes])) if shape_axes else 0
+        g = int(np.ravel_multi_index([pos[a] for a in data_axes],
+                                     [len(grid[a]) for a in data_axes])) if data_axes else 0
+        out.append(parts[c].results[g])
+    return out
+
+
+def _summary_csv(result, path: str) -> str:
+    from fedjax_abc.repro import common
+
+    rows = []
+    for point, res in zip(result.points, result.results):
+        row = list(point.values())
+        for name in ("gap", "grad_norm_sq"):
+            s = res.final(name) if res.num_diverged < res.trials else None
+            row += ([float(s.mean), float(s.ci_low), float(s.ci_high)] if s is not None
+                    else [float("nan")] * 3)
+        row.append(res.num_diverged)
+        rows.append(row)
+    header = list(result.axes) + ["gap_T", "gap_T_ci_low", "gap_T_ci_high", "grad_norm_sq_T",
+                                  "grad_norm_sq_T_ci_low", "grad_norm_sq_T_ci_high", "diverged"]
+    return common.write_csv(path, header, rows)
+
+
+def _point_text(point: dict) -> str:
+    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in point.items())
+
+
+def plots(result, out: str, name: str) -> list:
+    """``curves.png`` (gap and ||grad f||^2 with 95% bands) and ``final_<axis>.png``."""
+    from fedjax_abc.repro import common
+
+    plt = common.pyplot()
+    fig, axs = plt.subplots(1, 2, figsize=(11, 4.2))
+    many = len(result.results) > 12
+    for point, res in zip(result.points, result.results):
+        if res.num_diverged == res.trials:
+            continue
+        for ax, q in zip(axs, ("gap", "grad_norm_sq")):
+            s = res.summary(q)
+            common.band(ax, res.rounds, s.mean, s.ci95, None if many else _point_text(point))
+    for ax, q in zip(axs, ("f(x_t) - f*", "||grad f(x_t)||^2")):
+        ax.set_yscale("log")
+        ax.set_xlabel("round t")
+        ax.set_title(f"{name}: {q}, mean and 95% band")
+        if not many:
+            ax.legend(fontsize=7)
+    paths = [common.save_figure(fig, out, "curves.png")]
+    final = result.final("gap") if all(r.num_diverged < r.trials for r in result.results) \
+        else None
+    if final is None:
+        return paths
+    for k, axis in enumerate(result.axes):
+        fig, ax = plt.subplots(figsize=(5.5, 4.0))
+        labels = result.axes[axis]
+        numeric = all(isinstance(v, (int, float)) for v in labels)
+        xs = np.asarray(labels, dtype=float) if numeric else np.arange(len(labels))
+        mean = np.moveaxis(final.mean, k, -1).reshape(-1, len(labels))
+        half = np.moveaxis(final.ci95, k, -1).reshape(-1, len(labels))
+        others = [a for a in result.axes if a != axis]
+        combos = list(itertools.product(*(result.axes[a] for a in others)))
+        for m, h, combo in zip(mean, half, combos):
+            label = _point_text(dict(zip(others, combo))) or None
+            ax.errorbar(xs, m, yerr=h, marker="o", capsize=3, label=label)
+        from matplotlib.ticker import NullFormatter
+
+        if numeric and np.all(xs > 0) and xs.max() / xs.min() > 20:
+            ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(NullFormatter())
+        if not numeric:
+            ax.set_xticks(xs, [str(v) for v in labels], rotation=20, fontsize=7)
+        positive = final.mean[final.mean > 0]
+        if positive.size and positive.max() / positive.min() > 20:
+            ax.set_yscale("log")
+        ax.set_xlabel(axis)
+        ax.set_ylabel("f(x_T) - f*, mean and 95% interval")
+        if 1 < len(combos) <= 12:
+            ax.legend(fontsize=7)
+        paths.append(common.save_figure(fig, out, f"final_{axis.replace('.', '_')}.png"))
+    return paths
