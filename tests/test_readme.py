@@ -13,7 +13,8 @@ def _python_blocks():
     return re.findall(r"```python\n(.*?)```", text, flags=re.S)
 
 
-def test_readme_python_blocks_run(capsys):
+def test_readme_python_blocks_run(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # blocks that write files write them there
     blocks = _python_blocks()
     assert len(blocks) >= 2
     for block in blocks:
