@@ -1,15 +1,16 @@
-"""The example notebooks in notebooks/: they run top to bottom, and the stored copies are what
-notebooks/build.py writes, with their outputs, under 2 MB.
+"""The example notebooks in notebooks/: each is a jupytext py:percent file paired with its
+executed .ipynb; the two hold the same cells, the .ipynb its outputs, under 2 MB, and the
+notebook runs top to bottom.
 
 Each run uses a fresh ``python3`` kernel on a copy of the notebook in a temporary folder (so
 nothing in notebooks/ or left by an earlier run can help it), with its stored outputs
 cleared first.
 """
 
-import importlib.util
 import pathlib
 import shutil
 
+import jupytext
 import nbformat
 import pytest
 from nbclient import NotebookClient
@@ -20,13 +21,6 @@ NAMES = ["01_quickstart.ipynb", "02_reproduce_paper.ipynb", "03_theory_explorer.
          "04_algorithms.ipynb"]
 MAX_BYTES = 2 * 1024 * 1024
 CELL_TIMEOUT = 600
-
-
-def _build_script():
-    spec = importlib.util.spec_from_file_location("notebooks_build", NB_DIR / "build.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _code_cells(nb):
@@ -41,9 +35,9 @@ def _images(nb):
     return [o for o in _outputs(nb) if "image/png" in o.get("data", {})]
 
 
-def test_build_script_lists_the_notebooks():
-    assert sorted(_build_script().NOTEBOOKS) == NAMES
+def test_every_notebook_is_a_python_file_paired_with_its_ipynb():
     assert sorted(p.name for p in NB_DIR.glob("*.ipynb")) == NAMES
+    assert sorted(p.name for p in NB_DIR.glob("*.py")) == [n[:-6] + ".py" for n in NAMES]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -67,13 +61,15 @@ def test_stored_notebook_is_small_and_executed(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_stored_notebook_matches_build_script(name):
+def test_ipynb_and_py_hold_the_same_cells(name):
     stored = nbformat.read(NB_DIR / name, as_version=4)
-    built = _build_script().make_notebook(name)
+    source = jupytext.read(NB_DIR / (name[:-6] + ".py"))
     assert [(c.cell_type, c.source) for c in stored.cells] == [
-        (c.cell_type, c.source) for c in built.cells
-    ], f"{name} differs from notebooks/build.py; run python notebooks/build.py {name[:2]}"
+        (c.cell_type, c.source) for c in source.cells
+    ], (f"{name} differs from {name[:-6]}.py; rerun it: jupytext --to ipynb --update --execute "
+        f"notebooks/{name[:-6]}.py")
     assert stored.metadata["kernelspec"]["name"] == "python3"
+    assert stored.metadata["jupytext"]["formats"] == "ipynb,py:percent"
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -143,7 +143,8 @@ def fingerprint(run, plan) -> dict:
     """Every setting of a checked run (``_simulate._Run``) and its plan that affects the
     numbers: values, or SHA-256 digests of arrays, modules and functions."""
     return {
-        "trials": str(run.trials), "rounds (T)": str(run.rounds),
+        "trials": str(run.trials) + (f" from trial {run.first_trial}" if run.first_trial else ""),
+        "rounds (T)": str(run.rounds),
         "local_steps (Q)": str(run.local_steps), "record_every (k)": str(run.record_every),
         "mode": run.mode, "dtype": np.dtype(run.dtype).name, "record_x": str(run.record_x),
         "trial_chunk": str(run.chunk),

@@ -170,6 +170,53 @@ class SimResult:
             raise ValueError(f"{name} was not recorded (record_x=False)")
         return value
 
+    @classmethod
+    def concatenate(cls, parts: "list[SimResult]") -> "SimResult":
+        """The result of one run from the results of its shares of trials, in order.
+
+        Each part was run with ``simulate(..., first_trial=...)`` (by a process, a host or a
+        call of its own), the same settings otherwise and consecutive trial ranges. The
+        arrays are joined along the trials axis; the config is the whole run's (``trials``
+        summed, ``first_trial`` the first part's, left out when 0, ``devices`` all the
+        parts' devices).
+
+        Raises:
+          ValueError: if the parts' settings differ or their trials do not follow each other.
+        """
+        parts = list(parts)
+        if not parts:
+            raise ValueError("concatenate needs at least one SimResult")
+        skip = ("trials", "first_trial", "trial_chunk", "devices")
+        first = parts[0].config
+        start = first.get("first_trial", 0)
+        for p in parts[1:]:
+            diff = sorted(k for k in set(first) | set(p.config)
+                          if k not in skip and first.get(k) != p.config.get(k))
+            if diff:
+                raise ValueError(f"the parts were run with other settings: {diff}")
+        at = start
+        for p in parts:
+            if p.config.get("first_trial", 0) != at:
+                raise ValueError(f"the parts' trials must follow each other: expected a part from "
+                                 f"trial {at}, got one from {p.config.get('first_trial', 0)}")
+            at += p.trials
+        whole = all(p.config.get("trial_chunk") == p.trials for p in parts)  # one chunk each
+        config = dict(first, trials=at - start, trial_chunk=at - start if whole else max(
+            p.config.get("trial_chunk", p.trials) for p in parts))
+        config["devices"] = list(dict.fromkeys(d for p in parts for d in p.config.get("devices", [])))
+        config.pop("first_trial", None)
+        if start:
+            config["first_trial"] = start
+        config = {k: config[k] for k in list(first) + [k for k in config if k not in first]}
+
+        def cat(name):
+            values = [getattr(p, name) for p in parts]
+            return None if values[0] is None else np.concatenate(values)
+
+        return cls(rounds=parts[0].rounds, gap=cat("gap"), grad_norm_sq=cat("grad_norm_sq"),
+                   x=cat("x"), x_final=cat("x_final"), config=config,
+                   diverged_at=cat("diverged_at"))
+
     def equals(self, other) -> bool:
         """Whether ``other`` is a SimResult with the same config and the same arrays, bit for
         bit (NaN equal to NaN)."""

@@ -170,10 +170,12 @@ class _Run:
     record_x: bool
     devices: list
     config: dict
+    first_trial: int = 0  # the global index of the first trial (its key is fold_in(key, index))
 
 
 def _checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key, record_every,
-             mode, sampler, oracle, algorithm, dtype, trial_chunk, record_x, devices) -> _Run:
+             mode, sampler, oracle, algorithm, dtype, trial_chunk, record_x, devices,
+             first_trial=0) -> _Run:
     """Validates every argument of :func:`simulate` (ValueError naming it) before any work."""
     if not isinstance(problem, Problem):
         raise ValueError(f"problem must be a fedjax_abc.Problem, got {type(problem).__name__}")
@@ -182,6 +184,9 @@ def _checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, ke
     Q = _check_int("local_steps (Q)", local_steps)
     T = _check_int("rounds (T)", rounds)
     R = _check_int("trials", trials)
+    first_trial = _check_int("first_trial", first_trial, low=0)
+    if first_trial + R > 2 ** 31 - 1:
+        raise ValueError(f"first_trial + trials ({first_trial + R}) must be below 2^31")
     k = None if record_every is None else _check_int("record_every", record_every)
     if k is not None and T % k:
         raise ValueError(f"record_every ({k}) must divide rounds (T={T}); leave it None for about "
@@ -259,13 +264,15 @@ def _checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, ke
         key=np.asarray(jax.random.key_data(key)).tolist(), devices=[str(dv) for dv in devices],
         jax_version=jax.__version__,
     )
+    if first_trial:
+        config["first_trial"] = first_trial
     return _Run(
         # the name is static: drop it so problems differing only in name share one compilation
         problem=dataclasses.replace(problem.astype(jdtype), name=""),
         oracle=cast_floating(oracle, jdtype), sampler=sampler,
         algorithm=cast_floating(algorithm, jdtype), alphas=alphas, x0=x0, key=key,
         local_steps=Q, rounds=T, trials=R, record_every=k, mode=mode, dtype=jdtype, chunk=chunk,
-        record_x=record_x, devices=devices, config=config)
+        record_x=record_x, devices=devices, config=config, first_trial=first_trial)
 
 
 def _describe(algorithm: AbstractAlgorithm) -> str:
@@ -276,6 +283,22 @@ def _describe(algorithm: AbstractAlgorithm) -> str:
         if isinstance(value, (jax.Array, np.ndarray)) and np.ndim(value) == 0:
             fields.append(f"{f.name}={float(value):g}")
     return f"{type(algorithm).__name__}({', '.join(fields)})"
+
+
+def _put(values: np.ndarray, dtype, sharding) -> jax.Array:
+    """Host values onto the trials' sharding (over other processes' devices too, from the
+    same values in every process)."""
+    if sharding.is_fully_addressable:
+        return jax.device_put(jnp.asarray(values, dtype), sharding)
+    return jax.device_put(np.asarray(values).astype(dtype), sharding)
+
+
+def _host(array: jax.Array) -> np.ndarray:
+    """A device array on the host; gathered from every process where it spans several."""
+    if array.is_fully_addressable:
+        return np.asarray(array)
+    from jax.experimental import multihost_utils
+    return np.asarray(multihost_utils.process_allgather(array, tiled=True))
 
 
 def _run_chunk(run: _Run, plan: Plan, c: int, bar: _Progress, resume: Optional[Position] = None,
@@ -292,14 +315,15 @@ def _run_chunk(run: _Run, plan: Plan, c: int, bar: _Progress, resume: Optional[P
     x_c = np.zeros((plan.per_call, run.x0.shape[1]))
     x_c[:m] = run.x0[start:stop]
     x_c[m:] = run.x0[start]
-    ids = jax.device_put(jnp.arange(start, start + plan.per_call, dtype=jnp.int32), plan.sharding)
-    x_c = jax.device_put(jnp.asarray(x_c, run.dtype), plan.sharding)
+    ids = _put(np.arange(run.first_trial + start, run.first_trial + start + plan.per_call),
+               jnp.int32, plan.sharding)
+    x_c = _put(x_c, run.dtype, plan.sharding)
     names = ("gap", "grad_norm_sq", "x") if run.record_x else ("gap", "grad_norm_sq")
     state = _init_state(run.algorithm, x_c, run.problem.num_clients)
     if resume is None or resume.state is None:
         g0, n0 = _initial_records(run.problem, x_c)
-        first = dict(gap=np.asarray(g0)[:, None], grad_norm_sq=np.asarray(n0)[:, None],
-                     x=np.asarray(x_c)[:, None])
+        first = dict(gap=_host(g0)[:, None], grad_norm_sq=_host(n0)[:, None],
+                     x=_host(x_c)[:, None])
         records = {name: (first[name],) for name in names}
         next_segment = 0
     else:
@@ -314,14 +338,14 @@ def _run_chunk(run: _Run, plan: Plan, c: int, bar: _Progress, resume: Optional[P
         new_state, rec = _run_segment(run.problem, run.oracle, run.sampler, run.algorithm, state,
                                       ids, run.key, jnp.asarray(seg.start, jnp.int32), alphas,
                                       run.local_steps, run.mode, run.record_x, seg.per_record)
-        kept = tuple(np.asarray(r)[:, seg.keep] for r in rec)
+        kept = tuple(_host(r)[:, seg.keep] for r in rec)
         records = {name: records[name] + (r,) for name, r in zip(names, kept)}
         state = new_state
         if commit is not None:
             commit(Position(c, i + 1, state, records, None))
         bar.update(seg.blocks * seg.block, c * run.rounds + seg.stop)
     out = {name: np.concatenate(parts, axis=1)[:m] for name, parts in records.items()}
-    out["x_final"] = np.asarray(state.server.x)[:m]
+    out["x_final"] = _host(state.server.x)[:m]
     return out
 
 
@@ -364,6 +388,7 @@ def simulate(
     progress: Union[bool, Callable] = False,
     devices: Optional[Sequence[jax.Device]] = None,
     checkpoint: Optional[Union[str, os.PathLike]] = None,
+    first_trial: int = 0,
 ) -> SimResult:
     """Runs ``trials`` independent trials of a federated algorithm (Algorithm 1 by default).
 
@@ -410,6 +435,11 @@ def simulate(
         its result: the same call again returns it without running (delete the file to
         run again). A file written by a call with other settings is a ValueError naming
         them. Format: see ``fedjax_abc._engine._checkpoint`` (``.npz``, no pickle).
+      first_trial: the global index of the first trial: the call runs trials first_trial,
+        ..., first_trial + trials - 1 of a larger run (their keys ``fold_in(key, index)``),
+        so that processes or hosts can each run a share of one run's trials;
+        :meth:`SimResult.concatenate` joins the shares into the whole run's result, bit
+        for bit. x0 of shape (trials, d) gives the share's own starting points.
 
     Returns:
       A :class:`~fedjax_abc.SimResult`. Trials that became non-finite are counted there
@@ -434,7 +464,7 @@ def simulate(
     path = _checked_path(checkpoint)
     run = _checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key,
                    record_every, mode, sampler, oracle, algorithm, dtype, trial_chunk, record_x,
-                   devices)
+                   devices, first_trial)
     plan = make_plan(run.rounds, run.record_every, run.chunk, run.dtype, run.devices,
                      bool(progress) or path is not None)
     _memory.check_run(run, plan)
