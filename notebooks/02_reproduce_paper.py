@@ -25,7 +25,7 @@
 # claim, the check says so rather than the text.
 #
 # The paper's settings are read from the modules behind the `fedjax-abc reproduce`
-# command (`fedjax_abc._repro_*`), so this notebook and the command use the same
+# command (`fedjax_abc.repro`), so this notebook and the command use the same
 # numbers. How to run at full scale is at the end.
 #
 # *This notebook is kept as the plain Python file of the same name (jupytext py:percent), paired with this executed copy; edit the `.py` file and rerun it (see `notebooks/README.md`).*
@@ -46,8 +46,7 @@ np.set_printoptions(precision=4)
 print("fedjax_abc", fa.__version__, "| jax", jax.__version__, "| backend", jax.default_backend(),
       "| float64:", jax.config.jax_enable_x64)
 
-from fedjax_abc import _repro_fig1, _repro_fig3, _repro_offsets, _repro_table2
-
+from fedjax_abc.repro import fig3, offsets, paper
 Z95 = 1.959963984540054
 SEED = 0
 verdicts = []  # (experiment, claim, verdict) for the summary at the end
@@ -99,7 +98,7 @@ def plot_band(ax, rounds, summary, label, **kw):
 # minimisation (the paper used a fine grid search).
 
 # %%
-P1 = _repro_fig1.PAPER
+P1 = paper.FIG1
 F1 = dict(T=25_000, R=32, window=5_000, record_every=100)
 p25 = fa.problems.softplus_huber(P1["n"])
 print(f"{p25.name}: x* = {float(p25.x_star[0]):.6f}, f* = {float(p25.f_star):.6f}")
@@ -158,7 +157,7 @@ verdicts.append(("Fig. 1", f"gap falls as S grows (mean of last {F1['window']} r
 #
 # **Here.** The paper does not say how its offsets were drawn; the package identified a
 # draw (NumPy's legacy generator, seed 42) that reproduces all four printed
-# $\sigma_f^\star$ to three decimals (`_repro_offsets.paper_offsets`). The optimized BGD
+# $\sigma_f^\star$ to three decimals (`offsets.paper_offsets`). The optimized BGD
 # sum $\zeta^2 + \psi^2$ is `fa.theory.bgd_sum`, the smallest pair for which (3) holds at
 # every point of a grid covering the offsets with a margin of 5. Runs use the paper's
 # $T = 50000$, since the claims are about the gap at $T$, with 16 trials per
@@ -167,15 +166,15 @@ verdicts.append(("Fig. 1", f"gap falls as S grows (mean of last {F1['window']} r
 # $\alpha$, $Q$ and $T$ can move the iterate at all.
 
 # %%
-P2 = _repro_table2.PAPER
+P2 = paper.TABLE2
 F2 = dict(T=P2["T"], R=16, record_every=500, bgd_points=20_001)
 start = time.perf_counter()
 table2 = {}
 for d_max in P2["d_max"]:
-    offsets = _repro_offsets.paper_offsets(d_max, P2["n"])  # see the print below
-    prob = fa.problems.huber_offsets(offsets=offsets)
+    offs = offsets.paper_offsets(d_max, P2["n"])  # see the print below
+    prob = fa.problems.huber_offsets(offsets=offs)
     x0 = np.asarray(prob.x_star) + P2["x0_offset"]
-    bgd = fa.theory.bgd_sum(prob, domain=(offsets.min() - 5.0, offsets.max() + 5.0),
+    bgd = fa.theory.bgd_sum(prob, domain=(offs.min() - 5.0, offs.max() + 5.0),
                             num_points=F2["bgd_points"])
     runs = {S: fa.simulate(prob, num_sampled=S, local_steps=P2["Q"], stepsize=P2["alpha"],
                            rounds=F2["T"], x0=x0, trials=F2["R"],
@@ -190,7 +189,7 @@ for d_max in P2["d_max"]:
     table2[d_max] = dict(sigma=fa.theory.sigma_f_star(prob), bgd=bgd.total, runs=runs,
                          noise_free=noise_free, delta_f=float(prob.gap(jnp.asarray(x0))))
 print(f"{len(P2['d_max']) * (len(P2['S']) + 1)} runs in {time.perf_counter() - start:.1f} s")
-print("offsets d_3..d_n:", _repro_offsets.PAPER_DRAW.description)
+print("offsets d_3..d_n:", offsets.PAPER_DRAW.description)
 
 print(f"\n{'Dmax':>5} | {'sigma_f*':>8} {'paper':>7} | {'BGD sum':>7} {'paper':>6} | "
       + " | ".join(f"{'gap S=' + str(S):>19} {'paper':>8}" for S in P2["S"])
@@ -199,17 +198,17 @@ for d_max, row in table2.items():
     cells = []
     for S in P2["S"]:
         g = row["runs"][S].final("gap")
-        cells.append(f"{g.mean:9.2e} +- {g.stderr:6.1e} {_repro_offsets.PAPER_GAP[d_max][S]:8.2e}")
-    print(f"{d_max:5.0f} | {row['sigma']:8.3f} {_repro_offsets.PAPER_SIGMA[d_max]:7.3f} | "
-          f"{row['bgd']:7.3f} {_repro_offsets.PAPER_BGD[d_max]:6.3f} | " + " | ".join(cells)
+        cells.append(f"{g.mean:9.2e} +- {g.stderr:6.1e} {paper.TABLE2_GAP[d_max][S]:8.2e}")
+    print(f"{d_max:5.0f} | {row['sigma']:8.3f} {paper.TABLE2_SIGMA[d_max]:7.3f} | "
+          f"{row['bgd']:7.3f} {paper.TABLE2_BGD[d_max]:6.3f} | " + " | ".join(cells)
           + f" | {row['noise_free'].gap[0, -1]:10.2e}")
 print("(gaps: f(x_T) - f*, mean +- standard error over", F2["R"], "trials; noise-free: exact "
       "gradients, full participation, same x0)")
 
 # %%
 d_list, S_list = P2["d_max"], P2["S"]
-sig_ok = all(abs(table2[d]["sigma"] - _repro_offsets.PAPER_SIGMA[d]) <= 5e-4 for d in d_list)
-bgd_ok = all(abs(table2[d]["bgd"] - _repro_offsets.PAPER_BGD[d]) <= 5e-4 for d in d_list)
+sig_ok = all(abs(table2[d]["sigma"] - paper.TABLE2_SIGMA[d]) <= 5e-4 for d in d_list)
+bgd_ok = all(abs(table2[d]["bgd"] - paper.TABLE2_BGD[d]) <= 5e-4 for d in d_list)
 sig = [table2[d]["sigma"] for d in d_list]
 bgds = [table2[d]["bgd"] for d in d_list]
 print(f"claim 1: sigma_f* from {sig[0]:.3f} to {sig[-1]:.3f} ({sig[-1] / sig[0]:.1f}x); "
@@ -245,13 +244,13 @@ for d in d_list:
 print("\nthe printed gaps: this run's mean gap over the paper's value (1 = agreement) "
       "and over the noise-free gap")
 for d in d_list:
-    above = sum(free[d] > _repro_offsets.PAPER_GAP[d][S] for S in S_list)
+    above = sum(free[d] > paper.TABLE2_GAP[d][S] for S in S_list)
     print(f"  Dmax = {d:>3.0f}: over paper "
-          + ", ".join(f"S={S} {gap[d][S].mean / _repro_offsets.PAPER_GAP[d][S]:7.1f}" for S in S_list)
+          + ", ".join(f"S={S} {gap[d][S].mean / paper.TABLE2_GAP[d][S]:7.1f}" for S in S_list)
           + " | over noise-free " + ", ".join(f"{track[d][S]:.2f}" for S in S_list)
           + f" | noise-free gap above the printed gap for {above} of {len(S_list)} S")
-agree = all(0.5 < gap[d][S].mean / _repro_offsets.PAPER_GAP[d][S] < 2 for d in d_list for S in S_list)
-unreachable = sum(free[d] > _repro_offsets.PAPER_GAP[d][S] for d in d_list for S in S_list)
+agree = all(0.5 < gap[d][S].mean / paper.TABLE2_GAP[d][S] < 2 for d in d_list for S in S_list)
+unreachable = sum(free[d] > paper.TABLE2_GAP[d][S] for d in d_list for S in S_list)
 print(f"printed gaps reproduced within a factor 2: {agree}; printed gaps below the noise-free "
       f"gap at T: {unreachable} of {len(d_list) * len(S_list)}")
 verdicts.append(("Table II", "printed gaps reproduced within a factor 2", "yes" if agree else
@@ -302,7 +301,7 @@ plt.show()
 #    $\sqrt{Q}$ trend"*.
 #
 # (The extracted text of (28) lost its square roots; this is the reading the package's
-# `_repro_fig3.scaled_residual` implements, with its standard error.)
+# `fig3.scaled_residual` implements, with its standard error.)
 #
 # **Here.** $Q \in \{3, 10, 30\}$, $T = 50000$, 16 trials per point, $x_0 = x^\star + 10$
 # as in Section IV-B. The trend test fits $D_Q = c$ and $D_Q = c\sqrt{Q}$ by weighted
@@ -313,10 +312,10 @@ plt.show()
 # %%
 from scipy import stats
 
-P3 = _repro_fig3.PAPER
+P3 = paper.FIG3
 F3 = dict(T=50_000, R=16, Q=[3, 10, 30], record_every=500)
-offsets = _repro_offsets.paper_offsets(P3["d_max"], P3["n"])
-p27 = fa.problems.huber_offsets(offsets=offsets)
+offs = offsets.paper_offsets(P3["d_max"], P3["n"])
+p27 = fa.problems.huber_offsets(offsets=offs)
 x0 = np.asarray(p27.x_star) + P3["x0_offset"]
 delta_f, sigma = float(p27.gap(jnp.asarray(x0))), fa.theory.sigma_f_star(p27)
 start = time.perf_counter()
@@ -333,7 +332,7 @@ print(f"{len(F3['Q']) * len(P3['S'])} runs in {time.perf_counter() - start:.1f} 
       f"Delta_f = {delta_f:.4f}, sigma_f* = {sigma:.3f}")
 
 S_part, n = min(P3["S"]), P3["n"]
-dq, dq_se, _ = _repro_fig3.scaled_residual(
+dq, dq_se, _ = fig3.scaled_residual(
     S_part, n, F3["T"], P3["L"], delta_f, sigma,
     [s.mean for s in resid[S_part]], [s.stderr for s in resid[S_part]],
     [s.mean for s in resid[n]], [s.stderr for s in resid[n]])

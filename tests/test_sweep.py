@@ -131,3 +131,31 @@ def test_invalid_grids_are_refused():
         fa.sweep(p, grid={"algorithm.nu": [0.1]}, stepsize=0.1, **base)
     with pytest.raises(ValueError, match="finite and > 0"):
         fa.sweep(p, grid={"stepsize": [0.1, -1.0]}, **base)
+
+
+SHARDED = """
+import jax, numpy as np, fedjax_abc as fa
+assert len(jax.devices()) == 2
+p = fa.problems.huber_offsets(jax.random.key(0), n=8, d_max=10.0)
+kw = dict(local_steps=3, rounds=12, trials=21, key=jax.random.key(0), record_every=4,
+          num_sampled=3, x0=p.x_star + 3.0)
+sw = fa.sweep(p, grid={"stepsize": [0.01, 0.05], "mode": ["mask", "gather"]}, **kw)
+same = all(fa.simulate(p, stepsize=a, mode=m, devices=jax.devices()[:1], **kw).x_final.tobytes()
+           == sw.point(stepsize=a, mode=m).x_final.tobytes()
+           for a in (0.01, 0.05) for m in ("mask", "gather"))
+print("@@", same, sw.results[0].config["devices"])
+"""
+
+
+@pytest.mark.slow
+def test_sweep_sharded_over_two_devices_is_bit_identical():
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
+               JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, "-c", SHARDED], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("@@")][-1]
+    assert line.startswith("@@ True") and "cpu:1" in line, line
