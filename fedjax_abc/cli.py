@@ -156,11 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the grid described in GRID.toml (problem, algorithm, sampler, oracle, "
                     "grid axes, trials, rounds, seed; see examples/grids/) with fedjax_abc.sweep, "
                     "and write result.nc (the labelled result, fedjax_abc.load), summary.csv, "
-                    "curves.png (gap and ||grad f||^2 with 95%% bands) and final_<axis>.png "
+                    "curves.png (gap and ||grad f||^2 with 95% bands) and final_<axis>.png "
                     "into --out. The grid runs in parts (one per combination of the axes that "
                     "change shapes), each saved when done: rerunning the same command after an "
-                    "interruption resumes at the part where it stopped. Progress goes to stderr.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                    "interruption resumes at the part where it stopped. Progress goes to stderr.")
     grd.add_argument("grid", metavar="GRID.toml", help="the grid file")
     grd.add_argument("--out", default=None, metavar="DIR",
                      help="output folder (default: results/<name of the grid>)")
