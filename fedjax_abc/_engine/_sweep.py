@@ -17,7 +17,7 @@ import dataclasses
 import itertools
 import math
 import numbers
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import Callable, Mapping, Optional, Sequence, Union
 
 import equinox as eqx
 import jax

@@ -58,7 +58,6 @@ import json
 import math
 import os
 import sys
-import time
 from typing import Any, Optional
 
 import numpy as np
@@ -214,7 +213,7 @@ def _run_part(doc: dict, shape_point: dict, data_axes: list, progress) -> Any:
             kw.pop("num_sampled", None)
         if axis == "num_sampled":
             kw["sampler"] = None
-    sweep_grid, problems, x0_offsets = {}, None, None
+    sweep_grid, problems = {}, None
     for axis in data_axes:
         values = grid[axis]
         if axis.startswith("problem."):
@@ -222,7 +221,6 @@ def _run_part(doc: dict, shape_point: dict, data_axes: list, progress) -> Any:
             problems = [_problem({**doc["problem"], arg: v}) for v in values]
             sweep_grid["problem"] = problems
         elif axis == "x0_offset":
-            x0_offsets = values
             sweep_grid["x0"] = [_x0(doc, base_problem, v) for v in values]
         else:
             sweep_grid[axis] = _grid_values(doc, axis, values)
