@@ -39,8 +39,8 @@ def no_work(monkeypatch):
 @pytest.mark.parametrize("change,names", [
     (dict(rounds=10 ** 12), ("rounds", "T=1000000000000")),
     (dict(rounds=10 ** 12, record_every=1), ("T=1000000000000",)),
-    (dict(trials=10 ** 12), ("trials", "1000000000000")),
-    (dict(trials=10 ** 12, trial_chunk=1000), ("trials",)),
+    (dict(trials=10 ** 9), ("trials", "1000000000")),
+    (dict(trials=10 ** 9, trial_chunk=1000), ("trials",)),
 ])
 def test_absurd_sizes_fail_at_once(problem, monkeypatch, change, names):
     no_work(monkeypatch)
@@ -52,6 +52,16 @@ def test_absurd_sizes_fail_at_once(problem, monkeypatch, change, names):
     assert "\n" not in message and "available" in message
     for name in names:
         assert name in message
+
+
+@pytest.mark.parametrize("change", [dict(trials=10 ** 12), dict(trials=10 ** 12, trial_chunk=1000)])
+def test_trial_counts_beyond_int32_fail_at_once(problem, monkeypatch, change):
+    """Trial indices are int32: 10^12 trials is refused before the memory estimate."""
+    no_work(monkeypatch)
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"first_trial \+ trials \(1000000000000\) must be below 2\^31"):
+        fa.simulate(problem, **kwargs(problem, **change))
+    assert time.perf_counter() - start < 1.0
 
 
 def test_results_too_large_names_record_x(problem, monkeypatch):
