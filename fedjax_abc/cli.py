@@ -2,7 +2,7 @@
 
     fedjax-abc reproduce {fig1,table2,fig3,thm1,thm2,thm3,all} [--trials R] [--rounds T]
                          [--seed K] [--out DIR] [--quick] [--precision {float64,float32}]
-                         [--checkpoint DIR | --no-checkpoint]
+                         [--checkpoint DIR | --no-checkpoint] [--set KEY=VALUE ...]
     fedjax-abc report --results DIR --out docs/reproduction.md
     fedjax-abc compare [--out DIR] [--trials R] [--rounds T] [--seed K] [--quick] [--quiet]
 
@@ -100,6 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="floating point type of the simulation; float32 is faster but biases "
                           "the paper's small gaps")
     rep.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    rep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                     help="change one of the experiment's settings (repeatable), e.g. --set "
+                          "alpha=1e-3 --set S=4,40 --set x0=1; keys: alpha, Q, n, S, x0 (fig1: the "
+                          "start; table2, fig3: the offset from x*), Dmax (table2: a list; fig3: "
+                          "one value), gamma and L (fig3), p (thm3), T and R (as --rounds and "
+                          "--trials); lists are comma-separated. With 'all', a key applies to the "
+                          "experiments that have it. Recorded in each result's config "
+                          "('overrides') and rerun command")
     ckpt = rep.add_mutually_exclusive_group()
     ckpt.add_argument("--checkpoint", default=None, metavar="DIR",
                       help="folder for checkpoints (default: <out>/checkpoints): every run saves "
@@ -173,13 +181,47 @@ def _output_folder(path: str):
         raise RuntimeError(f"the output folder {path!r} is not writable")
 
 
+def _overrides(args) -> tuple:
+    """Checks ``--set`` against the chosen experiments; moves T and R to rounds and trials."""
+    from fedjax_abc.repro import common
+    try:
+        pairs = common.parse_overrides(args.overrides)
+    except ValueError as err:
+        raise _UsageError(str(err)) from None
+    kept = []
+    for key, text in pairs:
+        if key in ("T", "R"):
+            try:
+                value = (_positive_int if key == "T" else _trials)(text)
+            except argparse.ArgumentTypeError as err:
+                raise _UsageError(f"--set {key}: {err}") from None
+            setattr(args, "rounds" if key == "T" else "trials", value)
+        else:
+            kept.append((key, text))
+    names = EXPERIMENTS if args.experiment == "all" else (args.experiment,)
+    for key, text in kept:
+        if not any(common.canonical_key(name, key) for name in names):
+            where = "any experiment" if args.experiment == "all" else args.experiment
+            known = sorted({k for name in names for k in common.defaults(name)} | {"T", "R"}
+                           | ({"x0", "Dmax"} if any(common.canonical_key(name, "x0") for name in names) else set()))
+            raise _UsageError(f"--set {key}: unknown setting for {where} (known: "
+                              f"{', '.join(known)})")
+    for name in names:
+        try:
+            common.experiment_settings(common.Settings(overrides=tuple(kept)), name)
+        except ValueError as err:
+            raise _UsageError(str(err)) from None
+    return tuple(kept)
+
+
 def reproduce(args, argv: Sequence[str]) -> int:
     from fedjax_abc.repro import common
     folder = None if args.no_checkpoint else (
         args.checkpoint or os.path.join(args.out, "checkpoints"))
     settings = common.Settings(trials=args.trials, rounds=args.rounds, seed=args.seed,
                                out=args.out, quick=args.quick, precision=args.precision,
-                               argv=tuple(argv), checkpoint=folder)
+                               argv=tuple(argv), checkpoint=folder,
+                               overrides=args.set_pairs)
     _output_folder(args.out)
     names = EXPERIMENTS if args.experiment == "all" else (args.experiment,)
     for name in names:
@@ -253,6 +295,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        if args.command == "reproduce":
+            args.set_pairs = _overrides(args)
     except _UsageError as err:
         print(f"{PROG}: error: {err} (see {PROG} --help)", file=sys.stderr)
         return 2

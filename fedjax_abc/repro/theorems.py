@@ -164,13 +164,14 @@ def run_thm3(settings: common.Settings, progress: common.Progress) -> dict:
     R, T, scale = settings.scale(paper.THEOREMS["R"], paper.THEOREMS["T"], paper.THEOREMS["quick_R"],
                                  paper.THEOREMS["quick_T"])
     k = common.record_every(T, 500)
+    P = common.experiment_settings(settings, "thm3")
     problems = [(lb, p, L, C, D, Q, [min(Ss), p.num_clients], x0)
                 for lb, p, L, C, D, Q, Ss, x0 in cases()]
 
     def check(j, label, problem, L, C, D, Q, S, x0, callback):
         return theory.theorem3_check(
             problem, L=L, C=C, num_sampled=S, local_steps=Q, rounds=T, trials=R,
-            key=common.run_key(settings.seed, "thm3", j, S), alpha0=None, p=paper.THM3_P, x0=x0,
+            key=common.run_key(settings.seed, "thm3", j, S), alpha0=None, p=P["p"], x0=x0,
             record_every=k, mode="gather" if S < problem.num_clients else "mask",
             dtype=settings.precision, progress=callback,
             checkpoint=settings.checkpoint_file("thm3", f"{label.split(',')[0]} S={S}"))
@@ -179,8 +180,8 @@ def run_thm3(settings: common.Settings, progress: common.Progress) -> dict:
     config = common.base_config(settings, "thm3", R, T, scale)
     config.update(problems=[dict(label=lb, L=L, C=C, Q=Q, S=Ss, x0=x0.tolist())
                             for lb, _, L, C, D, Q, Ss, x0 in problems],
-                  stepsize=f"alpha_t = alpha_0 / (t + 1)^{paper.THM3_P}, alpha_0 = 1/(8 Q (L + C))",
-                  p=paper.THM3_P, record_every=k, key_tags="(problem index, S)",
+                  stepsize=f"alpha_t = alpha_0 / (t + 1)^{P['p']}, alpha_0 = 1/(8 Q (L + C))",
+                  p=P["p"], record_every=k, key_tags="(problem index, S)",
                   function="fedjax_abc.theory.theorem3_check")
     return {"experiment": "thm3", "config": config, "checks": checks,
             "diverged": progress.diverged}
