@@ -33,6 +33,26 @@ TABLE2_GAP = {
     200.0: {4: 4.51e-3, 20: 7.96e-4, 40: 3.12e-4},
 }
 
+# Table II's settings put to the test (``reproduce table2_hypotheses``; not in the paper):
+# each alternative changes one setting of Section IV-B; the others stay as stated. Values:
+# factors of 10 and the values the paper uses for the same setting elsewhere. ("x0_point",
+# v) starts at x0 = v itself (Fig. 1's "x0 = 10" read as a point, not as x* + 10).
+TABLE2_ALTERNATIVES = [
+    ("stated", None, "Section IV-B as printed"),
+    ("alpha", 1e-3, "10x; Fig. 1's alpha; Fig. 3's gamma / Q at Q = 10"),
+    ("alpha", 1e-5, "1/10"),
+    ("Q", 100, "10x"),
+    ("Q", 5, "Fig. 1's Q"),
+    ("Q", 1, "1/10 (rounded up)"),
+    ("T", 500_000, "10x"),
+    ("T", 100_000, "Fig. 3's T"),
+    ("T", 5_000, "1/10"),
+    ("x0_offset", 1.0, "x* + 1 (1/10 of the offset)"),
+    ("x0_offset", 100.0, "x* + 100 (10x the offset)"),
+    ("x0_point", 10.0, "x0 = 10, Fig. 1's start, read as a point"),
+]
+TABLE2_HYPOTHESES = dict(R=20, quick_R=4, quick_T=5_000, z_max=3.0)
+
 # Fig. 3 (Section IV-C): problem (27) with Dmax = 200, alpha = gamma / Q.
 FIG3 = dict(n=40, d_max=200.0, S=[4, 40], Q=[3, 5, 8, 10, 15, 20, 30, 40, 50, 60, 70, 80, 90,
                                             100, 150, 200],
