@@ -27,7 +27,7 @@ import numpy as np
 Z95 = 1.959963984540054
 
 # Experiment identifiers folded into the seed key, so that experiments never share a key.
-EXPERIMENT_IDS = {"fig1": 1, "table2": 2, "fig3": 3, "table2_hypotheses": 4, "thm1": 11, "thm2": 12, "thm3": 13,
+EXPERIMENT_IDS = {"fig1": 1, "table2": 2, "fig3": 3, "table2_hypotheses": 4, "remark4": 5, "thm1": 11, "thm2": 12, "thm3": 13,
                   "compare": 21}
 
 

@@ -53,6 +53,10 @@ TABLE2_ALTERNATIVES = [
 ]
 TABLE2_HYPOTHESES = dict(R=20, quick_R=4, quick_T=5_000, z_max=3.0)
 
+# Remark 4 / Table I on problem (27) (``reproduce remark4``; computation only): Table II's
+# problems, S = 4 of 40, Fig. 3's T and Q values.
+REMARK4 = dict(S=4)
+
 # Fig. 3 (Section IV-C): problem (27) with Dmax = 200, alpha = gamma / Q.
 FIG3 = dict(n=40, d_max=200.0, S=[4, 40], Q=[3, 5, 8, 10, 15, 20, 30, 40, 50, 60, 70, 80, 90,
                                             100, 150, 200],

@@ -10,10 +10,12 @@ import json
 import math
 import os
 
+import numpy as np
+
 from fedjax_abc.repro import checks as chk
 from fedjax_abc.repro import common, paper, runtime
 
-ORDER = ("fig1", "table2", "table2_hypotheses", "fig3", "thm1", "thm2", "thm3")
+ORDER = ("fig1", "table2", "table2_hypotheses", "fig3", "remark4", "thm1", "thm2", "thm3")
 VERDICT = {"yes": "**yes**", "direction only": "direction only (not all steps significant)",
            "no": "**no** (a step goes the other way, not significantly)",
            "contradicted": "**no** (a step goes significantly the other way)"}
@@ -422,12 +424,85 @@ def _fig3(doc: dict, results: str, out_dir: str) -> list[str]:
                         "not shown: the sqrt(Q) trend is not rejected at 5%")
                      + (" and a constant is not." if f0.p_value >= 0.05 else
                         "; a constant is rejected too." if rejects_half else "."))
+    lines += _fig3_shapes(doc)
     neg = sum(m < 0 for m in d["mean"])
     if neg:
         lines.append(f"- {neg} of {len(Q)} D_Q values are negative (R_S below R_n sqrt(n/S)): "
                      "the noise term that sqrt(S) R_S - sqrt(n) R_n is meant to cancel is not "
                      "cancelled there.")
     return lines + [""] + _figure(results, out_dir, "fig3", "Fig. 3")
+
+
+def _fig3_shapes(doc: dict) -> list[str]:
+    """D_Q against the candidate shapes constant, c sqrt(Q), a + b/Q, and why a + b/Q."""
+    Q = np.asarray(doc["Q"], dtype=float)
+    d = doc["D_Q"]
+    fits = [("constant", chk.linear_fit([np.ones_like(Q)], d["mean"], d["stderr"])),
+            ("c sqrt(Q)", chk.linear_fit([np.sqrt(Q)], d["mean"], d["stderr"])),
+            ("a + b/Q", chk.linear_fit([np.ones_like(Q), 1.0 / Q], d["mean"], d["stderr"]))]
+    if any(f.dof < 1 for _, f in fits):
+        return []
+    lines = ["", "D_Q against the candidate shapes (weighted least squares on our standard errors):",
+             "", "| shape | coefficients (+/- s.e.) | chi^2 | dof | p | verdict at 5% |",
+             "|---|---|---|---|---|---|"]
+    for name, f in fits:
+        coef = ", ".join(f"{c:.3g} (+/-{e:.2g})" for c, e in zip(f.coef, f.stderr))
+        lines.append(f"| {name} | {coef} | {f.chi2:.1f} | {f.dof} | {f.p_value:.3g} | "
+                     f"{'not rejected' if f.p_value >= 0.05 else 'rejected'} |")
+    best = max(fits, key=lambda t: t[1].p_value)
+    lines += ["", f"Best: {best[0]} (p = {best[1].p_value:.3g}). Why a + b/Q: at alpha = gamma / Q "
+              "the four terms of the bound (21) become 12 Delta_f / (gamma T) (constant), "
+              "4 gamma L (D + 2 C sigma_f*) / (Q S) (proportional to 1/Q), 16 gamma L^2 I_S "
+              "sigma_f* / S (constant: the sampling term) and 8 gamma^2 L^2 (6 (L + C) sigma_f* "
+              "+ D/Q) (constant plus 1/Q): at fixed alpha Q every term is a + b/Q, none grows "
+              "with Q. The 1/Q part is the stochastic noise, which D_Q's sqrt(S) R_S - "
+              "sqrt(n) R_n cancels only at the order of (24), not exactly."]
+    return lines
+
+
+def _remark4(doc: dict, results: str, out_dir: str) -> list[str]:
+    c, Q, rows = doc["config"], doc["Q"], doc["rows"]
+    show = [q for q in (Q[0], 10, 100, Q[-1]) if q in Q]
+    idx = [Q.index(q) for q in dict.fromkeys(show)]
+    lines = ["## Remark 4 / Table I: the sampling term of (24) against that of [10]", "",
+             f"Problem (27) with the paper's offsets, x0 = {c['x0']}, L = {c['L']:g}, C = {c['C']:g}, "
+             f"D = {c['D']:g}, n = {c['n']}, S = {c['S']} (I_S = {doc['I_S']:.4f}), T = {c['T']}; "
+             f"ours = {c['ours']}, [10] = {c['yang2021']}, zeta^2 = {c['zeta_sq']}. Numerical "
+             "constants dropped in both (Table I's convention): levels compare only up to such "
+             "constants, shapes in Q exactly. [10] also assumes bounded variance, which the "
+             "oracle of (27) (variance f_i(x) - f_i*) has only on bounded regions; its noise "
+             "term is left out.", "",
+             "| Dmax | sigma_f* | Delta_f | zeta^2 | (24), every Q | " +
+             " | ".join(f"[10] at Q={Q[j]}" for j in idx) + " | [10] / (24) at Q = " +
+             ", ".join(str(Q[j]) for j in idx) + " | [10] exceeds (24) from Q = |",
+             "|---|---|---|---|---|" + "---|" * len(idx) + "---|---|"]
+    for r in rows:
+        flat = max(r["ours"]) / min(r["ours"]) - 1
+        lines.append(f"| {r['d_max']:g} | {r['sigma_f_star']:.3f} | {r['delta_f']:.4f} | "
+                     f"{r['zeta_sq']:.4f} | {_sci(r['ours'][0])}" + (" (varies)" if flat > 1e-9 else "")
+                     + " | " + " | ".join(_sci(r["yang2021"][j]) for j in idx) + " | "
+                     + ", ".join(f"{r['ratio'][j]:.2f}" for j in idx)
+                     + f" | {r['crossover_Q']:.1f} |")
+    z = [r["zeta_sq"] for r in rows]
+    sg = [r["sigma_f_star"] for r in rows]
+    o = [r["ours"][0] for r in rows]
+    slopes = []
+    for r in rows:
+        lq, lo, ly = np.log(Q), np.log(r["ours"]), np.log(r["yang2021"])
+        slopes.append((float(np.polyfit(lq, lo, 1)[0]), float(np.polyfit(lq, ly, 1)[0])))
+    lines += ["", f"Log-log slopes in Q: (24) {', '.join(f'{round(a, 3) + 0.0:.3f}' for a, _ in slopes)}; [10] "
+              f"{', '.join(f'{round(b, 3) + 0.0:.3f}' for _, b in slopes)} (per Dmax). The claim *more local "
+              "updates do not amplify the cost of client sampling* shows in the numbers as the "
+              "flat first column against [10]'s sqrt(Q) growth: on these problems [10]'s term "
+              "passes (24)'s at Q = " + ", ".join(f"{r['crossover_Q']:.0f}" for r in rows) +
+              " (Dmax = " + ", ".join(f"{r['d_max']:g}" for r in rows) + "), a crossing that "
+              "moves with the dropped constants; the growth does not. Across Dmax, zeta^2 "
+              f"changes by a factor {max(z) / min(z):.3f} while sigma_f* changes by "
+              f"{max(sg) / min(sg):.1f}x: [10]'s term does not see the heterogeneity that "
+              "Table II shows slowing FedAvg; (24)'s sees it through sqrt(Delta_f sigma_f*) "
+              f"(here from {min(o):.3g} to {max(o):.3g}, as Delta_f = f(x* + 10) - f* falls with "
+              "Dmax).", ""]
+    return lines + _figure(results, out_dir, "remark4", "Remark 4")
 
 
 def _thm(docs: dict, results: str, out_dir: str) -> list[str]:
@@ -492,7 +567,8 @@ def render(results: str, out: str) -> str:
     out_dir = os.path.dirname(os.path.abspath(out))
     res_abs = os.path.abspath(results)
     lines = _overview(docs, results, out) + divergence_lines(docs)
-    sections = {"fig1": _fig1, "table2": _table2, "table2_hypotheses": _hypotheses, "fig3": _fig3}
+    sections = {"fig1": _fig1, "table2": _table2, "table2_hypotheses": _hypotheses, "fig3": _fig3,
+                "remark4": _remark4}
     for name, doc in docs.items():
         if name in sections:
             lines += _part(results, name, sections[name], doc, res_abs, out_dir)
