@@ -37,10 +37,17 @@ def test_gap_test_by_hand():
 def test_gap_test_levels_and_orderings():
     t = hypotheses.gap_test(_ours(factor=2.0), paper.TABLE2_GAP, S)  # twice the paper: z = 10
     assert t["max_abs_z"] == pytest.approx(10.0) and t["verdict"] == "S-dependence only"
-    flat = {d: {str(s): {"mean": 1e-3, "stderr": 1e-5} for s in S} for d in ("20", "50", "100", "200")}
-    t = hypotheses.gap_test(flat, paper.TABLE2_GAP, S)
+    rising = {d: {str(s): {"mean": 1e-3 * s / 4, "stderr": 1e-5} for s in S}
+              for d in ("20", "50", "100", "200")}
+    t = hypotheses.gap_test(rising, paper.TABLE2_GAP, S)
     assert t["verdict"] == "rejected" and t["S_ordering_holds"] is False
     assert t["z"]["20"]["4"] == pytest.approx((1e-3 - 9.31e-4) / 1e-5)
+    # within the paper's gaps, but one S-step not significant: still the paper's direction
+    noisy = _ours(z=0.0, se_frac=0.1)
+    noisy["50"]["20"]["stderr"] = noisy["50"]["40"]["stderr"] = 1e-3
+    t = hypotheses.gap_test(noisy, paper.TABLE2_GAP, S)
+    assert t["S_orderings"]["50"] == "direction only" and t["verdict"] == "reproduces"
+    assert t["S_steps_significant"] == 6 and t["S_steps"] == 8
 
 
 def test_alternative_settings():

@@ -9,8 +9,9 @@ uses for the setting elsewhere), the others as stated. Each alternative is a hyp
 - chi^2 = sum_i z_i^2 on 12 degrees of freedom, z_i = (ours_i - paper_i) / se_i (our
   standard errors; the paper's three printed digits add < 0.05% and are neglected), its
   p-value, and max |z_i|;
-- the S-dependence: for each Dmax, the gap must fall from S = 4 to 20 to 40
-  (:func:`checks.ordering`, every step significant);
+- the S-dependence: for each Dmax, the gap must fall from S = 4 to 20 to 40, no step going
+  the other way (:func:`checks.ordering` "yes" or "direction only"; how many of the steps are
+  significant at 95% is reported, since that depends on R);
 - verdict "reproduces" when max |z| <= ``z_max`` (3) and the S-dependence holds for every
   Dmax; "S-dependence only" when the ordering holds but the gaps do not; "rejected" else.
 
@@ -80,12 +81,15 @@ def gap_test(ours: dict, printed: dict, S_list, z_max: float = 3.0) -> dict:
         o = checks.ordering([get(get(ours, dmax), S)["mean"] for S in S_list],
                             [get(get(ours, dmax), S)["stderr"] for S in S_list], increasing=False)
         orderings[f"{float(dmax):g}"] = o.verdict
+    significant = sum(checks.ordering([get(get(ours, d), S)["mean"] for S in S_list],
+                                      [get(get(ours, d), S)["stderr"] for S in S_list],
+                                      increasing=False).significant for d in printed)
     zs = np.array([v for zr in z.values() for v in zr.values()], dtype=float)
     chi2 = float(np.sum(zs ** 2))
     dof = int(zs.size)
     p_value = float(stats.chi2.sf(chi2, dof)) if math.isfinite(chi2) else 0.0
     max_z = float(np.max(np.abs(zs)))
-    ordered = all(v == "yes" for v in orderings.values())
+    ordered = all(v in ("yes", "direction only") for v in orderings.values())
     if max_z <= z_max and ordered:
         verdict = "reproduces"
     elif ordered:
@@ -96,7 +100,9 @@ def gap_test(ours: dict, printed: dict, S_list, z_max: float = 3.0) -> dict:
             "log10_ratio": {"mean": float(np.mean(ratios)) if ratios else None,
                             "min": float(np.min(ratios)) if ratios else None,
                             "max": float(np.max(ratios)) if ratios else None},
-            "S_orderings": orderings, "S_ordering_holds": ordered, "verdict": verdict}
+            "S_orderings": orderings, "S_ordering_holds": ordered,
+            "S_steps_significant": int(significant),
+            "S_steps": int(len(printed) * (len(S_list) - 1)), "verdict": verdict}
 
 
 def run(settings: common.Settings, progress: common.Progress) -> dict:
@@ -149,14 +155,42 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
                         "Q": cfg["Q"], "T": cfg["T"], "x0_offset": cfg["x0_offset"],
                         "x0_point": cfg["x0_point"], "gap": gaps, **test})
 
+    # Each alternative that reproduces is run again at Table II's R (new keys): a second,
+    # independent test at the paper's scale.
+    R_confirm = settings.trials or (H["quick_R"] if quick else paper.TABLE2["R"])
+    for j, (a, (_, setting, value, _, cfg)) in enumerate(zip(results, alts)):
+        if a["verdict"] != "reproduces":
+            continue
+        gaps = {}
+        for d_max in d_list:
+            problem = problems[d_max]
+            x_star = float(problem.x_star[0])
+            x0 = np.array([cfg["x0_point"] if cfg["x0_point"] is not None
+                           else x_star + cfg["x0_offset"]])
+            gaps[f"{d_max:g}"] = {}
+            for S in S_list:
+                desc = f"confirm {setting}={value} Dmax={d_max:g} S={S}"
+                res = common.simulate(problem, num_sampled=S, local_steps=cfg["Q"],
+                                      stepsize=cfg["alpha"], rounds=cfg["T"], x0=x0,
+                                      trials=R_confirm,
+                                      key=common.run_key(settings.seed, "table2_hypotheses",
+                                                         1000 + j, int(d_max), S),
+                                      precision=settings.precision, record=cfg["T"],
+                                      progress=progress, desc=desc,
+                                      checkpoint=settings.checkpoint_file("table2_hypotheses", desc))
+                gaps[f"{d_max:g}"][str(S)] = common.final_stats(res, "gap")
+        printed = {d: paper.TABLE2_GAP[float(d)] for d in d_list if float(d) in paper.TABLE2_GAP}
+        a["confirmation"] = {"trials": R_confirm, "gap": gaps,
+                             **gap_test(gaps, printed, S_list, H["z_max"])}
+
     config = common.base_config(settings, "table2_hypotheses", R, None, scale)
     config.update(
         problem="huber_offsets (eq. 27) with the sign oracle of Section IV-B", n=n,
         d_max=d_list, S=S_list, stated={k: paper.TABLE2[k] for k in ("alpha", "Q", "T", "x0_offset")},
         z_max=H["z_max"], test="chi^2 = sum z^2 over the 12 printed gaps (z in our standard "
                               "errors), max |z|, S-ordering per Dmax (checks.ordering)",
-        verdicts={"reproduces": "max |z| <= z_max and the gap falls significantly from S = 4 "
-                                "to 20 to 40 for every Dmax",
+        verdicts={"reproduces": "max |z| <= z_max and the gap falls from S = 4 to 20 to 40 for "
+                                "every Dmax (no step reversed)",
                   "S-dependence only": "the S-ordering holds, the gaps do not match",
                   "rejected": "the S-ordering fails for some Dmax"},
         offsets_draw={"convention": offs.PAPER_DRAW.convention, "seed": offs.PAPER_DRAW.seed},

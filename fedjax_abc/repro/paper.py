@@ -67,6 +67,12 @@ FIG3_QUICK = dict(T=20_000, R=16, Q=[3, 10, 30, 100])
 THM1 = dict(ks=(1, 2, 3, 4, 5), domain=(-1.0e4, 1.0e4), num_points=400_001)
 THEOREMS = dict(T=10_000, R=100, quick_T=2_000, quick_R=20)
 THM3_P = 0.75  # alpha_t = alpha_0 / (t + 1)^p
+# Theorem 2's shape: the bound (21) at the stepsize (22) and the observed min_t E||grad f||^2
+# as Q and T vary (S varies in the level check), at S = THM2_SWEEP["S"], R trials.
+THM2_SWEEP = dict(S=4, Q=[1, 2, 5, 10, 20], T=[1_000, 3_000, 10_000, 30_000], R=50,
+                  quick_Q=[1, 5, 20], quick_T=[500, 1_000, 2_000], quick_R=10)
+# A d > 1 problem for the theorem checks: quadratics(key(QUAD["seed"]), n, d), x0 = x* + 1.
+QUAD = dict(seed=0, n=16, d=10, C=1.0, D=0.1, Q=5, S=[1, 4, 8, 16], x0_offset=1.0)
 
 # Algorithms compared on problem (27) (``fedjax-abc compare``; the paper runs no such
 # experiment). Section IV-B's problem, offsets, n, Q and x0; alpha 10x the paper's so that

@@ -26,13 +26,19 @@ def cases():
     """(label, problem, L, C, D, Q, S list, x0) for the two problems of Section IV."""
     import fedjax_abc as fa
 
+    import jax
+
     p25 = fa.problems.softplus_huber(16)
     d = offs.paper_offsets(20.0, 40)
     p27 = fa.problems.huber_offsets(offsets=d)
+    q = paper.QUAD
+    pq = fa.problems.quadratics(jax.random.key(q["seed"]), n=q["n"], d=q["d"], C=q["C"], D=q["D"])
     return [
         ("problem (25)-(26), n = 16", p25, 1.0, 1.0, 0.5, 5, [1, 4, 8, 16], np.array([10.0])),
         ("problem (27), Dmax = 20, n = 40", p27, 1.0, 1.0, 0.0, 10, [4, 20, 40],
          np.asarray(p27.x_star) + 10.0),
+        (f"quadratics, d = {q['d']}, n = {q['n']}", pq, 1.0, q["C"], q["D"], q["Q"], q["S"],
+         np.asarray(pq.x_star) + q["x0_offset"]),
     ]
 
 
@@ -83,10 +89,11 @@ def write_thm1(doc: dict, out: str) -> list[str]:
 # ---------------------------------------------------------------------------------- thm2
 
 
-def _run_checks(progress: common.Progress, problems, T: int, R: int, check) -> list[dict]:
+def _run_checks(progress: common.Progress, problems, T: int, R: int, check,
+                extra_work: float = 0.0) -> list[dict]:
     """Runs ``check`` for every (problem, S) with a progress task each; labels the results."""
-    progress.plan(sum(common.work_units(p.num_clients, S, Q, T, R)
-                      for _, p, _, _, _, Q, Ss, _ in problems for S in Ss))
+    progress.plan(extra_work + sum(common.work_units(p.num_clients, S, Q, T, R)
+                                   for _, p, _, _, _, Q, Ss, _ in problems for S in Ss))
     checks = []
     for j, (label, problem, L, C, D, Q, Ss, x0) in enumerate(problems):
         for S in Ss:
@@ -117,7 +124,32 @@ def run_thm2(settings: common.Settings, progress: common.Progress) -> dict:
             dtype=settings.precision, progress=callback,
             checkpoint=settings.checkpoint_file("thm2", f"{label.split(',')[0]} S={S}"))
 
-    checks = _run_checks(progress, problems, T, R, check)
+    sweep_R = settings.trials or (paper.THM2_SWEEP["quick_R"] if settings.quick else paper.THM2_SWEEP["R"])
+    Qs = paper.THM2_SWEEP["quick_Q"] if settings.quick else paper.THM2_SWEEP["Q"]
+    Ts = paper.THM2_SWEEP["quick_T"] if settings.quick else paper.THM2_SWEEP["T"]
+    S_sw = paper.THM2_SWEEP["S"]
+    plan = [(j, "Q", v) for j in range(len(problems)) for v in Qs] + \
+           [(j, "T", v) for j in range(len(problems)) for v in Ts]
+    extra = sum(common.work_units(problems[j][1].num_clients, S_sw,
+                                  v if var == "Q" else problems[j][5], v if var == "T" else T, sweep_R)
+                for j, var, v in plan)
+    checks = _run_checks(progress, problems, T, R, check, extra_work=extra)
+    sweep_runs = []
+    for j, var, v in plan:
+        label, problem, L, C, D, Q, _, x0 = problems[j]
+        Qv, Tv = (v, T) if var == "Q" else (Q, v)
+        desc = f"{label.split(',')[0]} S={S_sw} {var}={v}"
+        callback = progress.task(desc, common.work_units(problem.num_clients, S_sw, Qv, Tv, sweep_R))
+        res = theory.theorem2_check(
+            problem, L=L, C=C, D=D, num_sampled=S_sw, local_steps=Qv, rounds=Tv, trials=sweep_R,
+            key=common.run_key(settings.seed, "thm2", 100 + j, 1 if var == "Q" else 2, v), x0=x0,
+            record_every=common.record_every(Tv, 500), mode="gather", dtype=settings.precision,
+            progress=callback, checkpoint=settings.checkpoint_file("thm2", desc))
+        progress.finish_task()
+        progress.note_diverged(desc, res["diverged_trials"], sweep_R, res["diverged_from_round"])
+        res["label"] = label
+        sweep_runs.append((j, var, res))
+    sweeps = theorem2_sweeps(problems, checks, sweep_runs, S_sw)
     config = common.base_config(settings, "thm2", R, T, scale)
     config.update(problems=[dict(label=lb, L=L, C=C, D=D, Q=Q, S=Ss, x0=x0.tolist())
                             for lb, _, L, C, D, Q, Ss, x0 in problems],
@@ -125,8 +157,60 @@ def run_thm2(settings: common.Settings, progress: common.Progress) -> dict:
                   function="fedjax_abc.theory.theorem2_check",
                   offsets_draw={"convention": offs.PAPER_DRAW.convention,
                                 "seed": offs.PAPER_DRAW.seed})
-    return {"experiment": "thm2", "config": config, "checks": checks,
+    config.update(sweep={"S": S_sw, "Q": Qs, "T": Ts, "trials": sweep_R,
+                         "key_tags": "(100 + problem index, 1 for Q / 2 for T, value)"})
+    return {"experiment": "thm2", "config": config, "checks": checks, "sweeps": sweeps,
             "all_hold": all(c["holds"] for c in checks), "diverged": progress.diverged}
+
+
+# Leading-order exponents of (24) (Remark 3): both leading terms scale as 1/sqrt(S T); in Q the
+# noise term goes as Q^(-1/2) and the sampling term as Q^0.
+LEADING_EXPONENT = {"S": "-1/2 (S < n; the sampling term also has I_S)", "Q": "-1/2 (noise) to 0 (sampling)",
+                    "T": "-1/2"}
+
+
+def _slope(x, y):
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ok = (x > 0) & (y > 0)
+    return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0]) if ok.sum() >= 2 else None
+
+
+def theorem2_sweeps(problems, checks, sweep_runs, S_sweep) -> list[dict]:
+    """Per problem and variable (S, Q, T): the bound (21) at (22), the leading terms of (24)
+    and the observed min_t E||grad f||^2, with log-log slopes (observed: weighted, with its
+    standard error) and whether each run's stepsize satisfies (20)."""
+    import fedjax_abc.theory as theory
+    from fedjax_abc.repro import checks as chk
+
+    out = []
+    for j, (label, problem, L, C, D, Q, Ss, x0) in enumerate(problems):
+        groups = {"S": [c for c in checks if c["label"] == label and c["num_sampled"] < problem.num_clients],
+                  "Q": [r for jj, var, r in sweep_runs if jj == j and var == "Q"],
+                  "T": [r for jj, var, r in sweep_runs if jj == j and var == "T"]}
+        for var, runs in groups.items():
+            if len(runs) < 2:
+                continue
+            key = {"S": "num_sampled", "Q": "local_steps", "T": "rounds"}[var]
+            x = [r[key] for r in runs]
+            lead = [theory.theorem2_leading_terms(L, C, D, r["sigma_f_star"], r["delta_f"], r["n"],
+                                                  r["num_sampled"], r["local_steps"], r["rounds"]).total
+                    for r in runs]
+            obs = [r["observed"] for r in runs]
+            se = [r["observed_stderr"] or 0.0 for r in runs]
+            sl = chk.log_slope(x, obs, [max(v, 1e-300) for v in se])
+            out.append({"label": label, "variable": var, "values": x,
+                        "fixed": {k: v for k, v in (("S", runs[0]["num_sampled"]),
+                                                    ("Q", runs[0]["local_steps"]),
+                                                    ("T", runs[0]["rounds"])) if k != var},
+                        "bound": [r["bound"] for r in runs], "leading": lead, "observed": obs,
+                        "observed_stderr": se, "stepsize": [r["stepsize"] for r in runs],
+                        "within_20": [r["stepsize"] <= r["stepsize_limit"] * (1 + 1e-12) for r in runs],
+                        "slope_bound": _slope(x, [r["bound"] for r in runs]),
+                        "slope_leading": _slope(x, lead),
+                        "slope_observed": sl.slope if np.isfinite(sl.slope) else _slope(x, obs),
+                        "slope_observed_stderr": sl.stderr if np.isfinite(sl.stderr) else None,
+                        "leading_exponent": LEADING_EXPONENT[var]})
+    return out
 
 
 def write_thm2(doc: dict, out: str) -> list[str]:
