@@ -67,6 +67,12 @@ FIG3_QUICK = dict(T=20_000, R=16, Q=[3, 10, 30, 100])
 THM1 = dict(ks=(1, 2, 3, 4, 5), domain=(-1.0e4, 1.0e4), num_points=400_001)
 THEOREMS = dict(T=10_000, R=100, quick_T=2_000, quick_R=20)
 THM3_P = 0.75  # alpha_t = alpha_0 / (t + 1)^p
+# Theorem 3 where it can be seen: start x* + x0_offset (per coordinate), S sampled, T
+# rounds, alpha_0 = 1/(8 Q (L + C)), a burn-in of t0 = T / burn_in_div rounds at alpha_0,
+# then alpha_0 (t0 / t)^p or alpha_0 t0 log(t0 + 2) / (t log(t + 2)); as controls outside
+# Theorem 3, the constant alpha_0 and alpha_0 / 10.
+THM3 = dict(S=4, T=100_000, R=100, x0_offset=1.0, p=[0.6, 1.0], burn_in_div=100,
+            thresholds=[1e-1, 3e-2, 1e-2], quick_T=5_000, quick_R=16)
 # Theorem 2's shape: the bound (21) at the stepsize (22) and the observed min_t E||grad f||^2
 # as Q and T vary (S varies in the level check), at S = THM2_SWEEP["S"], R trials.
 THM2_SWEEP = dict(S=4, Q=[1, 2, 5, 10, 20], T=[1_000, 3_000, 10_000, 30_000], R=50,

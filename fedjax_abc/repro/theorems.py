@@ -14,6 +14,7 @@ The checks themselves are ``fedjax_abc.theory.theorem{1_values,2_check,3_check}`
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -242,55 +243,112 @@ def write_thm2(doc: dict, out: str) -> list[str]:
 # ---------------------------------------------------------------------------------- thm3
 
 
+def thm3_schedules(alpha0: float, T: int, ps, t0: int) -> list[tuple[str, np.ndarray, bool]]:
+    """(name, alpha_0..alpha_{T-1}, a Theorem 3 schedule?) for the thm3 experiment: alpha_0
+    for t < t0, then a decay (a burn-in changes none of Theorem 3's conditions)."""
+    t = np.maximum(np.arange(T, dtype=np.float64), float(t0))
+    out = [(f"alpha_0 (t0/t)^{p:g}", alpha0 * (t0 / t) ** p, True) for p in ps]
+    out.append(("alpha_0 t0 log(t0+2) / (t log(t+2))",
+                alpha0 * t0 * math.log(t0 + 2.0) / (t * np.log(t + 2.0)), True))
+    out.append(("constant alpha_0", np.full(T, alpha0), False))
+    out.append(("constant alpha_0 / 10", np.full(T, alpha0 / 10.0), False))
+    return out
+
+
+def path_statistics(norms: np.ndarray, rounds: np.ndarray, thresholds, tail_from: float) -> dict:
+    """Per-path statistics of ||grad f(x_t)|| (trials x records, diverged trials removed).
+
+    Returns the mean, its standard error, the max and median over paths at every record,
+    the fraction of paths below each threshold at every record, and the weighted log-log
+    slope (with standard error) of the mean and the max over t >= tail_from.
+    """
+    from fedjax_abc.repro import checks as chk
+
+    m = norms.shape[0]
+    mean = norms.mean(0)
+    se = norms.std(0, ddof=1) / math.sqrt(m) if m > 1 else np.full(norms.shape[1], np.nan)
+    mx = norms.max(0)
+    tail = (rounds >= tail_from) & (rounds > 0)
+    sl = chk.log_slope(rounds[tail], mean[tail], se[tail])
+    lmx = np.log(np.maximum(mx[tail], 1e-300))
+    slope_max = float(np.polyfit(np.log(rounds[tail]), lmx, 1)[0]) if tail.sum() >= 2 else math.nan
+    return {"mean": mean, "stderr": se, "max": mx, "median": np.median(norms, 0),
+            "fraction_below": {f"{th:g}": (norms < th).mean(0) for th in thresholds},
+            "slope_mean": sl.slope, "slope_mean_stderr": sl.stderr, "slope_max": slope_max}
+
+
 def run_thm3(settings: common.Settings, progress: common.Progress) -> dict:
+    """Theorem 3 where it can be seen: the schedules of Theorem 3 and constant controls."""
     import fedjax_abc.theory as theory
 
-    R, T, scale = settings.scale(paper.THEOREMS["R"], paper.THEOREMS["T"], paper.THEOREMS["quick_R"],
-                                 paper.THEOREMS["quick_T"])
-    k = common.record_every(T, 500)
+    H = paper.THM3
     P = common.experiment_settings(settings, "thm3")
-    problems = [(lb, p, L, C, D, Q, [min(Ss), p.num_clients], x0)
-                for lb, p, L, C, D, Q, Ss, x0 in cases()]
-
-    def check(j, label, problem, L, C, D, Q, S, x0, callback):
-        return theory.theorem3_check(
-            problem, L=L, C=C, num_sampled=S, local_steps=Q, rounds=T, trials=R,
-            key=common.run_key(settings.seed, "thm3", j, S), alpha0=None, p=P["p"], x0=x0,
-            record_every=k, mode="gather" if S < problem.num_clients else "mask",
-            dtype=settings.precision, progress=callback,
-            checkpoint=settings.checkpoint_file("thm3", f"{label.split(',')[0]} S={S}"))
-
-    checks = _run_checks(progress, problems, T, R, check)
+    R, T, scale = settings.scale(H["R"], H["T"], H["quick_R"], H["quick_T"])
+    k = common.record_every(T, 500)
+    S = H["S"]
+    ps = [P["p"]] if "p" in common.applied_overrides(settings, "thm3") else list(H["p"])
+    t0 = max(1, T // H["burn_in_div"])
+    probs = cases()
+    progress.plan(sum(common.work_units(p.num_clients, S, Q, T, R) for _, p, *_, Q, _, _ in
+                      [(lb, pr, L, C, D, Q, Ss, x0) for lb, pr, L, C, D, Q, Ss, x0 in probs])
+                  * (len(ps) + 3))
+    checks = []
+    for j, (label, problem, L, C, D, Q, _, _) in enumerate(probs):
+        x0 = np.asarray(problem.x_star) + H["x0_offset"]
+        alpha0 = theory.theorem3_stepsize_limit(L, C, Q)
+        for i, (name, alphas, theorem) in enumerate(thm3_schedules(alpha0, T, ps, t0)):
+            sched = theory.check_theorem3_schedule(alphas, L, C, Q, T)
+            desc = f"{label.split(',')[0]} {name}"
+            res = common.simulate(problem, num_sampled=S, local_steps=Q, stepsize=alphas,
+                                  rounds=T, x0=x0, trials=R,
+                                  key=common.run_key(settings.seed, "thm3", j, i),
+                                  precision=settings.precision, record=k, progress=progress,
+                                  desc=desc, checkpoint=settings.checkpoint_file("thm3", desc))
+            norms = np.sqrt(np.maximum(res.grad_norm_sq[~res.diverged], 0.0))
+            stats = path_statistics(norms, np.asarray(res.rounds, float), H["thresholds"], T / 10)
+            checks.append({"label": label, "schedule": name, "theorem3_schedule": theorem,
+                           "num_sampled": S, "local_steps": Q, "alpha0": alpha0, "L": L, "C": C,
+                           "x0": x0.tolist(), "schedule_check": sched._asdict(),
+                           "recorded_rounds": res.rounds, "trials": int(norms.shape[0]),
+                           "diverged_trials": res.num_diverged, **stats})
     config = common.base_config(settings, "thm3", R, T, scale)
-    config.update(problems=[dict(label=lb, L=L, C=C, Q=Q, S=Ss, x0=x0.tolist())
-                            for lb, _, L, C, D, Q, Ss, x0 in problems],
-                  stepsize=f"alpha_t = alpha_0 / (t + 1)^{P['p']}, alpha_0 = 1/(8 Q (L + C))",
-                  p=P["p"], record_every=k, key_tags="(problem index, S)",
-                  function="fedjax_abc.theory.theorem3_check")
-    return {"experiment": "thm3", "config": config, "checks": checks,
-            "diverged": progress.diverged}
+    config.update(problems=[lb for lb, *_ in probs], S=S, x0=f"x* + {H['x0_offset']:g} per coordinate",
+                  alpha0="1/(8 Q (L + C))", p=ps, thresholds=H["thresholds"], record_every=k,
+                  schedules=[n for n, _, _ in thm3_schedules(1.0, 2, ps, 1)], t0=t0,
+                  key_tags="(problem index, schedule index)", tail="slopes over t >= T/10",
+                  function="fedjax_abc.theory.check_theorem3_schedule")
+    return {"experiment": "thm3", "config": config, "checks": checks, "diverged": progress.diverged}
 
 
 def write_thm3(doc: dict, out: str) -> list[str]:
     paths = [common.write_json(os.path.join(out, "thm3.json"), doc)]
-    keys = ["label", "num_sampled", "local_steps", "alpha0", "p", "initial_max_grad_norm",
-            "final_max_grad_norm", "final_mean_grad_norm", "final_mean_grad_norm_stderr",
-            "decay_slope_mean", "decay_slope_max"]
-    paths.append(common.write_csv(os.path.join(out, "thm3.csv"), keys,
-                                  [[c.get(k) for k in keys] for c in doc["checks"]]))
-    plt = common.pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4))
+    keys = ["label", "schedule", "theorem3_schedule", "num_sampled", "local_steps", "alpha0",
+            "slope_mean", "slope_mean_stderr", "slope_max"]
+    rows = []
     for c in doc["checks"]:
-        t = np.asarray(c["recorded_rounds"], float)
-        name = f"{c['label'].split(',')[0]}, S={c['num_sampled']}"
-        line, = ax.plot(t[1:], np.asarray(c["mean_grad_norm"], float)[1:], label=name + " (mean)")
-        ax.plot(t[1:], np.asarray(c["max_grad_norm"], float)[1:], ":", color=line.get_color())
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("communication round t")
-    ax.set_ylabel(r"$\|\nabla f(x_t)\|$ (solid: mean, dotted: max over trials)")
-    ax.set_title(f"Theorem 3: alpha_t = alpha_0/(t+1)^{doc['config']['p']}", fontsize=10)
-    ax.legend(fontsize=7)
-    ax.grid(True, which="both", alpha=0.3)
-    path = common.save_figure(fig, out, "thm3.png")
-    return paths + [path]
+        rows.append([c.get(k) for k in keys] + [c["mean"][-1], c["max"][-1]]
+                    + [c["fraction_below"][th][-1] for th in sorted(c["fraction_below"], key=float, reverse=True)])
+    ths = sorted(doc["checks"][0]["fraction_below"], key=float, reverse=True) if doc["checks"] else []
+    paths.append(common.write_csv(os.path.join(out, "thm3.csv"),
+                                  keys + ["mean_at_T", "max_at_T"] + [f"fraction_below_{t}_at_T" for t in ths],
+                                  rows))
+    plt = common.pyplot()
+    labels = list(dict.fromkeys(c["label"] for c in doc["checks"]))
+    fig, axes = plt.subplots(1, len(labels), figsize=(4.6 * len(labels), 4), sharey=False)
+    for ax, label in zip(np.atleast_1d(axes), labels):
+        for c in (c for c in doc["checks"] if c["label"] == label):
+            t = np.asarray(c["recorded_rounds"], float)
+            line, = ax.plot(t[1:], np.asarray(c["mean"], float)[1:],
+                            "-" if c["theorem3_schedule"] else "--", label=c["schedule"])
+            ax.plot(t[1:], np.asarray(c["max"], float)[1:], ":", color=line.get_color(), lw=0.8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("communication round t")
+        ax.set_title(label, fontsize=9)
+        ax.grid(True, which="both", alpha=0.3)
+    np.atleast_1d(axes)[0].set_ylabel(r"$\|\nabla f(x_t)\|$: mean (solid/dashed), max over paths (dotted)")
+    np.atleast_1d(axes)[0].legend(fontsize=7)
+    fig.suptitle(f"Theorem 3: S = {doc['config']['S']}, x0 = {doc['config']['x0']}, "
+                 f"R = {doc['config']['trials']} (dashed: constant stepsizes, outside Theorem 3)",
+                 fontsize=10)
+    return paths + [common.save_figure(fig, out, "thm3.png")]
