@@ -82,7 +82,7 @@ def test_report_section(tmp_path, reproducing):
     assert "**Not at the paper's scale:**" not in text
     if reproducing:
         assert "| alpha | 0.001 |" in text and "| **reproduces** |" in text
-        assert "**Result.** alpha = 0.001 reproduces all twelve gaps" in text
+        assert "**Result.** alpha = 0.001 reproduces all 12 gaps" in text
     else:
         assert "**Result.** No single change reproduces Table II" in text
         assert "S-dependence only" in text

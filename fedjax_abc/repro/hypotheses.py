@@ -116,8 +116,14 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
     R = settings.trials or (H["quick_R"] if quick else H["R"])
     scale = "custom" if settings.trials or settings.rounds else ("quick" if quick else "reduced trials")
     n, S_list, d_list = P["n"], P["S"], P["d_max"]
+    chosen = range(len(paper.TABLE2_ALTERNATIVES))
+    if quick:  # the pipeline at a glance: one alternative per setting, two Dmax
+        chosen = H["quick_alternatives"]
+        if "d_max" not in common.applied_overrides(settings, "table2_hypotheses"):
+            d_list = H["quick_d_max"]
     alts = []
-    for j, (setting, value, why) in enumerate(paper.TABLE2_ALTERNATIVES):
+    for j in chosen:
+        setting, value, why = paper.TABLE2_ALTERNATIVES[j]
         cfg = alternative_settings(setting, value)
         if quick or settings.rounds:  # rounds scaled with the same factor as T's alternatives
             base = settings.rounds or H["quick_T"]
@@ -158,7 +164,7 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
     # Each alternative that reproduces is run again at Table II's R (new keys): a second,
     # independent test at the paper's scale.
     R_confirm = settings.trials or (H["quick_R"] if quick else paper.TABLE2["R"])
-    for j, (a, (_, setting, value, _, cfg)) in enumerate(zip(results, alts)):
+    for a, (j, setting, value, _, cfg) in zip(results, alts):
         if a["verdict"] != "reproduces":
             continue
         gaps = {}

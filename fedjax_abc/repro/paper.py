@@ -51,7 +51,9 @@ TABLE2_ALTERNATIVES = [
     ("x0_offset", 100.0, "x* + 100 (10x the offset)"),
     ("x0_point", 10.0, "x0 = 10, Fig. 1's start, read as a point"),
 ]
-TABLE2_HYPOTHESES = dict(R=20, quick_R=4, quick_T=5_000, z_max=3.0)
+TABLE2_HYPOTHESES = dict(R=20, quick_R=4, quick_T=5_000, z_max=3.0,
+                         quick_alternatives=[0, 1, 3, 6, 9], quick_d_max=[20.0, 200.0])
+REMARK4_QUICK_BGD_POINTS = 20_001
 
 # Remark 4 / Table I on problem (27) (``reproduce remark4``; computation only): Table II's
 # problems, S = 4 of 40, Fig. 3's T and Q values.

@@ -53,7 +53,8 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
         x0 = np.asarray(problem.x_star) + paper.TABLE2["x0_offset"]
         delta = float(problem.gap(x0))
         sigma = float(problem.sigma_f_star)
-        bgd = theory.bgd_sum(problem, domain=table2.bgd_domain(d), num_points=paper.BGD_POINTS)
+        bgd = theory.bgd_sum(problem, domain=table2.bgd_domain(d),
+                             num_points=paper.REMARK4_QUICK_BGD_POINTS if settings.quick else paper.BGD_POINTS)
         zeta_sq = float(bgd.max_dissimilarity)
         ours = [theory.theorem2_leading_terms(L, C, D, sigma, delta, n, S, Q, T).sampling for Q in Q_list]
         yang = [theory.yang2021_sampling_term(zeta_sq, n, S, Q, T) for Q in Q_list]
@@ -63,7 +64,7 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
                      "crossover_Q": crossover_q(L, delta, sigma, theory.sampling_factor(n, S), zeta_sq),
                      "rate_abc": [theory.table1_rate_abc(C, D, sigma, n, S, Q, T) for Q in Q_list]})
     progress.finish_task()
-    config = common.base_config(settings, "remark4", None, T, "paper")
+    config = common.base_config(settings, "remark4", None, T, "quick" if settings.quick else "paper")
     config.update(problem="huber_offsets (eq. 27), the paper's offsets", n=n, S=S, T=T, L=L, C=C,
                   D=D, Q=Q_list, x0=f"x* + {paper.TABLE2['x0_offset']:g}",
                   ours="L (Delta_f + sqrt(Delta_f sigma_f*)) sqrt(I_S / (S T)) (24)",
