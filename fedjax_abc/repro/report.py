@@ -394,6 +394,10 @@ def _hypotheses(doc: dict, results: str, out_dir: str) -> list[str]:
             "This is a reading of the paper's settings that its numbers support, not a "
             "correction: Table II above keeps the stated values.")
         for a in good:
+            lines.append(condition20_line(
+                condition20(c.get("n", 40), c.get("S", [4, 20, 40]), [a["Q"]],
+                            lambda q, a=a: a["alpha"], a["T"]),
+                f"Table II read with {a['setting']} = {a['value']:g}"))
             cf = a.get("confirmation")
             if cf:
                 lines.append(f"Confirmation at R = {cf['trials']} with independent keys "
@@ -592,7 +596,8 @@ def _thm2_shape(d: dict) -> list[str]:
     lines += ["", ("No observed slope is significantly flatter than the bound's: within these "
                    "ranges the bound's dependence on S, Q and T is not contradicted."
                    if not flatter else
-                   f"{len(flatter)} observed slopes are significantly flatter than the bound's ("
+                   f"{len(flatter)} observed slope{'s are' if len(flatter) > 1 else ' is'} "
+                   "significantly flatter than the bound's ("
                    + "; ".join(f"{w['label'].split(',')[0]}, {w['variable']}" for w in flatter)
                    + "): there the bound's ratio to the observed value shrinks as the variable "
                    "grows; extrapolated far enough the bound would fail, unless its "
