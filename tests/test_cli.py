@@ -116,7 +116,7 @@ def test_theorem_schemas(results):
     t2 = _load(results, "thm2")
     assert len(t2["checks"]) == 11 and all("bound" in c and "observed" in c for c in t2["checks"])
     assert {(w["label"].split(",")[0], w["variable"]) for w in t2["sweeps"]} >= {
-        ("quadratics", "Q"), ("problem (27)", "T"), ("problem (25)-(26)", "S")}
+        ("quadratics", "Q"), ("quadratics", "T"), ("problem (25)-(26)", "S")}
     for w in t2["sweeps"]:
         assert len(w["values"]) == len(w["bound"]) == len(w["observed"]) == len(w["within_20"])
         assert w["slope_bound"] < 0

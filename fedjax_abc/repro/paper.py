@@ -78,7 +78,7 @@ THM3 = dict(S=4, T=100_000, R=100, x0_offset=1.0, p=[0.6, 1.0], burn_in_div=100,
 # Theorem 2's shape: the bound (21) at the stepsize (22) and the observed min_t E||grad f||^2
 # as Q and T vary (S varies in the level check), at S = THM2_SWEEP["S"], R trials.
 THM2_SWEEP = dict(S=4, Q=[1, 2, 5, 10, 20], T=[1_000, 3_000, 10_000, 30_000], R=50,
-                  quick_Q=[1, 5, 20], quick_T=[500, 1_000, 2_000], quick_R=10)
+                  quick_Q=[1, 10], quick_T=[500, 2_000], quick_R=10)
 # A d > 1 problem for the theorem checks: quadratics(key(QUAD["seed"]), n, d), x0 = x* + 1.
 QUAD = dict(seed=0, n=16, d=10, C=1.0, D=0.1, Q=5, S=[1, 4, 8, 16], x0_offset=1.0)
 
