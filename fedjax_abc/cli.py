@@ -1,8 +1,8 @@
 """The ``fedjax-abc`` command: reproduce the paper's experiments and write the report.
 
-    fedjax-abc reproduce {fig1,table2,fig3,thm1,thm2,thm3,all} [--trials R] [--rounds T]
+    fedjax-abc reproduce {fig1,table2,table2_hypotheses,fig3,remark4,thm1,thm2,thm3,all} [--trials R] [--rounds T]
                          [--seed K] [--out DIR] [--quick] [--precision {float64,float32}]
-                         [--checkpoint DIR | --no-checkpoint]
+                         [--checkpoint DIR | --no-checkpoint] [--set KEY=VALUE ...]
     fedjax-abc report --results DIR --out docs/reproduction.md
     fedjax-abc compare [--out DIR] [--trials R] [--rounds T] [--seed K] [--quick] [--quiet]
     fedjax-abc run GRID.toml [--out DIR] [--trials R] [--rounds T] [--quiet]
@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Optional, Sequence
 
-EXPERIMENTS = ("fig1", "table2", "fig3", "thm1", "thm2", "thm3")
+EXPERIMENTS = ("fig1", "table2", "table2_hypotheses", "fig3", "remark4", "thm1", "thm2", "thm3")
 PROG = "fedjax-abc"
 
 
@@ -81,8 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     rep.add_argument("experiment", choices=EXPERIMENTS + ("all",),
                      help="fig1: Fig. 1 (S in {1,4,8,16} on problem 25); table2: Table II and "
-                          "Fig. 2 (problem 27, Dmax in {20,50,100,200}); fig3: Fig. 3 (Q sweep, "
-                          "eq. 28); thm1: Theorem 1's counterexample; thm2/thm3: Theorems 2 and 3 "
+                          "Fig. 2 (problem 27, Dmax in {20,50,100,200}); table2_hypotheses: Table II with "
+                          "one setting (alpha, Q, T, x0) changed at a time, each tested against "
+                          "the printed gaps; fig3: Fig. 3 (Q sweep, "
+                          "eq. 28); remark4: the paper's sampling term (24) against that of [10] "
+                          "as Q grows (computation only); thm1: Theorem 1's counterexample; thm2/thm3: Theorems 2 and 3 "
                           "against simulation; all: every one in turn")
     rep.add_argument("--trials", type=_trials, default=None, metavar="R",
                      help="independent trials per configuration (default: the paper's 100, or "
@@ -101,6 +104,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="floating point type of the simulation; float32 is faster but biases "
                           "the paper's small gaps")
     rep.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    rep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                     help="change one of the experiment's settings (repeatable), e.g. --set "
+                          "alpha=1e-3 --set S=4,40 --set x0=1; keys: alpha, Q, n, S, x0 (fig1: the "
+                          "start; table2, fig3: the offset from x*), Dmax (table2: a list; fig3: "
+                          "one value), gamma and L (fig3), p (thm3), T and R (as --rounds and "
+                          "--trials); lists are comma-separated. With 'all', a key applies to the "
+                          "experiments that have it. Recorded in each result's config "
+                          "('overrides') and rerun command")
     ckpt = rep.add_mutually_exclusive_group()
     ckpt.add_argument("--checkpoint", default=None, metavar="DIR",
                       help="folder for checkpoints (default: <out>/checkpoints): every run saves "
@@ -190,8 +201,10 @@ def run_grid(args) -> int:
 
 
 def _runner(name: str):
-    from fedjax_abc.repro import fig1, fig3, table2, theorems
+    from fedjax_abc.repro import fig1, fig3, hypotheses, remark4, table2, theorems
     return {
+        "remark4": (remark4.run, remark4.write),
+        "table2_hypotheses": (hypotheses.run, hypotheses.write),
         "fig1": (fig1.run, fig1.write),
         "table2": (table2.run, table2.write),
         "fig3": (fig3.run, fig3.write),
@@ -210,13 +223,47 @@ def _output_folder(path: str):
         raise RuntimeError(f"the output folder {path!r} is not writable")
 
 
+def _overrides(args) -> tuple:
+    """Checks ``--set`` against the chosen experiments; moves T and R to rounds and trials."""
+    from fedjax_abc.repro import common
+    try:
+        pairs = common.parse_overrides(args.overrides)
+    except ValueError as err:
+        raise _UsageError(str(err)) from None
+    kept = []
+    for key, text in pairs:
+        if key in ("T", "R"):
+            try:
+                value = (_positive_int if key == "T" else _trials)(text)
+            except argparse.ArgumentTypeError as err:
+                raise _UsageError(f"--set {key}: {err}") from None
+            setattr(args, "rounds" if key == "T" else "trials", value)
+        else:
+            kept.append((key, text))
+    names = EXPERIMENTS if args.experiment == "all" else (args.experiment,)
+    for key, text in kept:
+        if not any(common.canonical_key(name, key) for name in names):
+            where = "any experiment" if args.experiment == "all" else args.experiment
+            known = sorted({k for name in names for k in common.defaults(name)} | {"T", "R"}
+                           | ({"x0", "Dmax"} if any(common.canonical_key(name, "x0") for name in names) else set()))
+            raise _UsageError(f"--set {key}: unknown setting for {where} (known: "
+                              f"{', '.join(known)})")
+    for name in names:
+        try:
+            common.experiment_settings(common.Settings(overrides=tuple(kept)), name)
+        except ValueError as err:
+            raise _UsageError(str(err)) from None
+    return tuple(kept)
+
+
 def reproduce(args, argv: Sequence[str]) -> int:
     from fedjax_abc.repro import common
     folder = None if args.no_checkpoint else (
         args.checkpoint or os.path.join(args.out, "checkpoints"))
     settings = common.Settings(trials=args.trials, rounds=args.rounds, seed=args.seed,
                                out=args.out, quick=args.quick, precision=args.precision,
-                               argv=tuple(argv), checkpoint=folder)
+                               argv=tuple(argv), checkpoint=folder,
+                               overrides=args.set_pairs)
     _output_folder(args.out)
     names = EXPERIMENTS if args.experiment == "all" else (args.experiment,)
     for name in names:
@@ -290,6 +337,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        if args.command == "reproduce":
+            args.set_pairs = _overrides(args)
     except _UsageError as err:
         print(f"{PROG}: error: {err} (see {PROG} --help)", file=sys.stderr)
         return 2

@@ -12,6 +12,8 @@ General Variance Condition" (Wang, Huang, Johansson, Pu):
 - Theorem 2: :func:`theorem2_stepsize_limit` (20), :func:`theorem2_bound` (21),
   :func:`theorem2_stepsize` (22-23), :func:`theorem2_leading_terms` (24), :func:`remark3_nu`,
   :func:`remark3_sampling_dominates` (Remark 3);
+- Remark 4 and Table I (against [10]): :func:`yang2021_sampling_term`,
+  :func:`table1_rate_bgd`, :func:`table1_rate_abc`;
 - Theorem 3: :func:`diminishing_stepsize`, :func:`theorem3_stepsize_limit`,
   :func:`check_theorem3_schedule`;
 - against simulation: :func:`theorem2_check`, :func:`theorem3_check` (JSON-ready dicts).
@@ -42,6 +44,7 @@ from fedjax_abc._theory._bounds import (
     theorem2_stepsize,
     theorem2_stepsize_limit,
 )
+from fedjax_abc._theory._comparison import table1_rate_abc, table1_rate_bgd, yang2021_sampling_term
 from fedjax_abc._theory._check import theorem2_check, theorem3_check
 from fedjax_abc._theory._counterexample import Theorem1Values, theorem1_values, theorem1_x_k
 from fedjax_abc._theory._heterogeneity import (
@@ -97,4 +100,7 @@ __all__ = [
     "theorem2_stepsize_limit",
     "theorem3_check",
     "theorem3_stepsize_limit",
+    "table1_rate_abc",
+    "table1_rate_bgd",
+    "yang2021_sampling_term",
 ]

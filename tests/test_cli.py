@@ -18,6 +18,8 @@ PNG = b"\x89PNG\r\n\x1a\n"
 FILES = {
     "fig1": ["fig1.json", "fig1.csv", "fig1.png"],
     "table2": ["table2.json", "table2.csv", "fig2.png"],
+    "table2_hypotheses": ["table2_hypotheses.json", "table2_hypotheses.csv"],
+    "remark4": ["remark4.json", "remark4.csv", "remark4.png"],
     "fig3": ["fig3.json", "fig3.csv", "fig3.png"],
     "thm1": ["thm1.json", "thm1.csv", "thm1.png"],
     "thm2": ["thm2.json", "thm2.csv", "thm2.png"],
@@ -112,9 +114,30 @@ def test_theorem_schemas(results):
         assert key in t1
     assert t1["L_bound"] == 2.25 and t1["max_abs_second_derivative"] <= 2.25
     t2 = _load(results, "thm2")
-    assert len(t2["checks"]) == 7 and all("bound" in c and "observed" in c for c in t2["checks"])
+    assert len(t2["checks"]) == 11 and all("bound" in c and "observed" in c for c in t2["checks"])
+    assert {(w["label"].split(",")[0], w["variable"]) for w in t2["sweeps"]} >= {
+        ("quadratics", "Q"), ("quadratics", "T"), ("problem (25)-(26)", "S")}
+    for w in t2["sweeps"]:
+        assert len(w["values"]) == len(w["bound"]) == len(w["observed"]) == len(w["within_20"])
+        assert w["slope_bound"] < 0
     t3 = _load(results, "thm3")
-    assert len(t3["checks"]) == 4 and all(c["rounds"] == 100 for c in t3["checks"])
+    assert len(t3["checks"]) == 15 and all(c["recorded_rounds"][-1] == 100 for c in t3["checks"])
+    for c in t3["checks"]:
+        assert len(c["max"]) == len(c["recorded_rounds"]) and set(c["fraction_below"]) == {"0.1", "0.03", "0.01"}
+        assert c["schedule_check"]["tail_exponent_ok"] == c["theorem3_schedule"]
+
+
+def test_hypotheses_and_remark4_schemas(results):
+    h = _load(results, "table2_hypotheses")
+    _check_config(h, "table2_hypotheses")
+    # --quick: one alternative per setting, Dmax 20 and 200
+    assert [a["setting"] for a in h["alternatives"]] == ["stated", "alpha", "Q", "T", "x0_offset"]
+    for a in h["alternatives"]:
+        assert a["dof"] == 6 and a["verdict"] in ("reproduces", "S-dependence only", "rejected")
+        assert set(a["gap"]) == {"20", "200"}
+    assert [a["T"] for a in h["alternatives"] if a["setting"] == "T"] == [1000]
+    r4 = _load(results, "remark4")
+    assert len(r4["rows"]) == 4 and all(len(r["yang2021"]) == len(r4["Q"]) for r in r4["rows"])
 
 
 def test_report_command(results, tmp_path):

@@ -14,6 +14,9 @@ MODULES = [
     "fedjax_abc._engine._simulate",
     "fedjax_abc._problems._problem",
     "fedjax_abc.repro.paper",
+    "fedjax_abc.repro.checks",
+    "fedjax_abc.repro.hypotheses",
+    "fedjax_abc.repro.remark4",
 ]
 
 

@@ -171,3 +171,27 @@ def test_check_theorem3_schedule():
     assert not bad.holds and bad.first_violation == 0
     const = th.check_theorem3_schedule(limit / 2, 1.0, 1.0, 10, 100)  # constant: not summable
     assert const.holds and not const.tail_exponent_ok
+
+
+def test_check_theorem3_schedule_log_factors():
+    """alpha_0 / ((t+1) log(t+3)) satisfies Theorem 3 (sum diverges, squares converge):
+    accepted, though a power-law fit gives an exponent above 1; 1/(t log^2 t), t^-1.2 and
+    t^-1/2 are not."""
+    import jax.numpy as jnp
+
+    limit = th.theorem3_stepsize_limit(1.0, 1.0, 10)
+
+    def with_log(k, p=1.0):
+        return lambda t: limit / ((jnp.asarray(t, float) + 1) ** p * jnp.log(jnp.asarray(t, float) + 3) ** k)
+
+    for horizon in (100, 10_000):
+        ok = th.check_theorem3_schedule(with_log(1.0), 1.0, 1.0, 10, horizon)
+        assert ok.holds and ok.tail_exponent > 1.05  # what the old power-law test rejected
+        assert ok.sum_diverges and ok.sum_sq_converges and ok.tail_exponent_ok
+        slow = th.check_theorem3_schedule(with_log(1.0, 0.5), 1.0, 1.0, 10, horizon)
+        assert slow.tail_exponent_ok  # 1/(sqrt(t) log t): squares sum like 1/(t log^2 t)
+        for k, p in ((2.0, 1.0), (0.0, 1.2), (0.0, 0.5)):
+            c = th.check_theorem3_schedule(with_log(k, p), 1.0, 1.0, 10, horizon)
+            assert not c.tail_exponent_ok, (k, p, horizon)
+        assert not th.check_theorem3_schedule(with_log(2.0), 1.0, 1.0, 10, horizon).sum_diverges
+        assert not th.check_theorem3_schedule(with_log(0.0, 0.5), 1.0, 1.0, 10, horizon).sum_sq_converges

@@ -14,6 +14,7 @@ MODULES = [
     "fedjax_abc._theory._grid",
     "fedjax_abc._theory._heterogeneity",
     "fedjax_abc._theory._theorem3",
+    "fedjax_abc._theory._comparison",
 ]
 
 

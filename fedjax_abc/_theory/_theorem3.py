@@ -85,10 +85,16 @@ class Theorem3ScheduleCheck(NamedTuple):
       first_violation: first t with alpha_t > limit, or -1.
       sum_stepsize, sum_stepsize_sq: partial sums of alpha_t and alpha_t^2 up to the horizon.
       tail_exponent: -slope of log alpha_t against log(t + 1) over the second half of the
-        horizon (p for alpha0/(t+1)^p); NaN for horizon < 4.
-      tail_exponent_ok: 1/2 < tail_exponent <= 1 (within 1e-6): the finite-horizon proxy
+        horizon (p for alpha0/(t+1)^p); NaN for horizon < 8.
+      tail_exponent_ok: ``sum_diverges and sum_sq_converges``: the finite-horizon proxy
         for sum alpha_t = inf and sum alpha_t^2 < inf, which no finite horizon can prove.
       horizon: number of rounds checked.
+      sum_diverges, sum_sq_converges: over the second half of the horizon, log alpha_t is
+        fitted as a - p log(t + 1) - k log log(t + 3) (least squares; exact for
+        alpha0 / ((t + 1)^p log(t + 3)^k)); sum alpha_t diverges iff p < 1, or p = 1 and
+        k <= 1; sum alpha_t^2 converges iff p > 1/2, or p = 1/2 and k > 1/2 (p to 1e-4,
+        k to 1e-3). So alpha_0 / ((t + 1) log(t + 3)) passes, although a power-law fit of
+        it (``tail_exponent``) gives an exponent above 1, and 1/(t log^2 t) fails.
     """
 
     holds: bool
@@ -100,6 +106,8 @@ class Theorem3ScheduleCheck(NamedTuple):
     tail_exponent: float
     tail_exponent_ok: bool
     horizon: int
+    sum_diverges: bool = False
+    sum_sq_converges: bool = False
 
 
 def check_theorem3_schedule(schedule, L, C, Q, horizon) -> Theorem3ScheduleCheck:
@@ -129,10 +137,15 @@ def check_theorem3_schedule(schedule, L, C, Q, horizon) -> Theorem3ScheduleCheck
     bad = alphas > limit * (1 + 1e-12)
     first = int(np.argmax(bad)) if bad.any() else -1
     exponent = math.nan
-    if horizon >= 4:
+    diverges = converges = False
+    if horizon >= 8 and np.all(alphas > 0):
         t = np.arange(horizon // 2, horizon)
         exponent = -float(np.polyfit(np.log(t + 1.0), np.log(alphas[t]), 1)[0])
-    ok = bool(0.5 < exponent <= 1.0 + 1e-6) if math.isfinite(exponent) else False
+        X = np.stack([np.ones(t.size), -np.log(t + 1.0), -np.log(np.log(t + 3.0))], 1)
+        _, p, k = np.linalg.lstsq(X, np.log(alphas[t]), rcond=None)[0]
+        diverges = p < 1 - 1e-4 or (abs(p - 1) <= 1e-4 and k <= 1 + 1e-3)
+        converges = p > 0.5 + 1e-4 or (abs(p - 0.5) <= 1e-4 and k > 0.5 + 1e-3)
     return Theorem3ScheduleCheck(not bad.any(), limit, float(alphas.max()), first,
-                                 float(alphas.sum()), float(np.sum(alphas**2)), exponent, ok,
-                                 horizon)
+                                 float(alphas.sum()), float(np.sum(alphas**2)), exponent,
+                                 bool(diverges and converges), horizon, bool(diverges),
+                                 bool(converges))

@@ -116,3 +116,42 @@ def trend_fit(x: Sequence[float], y: Sequence[float], se: Sequence[float], expon
 def within_printed(ours: float, printed: float, decimals: int = 3) -> bool:
     """Whether ``ours`` rounds (half up) to the paper's printed value."""
     return abs(ours - printed) <= 0.5 * 10 ** -decimals + 1e-9
+
+
+class LinearFit(NamedTuple):
+    """Weighted least squares y ~ sum_k c_k f_k(x): coefficients, their standard errors,
+    chi^2, dof and its p-value."""
+
+    coef: list
+    stderr: list
+    chi2: float
+    dof: int
+    p_value: float
+
+
+def linear_fit(basis: Sequence[Sequence[float]], y: Sequence[float], se: Sequence[float]) -> LinearFit:
+    """Weighted fit of y on the columns ``basis`` (each a sequence over the points).
+
+    Example:
+      >>> import numpy as np
+      >>> q = np.array([1.0, 2.0, 4.0, 8.0])
+      >>> f = linear_fit([np.ones(4), 1 / q], 3 + 2 / q, np.ones(4))
+      >>> [round(c, 9) for c in f.coef], round(f.chi2, 9), f.dof
+      ([3.0, 2.0], 0.0, 2)
+    """
+    from scipy import stats
+
+    X = np.stack([np.asarray(b, dtype=float) for b in basis], 1)
+    y, se = np.asarray(y, dtype=float), np.asarray(se, dtype=float)
+    ok = np.isfinite(y) & np.isfinite(se) & (se > 0)
+    X, y, se = X[ok], y[ok], se[ok]
+    k = X.shape[1]
+    if len(y) <= k:
+        return LinearFit([math.nan] * k, [math.nan] * k, math.nan, 0, math.nan)
+    w = 1.0 / se ** 2
+    cov = np.linalg.inv(X.T @ (w[:, None] * X))
+    coef = cov @ (X.T @ (w * y))
+    chi2 = float(np.sum(w * (y - X @ coef) ** 2))
+    dof = int(len(y) - k)
+    return LinearFit([float(c) for c in coef], [float(math.sqrt(v)) for v in np.diag(cov)],
+                     chi2, dof, float(stats.chi2.sf(chi2, dof)))

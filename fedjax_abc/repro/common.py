@@ -27,7 +27,7 @@ import numpy as np
 Z95 = 1.959963984540054
 
 # Experiment identifiers folded into the seed key, so that experiments never share a key.
-EXPERIMENT_IDS = {"fig1": 1, "table2": 2, "fig3": 3, "thm1": 11, "thm2": 12, "thm3": 13,
+EXPERIMENT_IDS = {"fig1": 1, "table2": 2, "fig3": 3, "table2_hypotheses": 4, "remark4": 5, "thm1": 11, "thm2": 12, "thm3": 13,
                   "compare": 21}
 
 
@@ -45,6 +45,8 @@ class Settings:
       argv: the command line, recorded in each result's config.
       checkpoint: a folder for the runs' checkpoints (``<folder>/<experiment>/<run>.npz``),
         or None for none.
+      overrides: ``(key, text)`` pairs from ``--set KEY=VALUE``, applied by
+        :func:`experiment_settings` to the experiments that have the key.
     """
 
     trials: Optional[int] = None
@@ -55,6 +57,7 @@ class Settings:
     precision: str = "float64"
     argv: tuple = ()
     checkpoint: Optional[str] = None
+    overrides: tuple = ()
 
     def checkpoint_file(self, experiment: str, run: str) -> Optional[str]:
         """The checkpoint file of one run of an experiment (None without a folder)."""
@@ -71,6 +74,107 @@ class Settings:
         label = "paper" if (r, t) == (paper_trials, paper_rounds) and not self.quick else (
             "quick" if self.quick and self.trials is None and self.rounds is None else "custom")
         return r, t, label
+
+
+# ------------------------------------------------------------------------ --set overrides
+
+# Keys of ``--set`` that are other names of a setting (T and R go to --rounds / --trials).
+ALIASES = {"Dmax": "d_max", "dmax": "d_max", "x0_offset": "x0_offset"}
+# Settings that may be zero or negative (a starting point); every other number is > 0.
+SIGNED = ("x0", "x0_offset")
+
+
+def defaults(experiment: str) -> dict:
+    """The settings of ``experiment`` that ``--set`` may change (from :mod:`paper`)."""
+    from fedjax_abc.repro import paper
+
+    table = {"fig1": paper.FIG1, "table2": paper.TABLE2,
+             # the hypotheses vary alpha, Q, T and x0 themselves
+             "table2_hypotheses": {k: paper.TABLE2[k] for k in ("n", "d_max", "S")},
+             "fig3": paper.FIG3, "thm3": {"p": paper.THM3_P}}
+    return {k: v for k, v in table.get(experiment, {}).items() if k not in ("T", "R")}
+
+
+def canonical_key(experiment: str, key: str) -> Optional[str]:
+    """The setting a ``--set`` key names in ``experiment`` (None if it has no such setting).
+
+    ``x0`` names ``x0_offset`` (x0 = x* + offset) in the experiments on problem (27).
+    """
+    names = defaults(experiment)
+    key = ALIASES.get(key, key)
+    if key == "x0" and "x0_offset" in names:
+        key = "x0_offset"
+    return key if key in names else None
+
+
+def _parse_value(key: str, text: str, default):
+    def number(kind, item):
+        try:
+            v = kind(item)
+        except ValueError:
+            raise ValueError(f"--set {key}: expected {'an integer' if kind is int else 'a number'}"
+                             f", got {item!r}") from None
+        if not math.isfinite(v) or (key not in SIGNED and v <= 0):
+            raise ValueError(f"--set {key}: expected a positive finite number, got {item!r}")
+        return v
+
+    if isinstance(default, list):
+        kind = int if all(isinstance(v, int) for v in default) else float
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        if not items:
+            raise ValueError(f"--set {key}: expected a comma-separated list, got {text!r}")
+        return [number(kind, t) for t in items]
+    kind = int if isinstance(default, int) and not isinstance(default, bool) else float
+    return number(kind, text.strip())
+
+
+def parse_overrides(texts: Sequence[str]) -> tuple:
+    """``KEY=VALUE`` strings to ``(key, value text)`` pairs (a later key wins)."""
+    pairs = {}
+    for text in texts:
+        key, sep, value = text.partition("=")
+        key = key.strip()
+        if not sep or not key or not value.strip():
+            raise ValueError(f"--set expects KEY=VALUE, got {text!r}")
+        pairs[key] = value.strip()
+    return tuple(pairs.items())
+
+
+def experiment_settings(settings: Settings, experiment: str, strict: bool = False) -> dict:
+    """The settings of ``experiment``: the paper's (:mod:`paper`) with ``settings.overrides``.
+
+    Keys that ``experiment`` does not have are skipped, or refused with ``strict=True``.
+    Values are parsed by the type of the paper's value (a list: comma-separated), numbers
+    must be finite and (but for x0) positive, each S must lie in [1, n].
+
+    Example:
+      >>> s = Settings(overrides=(("alpha", "1e-3"), ("S", "4,40")))
+      >>> cfg = experiment_settings(s, "table2")
+      >>> cfg["alpha"], cfg["S"], cfg["Q"]
+      (0.001, [4, 40], 10)
+    """
+    cfg = dict(defaults(experiment))
+    for key, text in settings.overrides:
+        name = canonical_key(experiment, key)
+        if name is None:
+            if strict:
+                known = ", ".join(sorted(defaults(experiment))) or "none"
+                raise ValueError(f"--set {key}: {experiment} has no such setting "
+                                 f"(its settings: {known}; T and R: --rounds, --trials)")
+            continue
+        cfg[name] = _parse_value(key, text, cfg[name])
+    n = cfg.get("n")
+    for S in cfg.get("S", []) if n is not None else []:
+        if not 1 <= S <= n:
+            raise ValueError(f"--set S: each S must be in [1, n={n}], got {S}")
+    return cfg
+
+
+def applied_overrides(settings: Settings, experiment: str) -> dict:
+    """The ``--set`` values that ``experiment`` used, by setting name (for its config)."""
+    cfg = experiment_settings(settings, experiment)
+    return {name: cfg[name] for name in (canonical_key(experiment, k) for k, _ in settings.overrides)
+            if name is not None}
 
 
 def run_key(seed: int, experiment: str, *tags: int):
@@ -126,6 +230,9 @@ def environment() -> dict:
 
 def base_config(settings: Settings, experiment: str, trials: int, rounds, scale: str) -> dict:
     """The config block's common part; experiments add their parameters."""
+    overrides = applied_overrides(settings, experiment)
+    if overrides:
+        scale = "custom"
     return {
         "experiment": experiment,
         "scale": scale,
@@ -136,6 +243,7 @@ def base_config(settings: Settings, experiment: str, trials: int, rounds, scale:
         "experiment_id": EXPERIMENT_IDS[experiment],
         "precision": settings.precision,
         "command": "fedjax-abc " + " ".join(settings.argv) if settings.argv else None,
+        "overrides": overrides,
         "rerun": rerun_command(settings, experiment),
         **environment(),
     }
@@ -153,6 +261,9 @@ def rerun_command(settings: Settings, experiment: str) -> str:
         parts += ["--trials", str(settings.trials)]
     if settings.rounds is not None:
         parts += ["--rounds", str(settings.rounds)]
+    for key, text in settings.overrides:
+        if canonical_key(experiment, key) is not None:
+            parts += ["--set", f"{key}={text}"]
     return " ".join(parts)
 
 

@@ -16,16 +16,18 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
     import fedjax_abc as fa
 
     R, T, scale = settings.scale(paper.FIG1["R"], paper.FIG1["T"], paper.FIG1_QUICK["R"], paper.FIG1_QUICK["T"])
-    problem = fa.problems.softplus_huber(paper.FIG1["n"])
+
+    P = common.experiment_settings(settings, "fig1")
+    problem = fa.problems.softplus_huber(P["n"])
     k = common.record_every(T)
-    n, Q = paper.FIG1["n"], paper.FIG1["Q"]
-    progress.plan(sum(common.work_units(n, S, Q, T, R) for S in paper.FIG1["S"]))
+    n, Q = P["n"], P["Q"]
+    progress.plan(sum(common.work_units(n, S, Q, T, R) for S in P["S"]))
 
     mean_gap, ci95_gap, final_gap = {}, {}, {}
     rounds = None
-    for S in paper.FIG1["S"]:
-        res = common.simulate(problem, num_sampled=S, local_steps=Q, stepsize=paper.FIG1["alpha"],
-                              rounds=T, x0=paper.FIG1["x0"], trials=R,
+    for S in P["S"]:
+        res = common.simulate(problem, num_sampled=S, local_steps=Q, stepsize=P["alpha"],
+                              rounds=T, x0=P["x0"], trials=R,
                               key=common.run_key(settings.seed, "fig1", S),
                               precision=settings.precision, record=k, progress=progress,
                               desc=f"S={S}", checkpoint=settings.checkpoint_file("fig1", f"S={S}"))
@@ -37,14 +39,14 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
 
     config = common.base_config(settings, "fig1", R, T, scale)
     config.update(
-        problem="softplus_huber (eq. 25) with oracle (26)", n=n, S=paper.FIG1["S"], Q=Q,
-        alpha=paper.FIG1["alpha"], x0=paper.FIG1["x0"], record_every=k,
+        problem="softplus_huber (eq. 25) with oracle (26)", n=n, S=P["S"], Q=Q,
+        alpha=P["alpha"], x0=P["x0"], record_every=k,
         f_star=float(problem.f_star), x_star=float(problem.x_star[0]),
         f_star_method="exact 1-D convex minimisation (bisection on f' to adjacent floats)",
         L=1.0, C=1.0, D=0.5, key_tags="(S,)",
         mode="gather for S < n, mask for S = n (same results)",
     )
-    return {"experiment": "fig1", "config": config, "S": paper.FIG1["S"], "rounds": rounds,
+    return {"experiment": "fig1", "config": config, "S": P["S"], "rounds": rounds,
             "mean_gap": mean_gap, "ci95_gap": ci95_gap, "final_gap": final_gap,
             "diverged": progress.diverged}
 

@@ -35,25 +35,35 @@ def scaled_residual(S, n, T, L, delta_f, sigma, r_s, se_s, r_n, se_n):
     return d, se, c
 
 
+def n_full_missing(P: dict) -> bool:
+    """Whether the S list lacks S = n (eq. 28 needs R_n) or has no S < n."""
+    return P["n"] not in P["S"] or min(P["S"]) >= P["n"]
+
+
 def run(settings: common.Settings, progress: common.Progress) -> dict:
     """Runs Fig. 3 and returns the document of ``fig3.json``."""
     import fedjax_abc as fa
 
     R, T, scale = settings.scale(paper.FIG3["R"], paper.FIG3["T"], paper.FIG3_QUICK["R"], paper.FIG3_QUICK["T"])
-    Q_list = paper.FIG3_QUICK["Q"] if settings.quick else paper.FIG3["Q"]
-    n, gamma, L = paper.FIG3["n"], paper.FIG3["gamma"], paper.FIG3["L"]
-    d = offs.paper_offsets(paper.FIG3["d_max"], n)
+
+    P = common.experiment_settings(settings, "fig3")
+    Q_list = paper.FIG3_QUICK["Q"] if settings.quick and "Q" not in common.applied_overrides(settings, "fig3") else P["Q"]
+    if n_full_missing(P):
+        raise ValueError(f"--set S: fig3 needs full participation S = n = {P['n']} among its S "
+                         f"(for R_n in eq. 28), got {P['S']}")
+    n, gamma, L = P["n"], P["gamma"], P["L"]
+    d = offs.paper_offsets(P["d_max"], n)
     problem = fa.problems.huber_offsets(offsets=d)
-    x0 = np.asarray(problem.x_star) + paper.FIG3["x0_offset"]
+    x0 = np.asarray(problem.x_star) + P["x0_offset"]
     delta_f = float(problem.gap(x0))
     sigma = float(problem.sigma_f_star)
     k = common.record_every(T, 100)
-    progress.plan(sum(common.work_units(n, S, Q, T, R) for S in paper.FIG3["S"] for Q in Q_list))
+    progress.plan(sum(common.work_units(n, S, Q, T, R) for S in P["S"] for Q in Q_list))
 
-    residual = {str(S): {"mean": [], "stderr": [], "ci95": []} for S in paper.FIG3["S"]}
-    final_gap = {str(S): {"mean": [], "stderr": []} for S in paper.FIG3["S"]}
+    residual = {str(S): {"mean": [], "stderr": [], "ci95": []} for S in P["S"]}
+    final_gap = {str(S): {"mean": [], "stderr": []} for S in P["S"]}
     for Q in Q_list:
-        for S in paper.FIG3["S"]:
+        for S in P["S"]:
             res = common.simulate(problem, num_sampled=S, local_steps=Q, stepsize=gamma / Q,
                                   rounds=T, x0=x0, trials=R,
                                   key=common.run_key(settings.seed, "fig3", S, Q),
@@ -68,15 +78,15 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
             final_gap[str(S)]["mean"].append(g["mean"])
             final_gap[str(S)]["stderr"].append(g["stderr"])
 
-    S_part = min(paper.FIG3["S"])
+    S_part = min(P["S"])
     dq, dq_se, c = scaled_residual(S_part, n, T, L, delta_f, sigma,
                                    residual[str(S_part)]["mean"], residual[str(S_part)]["stderr"],
                                    residual[str(n)]["mean"], residual[str(n)]["stderr"])
     config = common.base_config(settings, "fig3", R, T, scale)
     config.update(
         problem="huber_offsets (eq. 27) with the sign oracle of Section IV-B", n=n,
-        d_max=paper.FIG3["d_max"], S=paper.FIG3["S"], Q=Q_list, gamma=gamma, alpha="gamma / Q",
-        x0=f"x* + {paper.FIG3['x0_offset']:g} (as in Section IV-B; Section IV-C does not restate it)",
+        d_max=P["d_max"], S=P["S"], Q=Q_list, gamma=gamma, alpha="gamma / Q",
+        x0=f"x* + {P['x0_offset']:g} (as in Section IV-B; Section IV-C does not restate it)",
         record_every=k, L=L, C=1.0, D=0.0,
         offsets_draw={"convention": offs.PAPER_DRAW.convention, "seed": offs.PAPER_DRAW.seed,
                       "code": offs.PAPER_DRAW.description},

@@ -28,13 +28,25 @@ def paper_runs(experiment: str) -> list[tuple[str, float]]:
         P = paper.FIG3
         return [(f"S={S} Q={Q}", common.work_units(P["n"], S, Q, P["T"], P["R"]))
                 for Q in P["Q"] for S in P["S"]]
-    if experiment in ("thm2", "thm3"):
+    if experiment == "thm2":
         T, R = paper.THEOREMS["T"], paper.THEOREMS["R"]
+        sw = paper.THM2_SWEEP
         runs = []
         for label, p, _, _, _, Q, Ss, _ in theorems.cases():
-            Ss = Ss if experiment == "thm2" else [min(Ss), p.num_clients]
-            runs += [(f"{label.split(',')[0]} S={S}", common.work_units(p.num_clients, S, Q, T, R))
-                     for S in Ss]
+            name = label.split(',')[0]
+            runs += [(f"{name} S={S}", common.work_units(p.num_clients, S, Q, T, R)) for S in Ss]
+            runs += [(f"{name} S={sw['S']} Q={q}", common.work_units(p.num_clients, sw["S"], q, T, sw["R"]))
+                     for q in sw["Q"]]
+            runs += [(f"{name} S={sw['S']} T={t}", common.work_units(p.num_clients, sw["S"], Q, t, sw["R"]))
+                     for t in sw["T"]]
+        return runs
+    if experiment == "thm3":
+        H = paper.THM3
+        runs = []
+        for label, p, _, _, _, Q, _, _ in theorems.cases():
+            for name, _, _ in theorems.thm3_schedules(1.0, 2, H["p"], 1):
+                runs.append((f"{label.split(',')[0]} {name}",
+                             common.work_units(p.num_clients, H["S"], Q, H["T"], H["R"])))
         return runs
     return []
 

@@ -64,20 +64,22 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
     import fedjax_abc.theory as theory
 
     R, T, scale = settings.scale(paper.TABLE2["R"], paper.TABLE2["T"], paper.TABLE2_QUICK["R"], paper.TABLE2_QUICK["T"])
-    n, Q, alpha = paper.TABLE2["n"], paper.TABLE2["Q"], paper.TABLE2["alpha"]
+
+    P = common.experiment_settings(settings, "table2")
+    n, Q, alpha = P["n"], P["Q"], P["alpha"]
     k = common.record_every(T)
-    work = sum(common.work_units(n, S, Q, T, R) for S in paper.TABLE2["S"]) * len(paper.TABLE2["d_max"])
-    work += len(paper.TABLE2["d_max"]) * common.work_units(n, n, Q, paper.NOISE_FREE_HORIZON * T, 1)
+    work = sum(common.work_units(n, S, Q, T, R) for S in P["S"]) * len(P["d_max"])
+    work += len(P["d_max"]) * common.work_units(n, n, Q, paper.NOISE_FREE_HORIZON * T, 1)
     progress.plan(work)
 
     rows, traj_mean, traj_ci, rounds = [], {}, {}, None
-    for d_max in paper.TABLE2["d_max"]:
+    for d_max in P["d_max"]:
         d = offs.paper_offsets(d_max, n)
         problem = fa.problems.huber_offsets(offsets=d)
-        x0 = np.asarray(problem.x_star) + paper.TABLE2["x0_offset"]
+        x0 = np.asarray(problem.x_star) + P["x0_offset"]
         bgd = theory.bgd_sum(problem, domain=bgd_domain(d), num_points=paper.BGD_POINTS)
         gap, traj_mean[str(int(d_max))], traj_ci[str(int(d_max))] = {}, {}, {}
-        for S in paper.TABLE2["S"]:
+        for S in P["S"]:
             res = common.simulate(problem, num_sampled=S, local_steps=Q, stepsize=alpha,
                                   rounds=T, x0=x0, trials=R,
                                   key=common.run_key(settings.seed, "table2", int(d_max), S),
@@ -91,7 +93,7 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
             traj_ci[str(int(d_max))][str(S)] = summ.ci95
         desc = f"Dmax={d_max:g} noise-free"
         callback = progress.task(desc, common.work_units(n, n, Q, paper.NOISE_FREE_HORIZON * T, 1))
-        nf = noise_free(problem, x0, Q, alpha, T, paper.TABLE2_GAP[d_max], callback,
+        nf = noise_free(problem, x0, Q, alpha, T, paper.TABLE2_GAP.get(float(d_max), {}), callback,
                         checkpoint=settings.checkpoint_file("table2", desc))
         progress.finish_task()
         progress.note_diverged(desc, int(nf["diverged_at"] >= 0), 1,
@@ -107,8 +109,8 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
     config = common.base_config(settings, "table2", R, T, scale)
     config.update(
         problem="huber_offsets (eq. 27) with the sign oracle of Section IV-B", n=n,
-        d_max=paper.TABLE2["d_max"], S=paper.TABLE2["S"], Q=Q, alpha=alpha,
-        x0=f"x* + {paper.TABLE2['x0_offset']:g}", record_every=k, L=1.0, C=1.0, D=0.0,
+        d_max=P["d_max"], S=P["S"], Q=Q, alpha=alpha,
+        x0=f"x* + {P['x0_offset']:g}", record_every=k, L=1.0, C=1.0, D=0.0,
         offsets_draw={"convention": offs.PAPER_DRAW.convention, "seed": offs.PAPER_DRAW.seed,
                       "code": offs.PAPER_DRAW.description,
                       "note": "identified: reproduces the paper's four sigma_f* to 3 decimals",

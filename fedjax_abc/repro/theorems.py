@@ -3,17 +3,24 @@
 - thm1: Theorem 1's counterexample: L = 9/4 against max |f_i''|, sigma_f* <= 1/2, and the
   BGD left-hand side at x_k = sqrt((2 k pi)^4 - 1) against its lower bound (k pi)^2 / 8.
 - thm2: Theorem 2's bound (21) at the stepsize (22) against min_t E||grad f(x_t)||^2 from
-  simulation, on problem (25)-(26) (L = 1, C = 1, D = 1/2) and problem (27) with Dmax = 20
-  (L = 1, C = 1, D = 0), at the participation levels, Q and x0 of Section IV. The paper runs
-  no such experiment; by default T = 10000 rounds and R = 100 trials.
-- thm3: Theorem 3's diminishing stepsizes alpha_t = alpha_0 / (t + 1)^p with the largest
-  allowed alpha_0 = 1/(8 Q (L + C)): the decay of ||grad f(x_t)|| (mean and max over trials).
+  simulation, on problem (25)-(26) (L = 1, C = 1, D = 1/2), problem (27) with Dmax = 20
+  (L = 1, C = 1, D = 0) and a d = 10 quadratic (L = 1, C = 1, D = 0.1), at the
+  participation levels, Q and x0 of Section IV; then its shape: Q and T sweeps at S = 4
+  (``paper.THM2_SWEEP``) with log-log slopes of (21), (24) and the observed minimum
+  (:func:`theorem2_sweeps`). The paper runs no such experiment; by default T = 10000
+  rounds and R = 100 trials (50 in the sweeps).
+- thm3: Theorem 3 where it can be seen (``paper.THM3``): from x* + 1, a burn-in at
+  alpha_0 = 1/(8 Q (L + C)), then alpha_0 (t0/t)^p (p = 0.6, 1) or
+  alpha_0 t0 log(t0+2) / (t log(t+2)), against the constant alpha_0 and alpha_0 / 10;
+  per-path statistics (:func:`path_statistics`: max over paths, fractions below
+  thresholds, late slopes).
 
 The checks themselves are ``fedjax_abc.theory.theorem{1_values,2_check,3_check}``.
 """
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -26,13 +33,19 @@ def cases():
     """(label, problem, L, C, D, Q, S list, x0) for the two problems of Section IV."""
     import fedjax_abc as fa
 
+    import jax
+
     p25 = fa.problems.softplus_huber(16)
     d = offs.paper_offsets(20.0, 40)
     p27 = fa.problems.huber_offsets(offsets=d)
+    q = paper.QUAD
+    pq = fa.problems.quadratics(jax.random.key(q["seed"]), n=q["n"], d=q["d"], C=q["C"], D=q["D"])
     return [
         ("problem (25)-(26), n = 16", p25, 1.0, 1.0, 0.5, 5, [1, 4, 8, 16], np.array([10.0])),
         ("problem (27), Dmax = 20, n = 40", p27, 1.0, 1.0, 0.0, 10, [4, 20, 40],
          np.asarray(p27.x_star) + 10.0),
+        (f"quadratics, d = {q['d']}, n = {q['n']}", pq, 1.0, q["C"], q["D"], q["Q"], q["S"],
+         np.asarray(pq.x_star) + q["x0_offset"]),
     ]
 
 
@@ -83,10 +96,11 @@ def write_thm1(doc: dict, out: str) -> list[str]:
 # ---------------------------------------------------------------------------------- thm2
 
 
-def _run_checks(progress: common.Progress, problems, T: int, R: int, check) -> list[dict]:
+def _run_checks(progress: common.Progress, problems, T: int, R: int, check,
+                extra_work: float = 0.0) -> list[dict]:
     """Runs ``check`` for every (problem, S) with a progress task each; labels the results."""
-    progress.plan(sum(common.work_units(p.num_clients, S, Q, T, R)
-                      for _, p, _, _, _, Q, Ss, _ in problems for S in Ss))
+    progress.plan(extra_work + sum(common.work_units(p.num_clients, S, Q, T, R)
+                                   for _, p, _, _, _, Q, Ss, _ in problems for S in Ss))
     checks = []
     for j, (label, problem, L, C, D, Q, Ss, x0) in enumerate(problems):
         for S in Ss:
@@ -117,7 +131,33 @@ def run_thm2(settings: common.Settings, progress: common.Progress) -> dict:
             dtype=settings.precision, progress=callback,
             checkpoint=settings.checkpoint_file("thm2", f"{label.split(',')[0]} S={S}"))
 
-    checks = _run_checks(progress, problems, T, R, check)
+    sweep_R = settings.trials or (paper.THM2_SWEEP["quick_R"] if settings.quick else paper.THM2_SWEEP["R"])
+    Qs = paper.THM2_SWEEP["quick_Q"] if settings.quick else paper.THM2_SWEEP["Q"]
+    Ts = paper.THM2_SWEEP["quick_T"] if settings.quick else paper.THM2_SWEEP["T"]
+    S_sw = paper.THM2_SWEEP["S"]
+    # --quick: the Q and T sweeps on the d > 1 problem only (compilation dominates there)
+    swept = [len(problems) - 1] if settings.quick else range(len(problems))
+    plan = [(j, "Q", v) for j in swept for v in Qs] + [(j, "T", v) for j in swept for v in Ts]
+    extra = sum(common.work_units(problems[j][1].num_clients, S_sw,
+                                  v if var == "Q" else problems[j][5], v if var == "T" else T, sweep_R)
+                for j, var, v in plan)
+    checks = _run_checks(progress, problems, T, R, check, extra_work=extra)
+    sweep_runs = []
+    for j, var, v in plan:
+        label, problem, L, C, D, Q, _, x0 = problems[j]
+        Qv, Tv = (v, T) if var == "Q" else (Q, v)
+        desc = f"{label.split(',')[0]} S={S_sw} {var}={v}"
+        callback = progress.task(desc, common.work_units(problem.num_clients, S_sw, Qv, Tv, sweep_R))
+        res = theory.theorem2_check(
+            problem, L=L, C=C, D=D, num_sampled=S_sw, local_steps=Qv, rounds=Tv, trials=sweep_R,
+            key=common.run_key(settings.seed, "thm2", 100 + j, 1 if var == "Q" else 2, v), x0=x0,
+            record_every=common.record_every(Tv, 500), mode="gather", dtype=settings.precision,
+            progress=callback, checkpoint=settings.checkpoint_file("thm2", desc))
+        progress.finish_task()
+        progress.note_diverged(desc, res["diverged_trials"], sweep_R, res["diverged_from_round"])
+        res["label"] = label
+        sweep_runs.append((j, var, res))
+    sweeps = theorem2_sweeps(problems, checks, sweep_runs, S_sw)
     config = common.base_config(settings, "thm2", R, T, scale)
     config.update(problems=[dict(label=lb, L=L, C=C, D=D, Q=Q, S=Ss, x0=x0.tolist())
                             for lb, _, L, C, D, Q, Ss, x0 in problems],
@@ -125,8 +165,60 @@ def run_thm2(settings: common.Settings, progress: common.Progress) -> dict:
                   function="fedjax_abc.theory.theorem2_check",
                   offsets_draw={"convention": offs.PAPER_DRAW.convention,
                                 "seed": offs.PAPER_DRAW.seed})
-    return {"experiment": "thm2", "config": config, "checks": checks,
+    config.update(sweep={"S": S_sw, "Q": Qs, "T": Ts, "trials": sweep_R,
+                         "key_tags": "(100 + problem index, 1 for Q / 2 for T, value)"})
+    return {"experiment": "thm2", "config": config, "checks": checks, "sweeps": sweeps,
             "all_hold": all(c["holds"] for c in checks), "diverged": progress.diverged}
+
+
+# Leading-order exponents of (24) (Remark 3): both leading terms scale as 1/sqrt(S T); in Q the
+# noise term goes as Q^(-1/2) and the sampling term as Q^0.
+LEADING_EXPONENT = {"S": "-1/2 (S < n; the sampling term also has I_S)", "Q": "-1/2 (noise) to 0 (sampling)",
+                    "T": "-1/2"}
+
+
+def _slope(x, y):
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ok = (x > 0) & (y > 0)
+    return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0]) if ok.sum() >= 2 else None
+
+
+def theorem2_sweeps(problems, checks, sweep_runs, S_sweep) -> list[dict]:
+    """Per problem and variable (S, Q, T): the bound (21) at (22), the leading terms of (24)
+    and the observed min_t E||grad f||^2, with log-log slopes (observed: weighted, with its
+    standard error) and whether each run's stepsize satisfies (20)."""
+    import fedjax_abc.theory as theory
+    from fedjax_abc.repro import checks as chk
+
+    out = []
+    for j, (label, problem, L, C, D, Q, Ss, x0) in enumerate(problems):
+        groups = {"S": [c for c in checks if c["label"] == label and c["num_sampled"] < problem.num_clients],
+                  "Q": [r for jj, var, r in sweep_runs if jj == j and var == "Q"],
+                  "T": [r for jj, var, r in sweep_runs if jj == j and var == "T"]}
+        for var, runs in groups.items():
+            if len(runs) < 2:
+                continue
+            key = {"S": "num_sampled", "Q": "local_steps", "T": "rounds"}[var]
+            x = [r[key] for r in runs]
+            lead = [theory.theorem2_leading_terms(L, C, D, r["sigma_f_star"], r["delta_f"], r["n"],
+                                                  r["num_sampled"], r["local_steps"], r["rounds"]).total
+                    for r in runs]
+            obs = [r["observed"] for r in runs]
+            se = [r["observed_stderr"] or 0.0 for r in runs]
+            sl = chk.log_slope(x, obs, [max(v, 1e-300) for v in se])
+            out.append({"label": label, "variable": var, "values": x,
+                        "fixed": {k: v for k, v in (("S", runs[0]["num_sampled"]),
+                                                    ("Q", runs[0]["local_steps"]),
+                                                    ("T", runs[0]["rounds"])) if k != var},
+                        "bound": [r["bound"] for r in runs], "leading": lead, "observed": obs,
+                        "observed_stderr": se, "stepsize": [r["stepsize"] for r in runs],
+                        "within_20": [r["stepsize"] <= r["stepsize_limit"] * (1 + 1e-12) for r in runs],
+                        "slope_bound": _slope(x, [r["bound"] for r in runs]),
+                        "slope_leading": _slope(x, lead),
+                        "slope_observed": sl.slope if np.isfinite(sl.slope) else _slope(x, obs),
+                        "slope_observed_stderr": sl.stderr if np.isfinite(sl.stderr) else None,
+                        "leading_exponent": LEADING_EXPONENT[var]})
+    return out
 
 
 def write_thm2(doc: dict, out: str) -> list[str]:
@@ -158,54 +250,112 @@ def write_thm2(doc: dict, out: str) -> list[str]:
 # ---------------------------------------------------------------------------------- thm3
 
 
+def thm3_schedules(alpha0: float, T: int, ps, t0: int) -> list[tuple[str, np.ndarray, bool]]:
+    """(name, alpha_0..alpha_{T-1}, a Theorem 3 schedule?) for the thm3 experiment: alpha_0
+    for t < t0, then a decay (a burn-in changes none of Theorem 3's conditions)."""
+    t = np.maximum(np.arange(T, dtype=np.float64), float(t0))
+    out = [(f"alpha_0 (t0/t)^{p:g}", alpha0 * (t0 / t) ** p, True) for p in ps]
+    out.append(("alpha_0 t0 log(t0+2) / (t log(t+2))",
+                alpha0 * t0 * math.log(t0 + 2.0) / (t * np.log(t + 2.0)), True))
+    out.append(("constant alpha_0", np.full(T, alpha0), False))
+    out.append(("constant alpha_0 / 10", np.full(T, alpha0 / 10.0), False))
+    return out
+
+
+def path_statistics(norms: np.ndarray, rounds: np.ndarray, thresholds, tail_from: float) -> dict:
+    """Per-path statistics of ||grad f(x_t)|| (trials x records, diverged trials removed).
+
+    Returns the mean, its standard error, the max and median over paths at every record,
+    the fraction of paths below each threshold at every record, and the weighted log-log
+    slope (with standard error) of the mean and the max over t >= tail_from.
+    """
+    from fedjax_abc.repro import checks as chk
+
+    m = norms.shape[0]
+    mean = norms.mean(0)
+    se = norms.std(0, ddof=1) / math.sqrt(m) if m > 1 else np.full(norms.shape[1], np.nan)
+    mx = norms.max(0)
+    tail = (rounds >= tail_from) & (rounds > 0)
+    sl = chk.log_slope(rounds[tail], mean[tail], se[tail])
+    lmx = np.log(np.maximum(mx[tail], 1e-300))
+    slope_max = float(np.polyfit(np.log(rounds[tail]), lmx, 1)[0]) if tail.sum() >= 2 else math.nan
+    return {"mean": mean, "stderr": se, "max": mx, "median": np.median(norms, 0),
+            "fraction_below": {f"{th:g}": (norms < th).mean(0) for th in thresholds},
+            "slope_mean": sl.slope, "slope_mean_stderr": sl.stderr, "slope_max": slope_max}
+
+
 def run_thm3(settings: common.Settings, progress: common.Progress) -> dict:
+    """Theorem 3 where it can be seen: the schedules of Theorem 3 and constant controls."""
     import fedjax_abc.theory as theory
 
-    R, T, scale = settings.scale(paper.THEOREMS["R"], paper.THEOREMS["T"], paper.THEOREMS["quick_R"],
-                                 paper.THEOREMS["quick_T"])
+    H = paper.THM3
+    P = common.experiment_settings(settings, "thm3")
+    R, T, scale = settings.scale(H["R"], H["T"], H["quick_R"], H["quick_T"])
     k = common.record_every(T, 500)
-    problems = [(lb, p, L, C, D, Q, [min(Ss), p.num_clients], x0)
-                for lb, p, L, C, D, Q, Ss, x0 in cases()]
-
-    def check(j, label, problem, L, C, D, Q, S, x0, callback):
-        return theory.theorem3_check(
-            problem, L=L, C=C, num_sampled=S, local_steps=Q, rounds=T, trials=R,
-            key=common.run_key(settings.seed, "thm3", j, S), alpha0=None, p=paper.THM3_P, x0=x0,
-            record_every=k, mode="gather" if S < problem.num_clients else "mask",
-            dtype=settings.precision, progress=callback,
-            checkpoint=settings.checkpoint_file("thm3", f"{label.split(',')[0]} S={S}"))
-
-    checks = _run_checks(progress, problems, T, R, check)
+    S = H["S"]
+    ps = [P["p"]] if "p" in common.applied_overrides(settings, "thm3") else list(H["p"])
+    t0 = max(1, T // H["burn_in_div"])
+    probs = cases()
+    progress.plan(sum(common.work_units(p.num_clients, S, Q, T, R) for _, p, *_, Q, _, _ in
+                      [(lb, pr, L, C, D, Q, Ss, x0) for lb, pr, L, C, D, Q, Ss, x0 in probs])
+                  * (len(ps) + 3))
+    checks = []
+    for j, (label, problem, L, C, D, Q, _, _) in enumerate(probs):
+        x0 = np.asarray(problem.x_star) + H["x0_offset"]
+        alpha0 = theory.theorem3_stepsize_limit(L, C, Q)
+        for i, (name, alphas, theorem) in enumerate(thm3_schedules(alpha0, T, ps, t0)):
+            sched = theory.check_theorem3_schedule(alphas, L, C, Q, T)
+            desc = f"{label.split(',')[0]} {name}"
+            res = common.simulate(problem, num_sampled=S, local_steps=Q, stepsize=alphas,
+                                  rounds=T, x0=x0, trials=R,
+                                  key=common.run_key(settings.seed, "thm3", j, i),
+                                  precision=settings.precision, record=k, progress=progress,
+                                  desc=desc, checkpoint=settings.checkpoint_file("thm3", desc))
+            norms = np.sqrt(np.maximum(res.grad_norm_sq[~res.diverged], 0.0))
+            stats = path_statistics(norms, np.asarray(res.rounds, float), H["thresholds"], T / 10)
+            checks.append({"label": label, "schedule": name, "theorem3_schedule": theorem,
+                           "num_sampled": S, "local_steps": Q, "alpha0": alpha0, "L": L, "C": C,
+                           "x0": x0.tolist(), "schedule_check": sched._asdict(),
+                           "recorded_rounds": res.rounds, "trials": int(norms.shape[0]),
+                           "diverged_trials": res.num_diverged, **stats})
     config = common.base_config(settings, "thm3", R, T, scale)
-    config.update(problems=[dict(label=lb, L=L, C=C, Q=Q, S=Ss, x0=x0.tolist())
-                            for lb, _, L, C, D, Q, Ss, x0 in problems],
-                  stepsize=f"alpha_t = alpha_0 / (t + 1)^{paper.THM3_P}, alpha_0 = 1/(8 Q (L + C))",
-                  p=paper.THM3_P, record_every=k, key_tags="(problem index, S)",
-                  function="fedjax_abc.theory.theorem3_check")
-    return {"experiment": "thm3", "config": config, "checks": checks,
-            "diverged": progress.diverged}
+    config.update(problems=[lb for lb, *_ in probs], S=S, x0=f"x* + {H['x0_offset']:g} per coordinate",
+                  alpha0="1/(8 Q (L + C))", p=ps, thresholds=H["thresholds"], record_every=k,
+                  schedules=[n for n, _, _ in thm3_schedules(1.0, 2, ps, 1)], t0=t0,
+                  key_tags="(problem index, schedule index)", tail="slopes over t >= T/10",
+                  function="fedjax_abc.theory.check_theorem3_schedule")
+    return {"experiment": "thm3", "config": config, "checks": checks, "diverged": progress.diverged}
 
 
 def write_thm3(doc: dict, out: str) -> list[str]:
     paths = [common.write_json(os.path.join(out, "thm3.json"), doc)]
-    keys = ["label", "num_sampled", "local_steps", "alpha0", "p", "initial_max_grad_norm",
-            "final_max_grad_norm", "final_mean_grad_norm", "final_mean_grad_norm_stderr",
-            "decay_slope_mean", "decay_slope_max"]
-    paths.append(common.write_csv(os.path.join(out, "thm3.csv"), keys,
-                                  [[c.get(k) for k in keys] for c in doc["checks"]]))
-    plt = common.pyplot()
-    fig, ax = plt.subplots(figsize=(6, 4))
+    keys = ["label", "schedule", "theorem3_schedule", "num_sampled", "local_steps", "alpha0",
+            "slope_mean", "slope_mean_stderr", "slope_max"]
+    rows = []
     for c in doc["checks"]:
-        t = np.asarray(c["recorded_rounds"], float)
-        name = f"{c['label'].split(',')[0]}, S={c['num_sampled']}"
-        line, = ax.plot(t[1:], np.asarray(c["mean_grad_norm"], float)[1:], label=name + " (mean)")
-        ax.plot(t[1:], np.asarray(c["max_grad_norm"], float)[1:], ":", color=line.get_color())
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("communication round t")
-    ax.set_ylabel(r"$\|\nabla f(x_t)\|$ (solid: mean, dotted: max over trials)")
-    ax.set_title(f"Theorem 3: alpha_t = alpha_0/(t+1)^{doc['config']['p']}", fontsize=10)
-    ax.legend(fontsize=7)
-    ax.grid(True, which="both", alpha=0.3)
-    path = common.save_figure(fig, out, "thm3.png")
-    return paths + [path]
+        rows.append([c.get(k) for k in keys] + [c["mean"][-1], c["max"][-1]]
+                    + [c["fraction_below"][th][-1] for th in sorted(c["fraction_below"], key=float, reverse=True)])
+    ths = sorted(doc["checks"][0]["fraction_below"], key=float, reverse=True) if doc["checks"] else []
+    paths.append(common.write_csv(os.path.join(out, "thm3.csv"),
+                                  keys + ["mean_at_T", "max_at_T"] + [f"fraction_below_{t}_at_T" for t in ths],
+                                  rows))
+    plt = common.pyplot()
+    labels = list(dict.fromkeys(c["label"] for c in doc["checks"]))
+    fig, axes = plt.subplots(1, len(labels), figsize=(4.6 * len(labels), 4), sharey=False)
+    for ax, label in zip(np.atleast_1d(axes), labels):
+        for c in (c for c in doc["checks"] if c["label"] == label):
+            t = np.asarray(c["recorded_rounds"], float)
+            line, = ax.plot(t[1:], np.asarray(c["mean"], float)[1:],
+                            "-" if c["theorem3_schedule"] else "--", label=c["schedule"])
+            ax.plot(t[1:], np.asarray(c["max"], float)[1:], ":", color=line.get_color(), lw=0.8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("communication round t")
+        ax.set_title(label, fontsize=9)
+        ax.grid(True, which="both", alpha=0.3)
+    np.atleast_1d(axes)[0].set_ylabel(r"$\|\nabla f(x_t)\|$: mean (solid/dashed), max over paths (dotted)")
+    np.atleast_1d(axes)[0].legend(fontsize=7)
+    fig.suptitle(f"Theorem 3: S = {doc['config']['S']}, x0 = {doc['config']['x0']}, "
+                 f"R = {doc['config']['trials']} (dashed: constant stepsizes, outside Theorem 3)",
+                 fontsize=10)
+    return paths + [common.save_figure(fig, out, "thm3.png")]
