@@ -612,7 +612,7 @@ def _thm3(d: dict) -> list[str]:
     c = d["config"]
     if "schedules" not in c:  # a result of the first edition
         return ["## Theorem 3: diminishing stepsizes", "",
-                f"*(thm3.json is of an older format; rerun `fedjax-abc reproduce thm3`)*", ""]
+                "*(thm3.json is of an older format; rerun `fedjax-abc reproduce thm3`)*", ""]
     ths = sorted(map(float, c["thresholds"]), reverse=True)
     lines = ["## Theorem 3: diminishing stepsizes, where the decay can be seen", "",
              f"S = {c['S']}, T = {c['rounds']}, R = {c['trials']}, x0 = {c['x0']}, alpha_0 = "
