@@ -14,7 +14,10 @@ General Variance Condition" (Wang, Huang, Johansson, Pu):
   :func:`remark3_sampling_dominates` (Remark 3);
 - Theorem 3: :func:`diminishing_stepsize`, :func:`theorem3_stepsize_limit`,
   :func:`check_theorem3_schedule`;
-- against simulation: :func:`theorem2_check`, :func:`theorem3_check` (JSON-ready dicts).
+- against simulation: :func:`theorem2_check`, :func:`theorem3_check` (JSON-ready dicts);
+- learning problems: :func:`smoothness_bound` (closed form, softmax/logistic regression),
+  :func:`smoothness_estimate` (power iteration at points), :func:`trajectory_points`
+  (iterates of a run, e.g. ``abc_constants(problem, oracle, domain=points)``).
 
 Example:
   >>> import jax, fedjax_abc as fa
@@ -44,6 +47,12 @@ from fedjax_abc._theory._bounds import (
 )
 from fedjax_abc._theory._check import theorem2_check, theorem3_check
 from fedjax_abc._theory._counterexample import Theorem1Values, theorem1_values, theorem1_x_k
+from fedjax_abc._theory._learning import (
+    Smoothness,
+    smoothness_bound,
+    smoothness_estimate,
+    trajectory_points,
+)
 from fedjax_abc._theory._heterogeneity import (
     BGDSum,
     InfimaCheck,
@@ -71,6 +80,7 @@ __all__ = [
     "OracleVariance",
     "RelaxedGrowth",
     "SamplingRegime",
+    "Smoothness",
     "Theorem1Values",
     "Theorem2LeadingTerms",
     "Theorem3ScheduleCheck",
@@ -88,6 +98,8 @@ __all__ = [
     "remark3_sampling_dominates",
     "sampling_factor",
     "sigma_f_star",
+    "smoothness_bound",
+    "smoothness_estimate",
     "theorem1_values",
     "theorem1_x_k",
     "theorem2_bound",
@@ -97,4 +109,5 @@ __all__ = [
     "theorem2_stepsize_limit",
     "theorem3_check",
     "theorem3_stepsize_limit",
+    "trajectory_points",
 ]
