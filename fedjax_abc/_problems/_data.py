@@ -81,6 +81,25 @@ def _nonneg(name: str, value) -> float:
     return out
 
 
+_CHUNK = 1 << 16
+
+
+@jax.jit
+def _chunk(key, j):
+    k = jax.random.fold_in(key, j)
+    return jax.random.normal(k, (_CHUNK,), jnp.float64), jax.random.uniform(k, (_CHUNK,), jnp.float64)
+
+
+def _draws(key, shape, kind: str = "normal") -> np.ndarray:
+    """Standard normals (or uniforms on [0, 1)) of any shape from chunks of fixed size: one
+    compiled program whatever the shapes (a data set's sizes are random)."""
+    count = int(np.prod(shape))
+    pick = 0 if kind == "normal" else 1
+    parts = [np.asarray(_chunk(key, j)[pick]) for j in range(-(-count // _CHUNK))]
+    flat = np.concatenate(parts) if parts else np.zeros(0)
+    return flat[:count].reshape(shape)
+
+
 def split(features, labels, parts) -> tuple[list, list]:
     """(features[idx], labels[idx]) for every index array idx of ``parts``, as two lists."""
     features, labels = np.asarray(features), np.asarray(labels)
@@ -140,22 +159,20 @@ def synthetic_data(key, alpha: float, beta: float, num_clients: int = 30, *,
     if not 0.0 < float(train_fraction) <= 1.0:
         raise ValueError(f"train_fraction ({train_fraction}) must be in (0, 1]")
     k_size, k_u, k_b, k_v, k_w, k_bias, k_x, k_perm = jax.random.split(key, 8)
-    f64 = jnp.float64
-    sizes = np.floor(np.exp(4.0 + 2.0 * np.asarray(jax.random.normal(k_size, (n,), f64)))
-                     ).astype(np.int64) + 50
+    sizes = np.floor(np.exp(4.0 + 2.0 * _draws(k_size, (n,)))).astype(np.int64) + 50
     if max_samples is not None:
         sizes = np.minimum(sizes, _positive_int("max_samples", max_samples, 2))
-    u = alpha * np.asarray(jax.random.normal(k_u, (n,), f64))
-    B = beta * np.asarray(jax.random.normal(k_b, (n,), f64))
-    v = B[:, None] + np.asarray(jax.random.normal(k_v, (n, p), f64))
-    W = u[:, None, None] + np.asarray(jax.random.normal(k_w, (n, p, K), f64))
-    b = u[:, None] + np.asarray(jax.random.normal(k_bias, (n, K), f64))
+    u = alpha * _draws(k_u, (n,))
+    B = beta * _draws(k_b, (n,))
+    v = B[:, None] + _draws(k_v, (n, p))
+    W = u[:, None, None] + _draws(k_w, (n, p, K))
+    b = u[:, None] + _draws(k_bias, (n, K))
     total = int(sizes.sum())
     owner = np.repeat(np.arange(n), sizes)  # the client of each of the N samples
     scale = np.arange(1, p + 1, dtype=np.float64) ** -0.6  # sqrt of diag(j^-1.2)
-    x = v[owner] + scale * np.asarray(jax.random.normal(k_x, (total, p), f64))
+    x = v[owner] + scale * _draws(k_x, (total, p))
     y = np.argmax(np.einsum("np,npk->nk", x, W[owner]) + b[owner], axis=1).astype(np.int32)
-    shuffle = np.asarray(jax.random.uniform(k_perm, (total,), f64))
+    shuffle = _draws(k_perm, (total,), "uniform")
     feats, labs, test_x, test_y = [], [], [], []
     for k, (lo, hi) in enumerate(zip(np.cumsum(sizes) - sizes, np.cumsum(sizes))):
         order = lo + np.argsort(shuffle[lo:hi], kind="stable")  # a uniform shuffle of client k

@@ -125,9 +125,14 @@ class MinibatchOracle(AbstractOracle):
 
     def gradient(self, problem, client, x, words):
         data = problem.params
-        i = client.index  # read the client's rows straight from the (n, M, p) data: one gather
+        i = client.index
         rows = self.rows(problem, client, words)
-        batch = ClientData(data.features[i, rows], data.labels[i, rows],
+        # read the rows straight from the data as rows i M + r of the (n M, p) array: one
+        # plain gather (client.params, the client's whole slice, is then unused)
+        n, M = data.labels.shape
+        flat = i * M + rows
+        batch = ClientData(jnp.take(data.features.reshape(n * M, -1), flat, axis=0),
+                           jnp.take(data.labels.reshape(n * M), flat, axis=0),
                            jnp.asarray(self.batch_size, data.count.dtype), data.weight[i],
                            data.l2[i])
         return problem.local_grad(client._replace(params=batch), x)

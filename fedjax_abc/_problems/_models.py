@@ -64,7 +64,8 @@ class ClientData(eqx.Module):
 def _cross_entropy(logits: Array, labels: Array) -> Array:
     """-log softmax(logits)[label] per row."""
     lse = jax.nn.logsumexp(logits, axis=-1)
-    picked = jnp.take_along_axis(logits, labels[..., None].astype(jnp.int32), axis=-1)[..., 0]
+    # a one-hot product, not a gather: its gradient is no scatter (faster to compile and run)
+    picked = jnp.sum(logits * jax.nn.one_hot(labels, logits.shape[-1], dtype=logits.dtype), -1)
     return lse - picked
 
 
