@@ -30,7 +30,9 @@ RESULT_MARK = "@@RESULT "
 MIN_TIMED_S = 1.5
 MAX_CALLS = 100
 
-STEPSIZES = {"huber27": 1e-4, "softplus_huber": 1e-3, "quadratics": 1e-2}
+STEPSIZES = {"huber27": 1e-4, "softplus_huber": 1e-3, "quadratics": 1e-2, "synthetic11": 0.05}
+LEARNING_DATA_KEY = 4  # Synthetic(1, 1) with this key: 30 clients, 50..877 training samples
+LEARNING_L2 = 1e-3
 
 
 def _status_mb(field: str) -> float | None:
@@ -84,6 +86,18 @@ def build_problem(case):
         a, c = p.params
         base = Quadratics(np.asarray(a), np.asarray(c), C=float(p.oracle.C), D=float(p.oracle.D))
         x0 = np.asarray(p.x_star) + 1.0
+    elif kind == "synthetic11":
+        from benchmarks.baselines import SoftmaxData
+
+        data = fa.data.synthetic_data(jax.random.key(LEARNING_DATA_KEY), 1.0, 1.0, n)
+        base = SoftmaxData.from_lists(data.features, data.labels, data.num_classes, LEARNING_L2,
+                                      case["batch"])
+        p = None  # the package's problem (its f_i*, f*, x* take a few seconds) only if needed
+        if case["impl"] == "fedjax_abc":
+            p = fa.problems.softmax_regression(data.features, data.labels, l2=LEARNING_L2,
+                                               num_classes=data.num_classes,
+                                               oracle=fa.MinibatchOracle(case["batch"]))
+        x0 = np.zeros(base.dim)
     else:
         raise ValueError(f"unknown problem {kind!r}")
     return p, base, x0, case.get("stepsize", STEPSIZES[kind])
@@ -132,6 +146,11 @@ def make_call(case):
 
         fn = numpy_all if impl == "numpy_all" else numpy_sampled
         return lambda seed: fn(base, seed=seed, **common)
+    if impl in ("numpy_softmax", "torch_softmax"):
+        from benchmarks.baselines import numpy_softmax, torch_softmax
+
+        fn = numpy_softmax if impl == "numpy_softmax" else torch_softmax
+        return lambda seed: fn(base, seed=seed, mode=case["mode"], dtype=case["dtype"], **common)
     if impl == "jax_naive":
         from benchmarks.baselines import jax_naive
 
@@ -206,7 +225,7 @@ def run_case(case) -> dict:
     rss_setup = _status_mb("VmRSS")
     out = {"rss_setup_mb": rss_setup}
     can_reset = _reset_peak()
-    compiled = case["impl"] != "numpy_all" and case["impl"] != "numpy_sampled"
+    compiled = case["impl"] in ("fedjax_abc", "jax_naive")
     first_s = None
     if compiled:
         t = time.perf_counter()

@@ -25,12 +25,14 @@ WORKLOAD_TITLES = {
     "clients": "Scaling in the number of clients: problem (27), S = 10, Q = 10, 100 trials "
                "(T = 1000, 100 at n = 10^4), and n = 1000 with 1000 trials (T = 200)",
     "memory": "Memory check: problem (27), mask mode, float64",
+    "learning": "Learning workload: softmax regression on Synthetic(1, 1), n = 30, d = 610, "
+                "mini-batch b = 10, Q = 10, S = 10, 100 trials",
 }
 
 COLUMNS = ("workload", "implementation", "mode", "dtype", "trials", "n", "S", "Q", "T",
            "compile s", "run s", "cores", "virtual client-steps/s", "sampled client-steps/s",
            "peak MB",
-           "x numpy", "x jax_naive", "target")
+           "x numpy", "x jax_naive", "x torch", "target")
 
 
 def _f(v, fmt):
@@ -54,6 +56,7 @@ def _row_cells(r):
         _f(r.get("peak_run_mb"), ".0f"),
         _f(r.get("ratio_numpy"), ".2f"),
         _f(r.get("ratio_jax_naive"), ".2f"),
+        _f(r.get("ratio_torch"), ".2f"),
         r.get("status", ""),
     ]
 
@@ -213,7 +216,10 @@ cases measured in the same run are comparable.
 - **x numpy** / **x jax_naive**: the package's virtual client-steps/s divided by the
   matching baseline's in the same workload and shape (mask vs `numpy_all` / `jax_naive`
   all, gather vs `numpy_sampled` / `jax_naive` sampled; `jax_naive` of the same dtype,
-  NumPy always float64). For `jax_naive` rows, x numpy compares it with NumPy.
+  NumPy always float64). For `jax_naive` rows, x numpy compares it with NumPy. On the
+  learning workload the baselines are `numpy_softmax` and `torch_softmax` (PyTorch, when
+  installed) in both dtypes, matched by mode and dtype; **x torch** is the package over
+  PyTorch.
 - **target**: PASS / FAIL of the targets naming the row (compile time < 5 s for every
   package row).
 """

@@ -131,18 +131,23 @@ def add_ratios(rows):
     """Ratio of virtual client-steps/s to the matching baselines (same workload and shape).
 
     Package mask matches numpy_all / jax_naive "all", gather matches numpy_sampled /
-    jax_naive "sampled"; numpy is float64 only; jax_naive must have the same dtype.
+    jax_naive "sampled"; numpy is float64 only; jax_naive must have the same dtype. On the
+    learning workload the NumPy and PyTorch baselines come in both dtypes and must match.
     """
     for r in rows:
-        r["ratio_numpy"] = r["ratio_jax_naive"] = None
-        if "error" in r or r["impl"] in ("numpy_all", "numpy_sampled"):
+        r["ratio_numpy"] = r["ratio_jax_naive"] = r["ratio_torch"] = None
+        if "error" in r or r["impl"] in ("numpy_all", "numpy_sampled", "numpy_softmax",
+                                         "torch_softmax"):
             continue
         bmode = BASELINE_MODE.get(r["mode"], r["mode"])
         for b in rows:
             if "error" in b or not _same_shape(r, b):
                 continue
-            if b["impl"] == f"numpy_{bmode}":
+            if b["impl"] == f"numpy_{bmode}" or (b["impl"] == "numpy_softmax" and
+                                                 b["mode"] == bmode and b["dtype"] == r["dtype"]):
                 r["ratio_numpy"] = r["virtual_rate"] / b["virtual_rate"]
+            if b["impl"] == "torch_softmax" and b["mode"] == bmode and b["dtype"] == r["dtype"]:
+                r["ratio_torch"] = r["virtual_rate"] / b["virtual_rate"]
             if (r["impl"] == "fedjax_abc" and b["impl"] == "jax_naive" and b["mode"] == bmode
                     and b["dtype"] == r["dtype"]):
                 r["ratio_jax_naive"] = r["virtual_rate"] / b["virtual_rate"]
@@ -195,6 +200,16 @@ def evaluate_targets(rows):
         targets.append(_target(f"n = 1000, S = 10, {trials} trials: gather >= 20x mask (float64)",
                                [cg, cm], v, 20, None if v is None else v >= 20, "x"))
     targets += sweep_targets(rows)
+    # the learning workload: the package against NumPy, both modes and dtypes
+    for dtype in ("float64", "float32"):
+        for mode in ("mask", "gather"):
+            row = _find(rows, workload="learning", impl="fedjax_abc", mode=mode, dtype=dtype)
+            if row is None and not any(r["workload"] == "learning" for r in rows):
+                continue
+            v = row.get("ratio_numpy") if row else None
+            targets.append(_target(f"learning (Synthetic(1,1) softmax, d = 610): {mode} {dtype} "
+                                   f">= 5x NumPy {dtype}", [row], v, 5,
+                                   None if v is None else v >= 5, "x"))
     compiled = [r for r in rows if r["impl"] == "fedjax_abc" and r.get("compile_s") is not None]
     worst = max(compiled, key=lambda r: r["compile_s"], default=None)
     targets.append(_target(f"compile time < {COMPILE_LIMIT_S:g} s for every package configuration",

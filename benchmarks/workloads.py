@@ -1,8 +1,12 @@
 """The benchmark cases: one dict per (workload, implementation, configuration).
 
-Fields: workload, impl ("fedjax_abc", "numpy_all", "numpy_sampled", "jax_naive"), mode
+Fields: workload, impl ("fedjax_abc", "numpy_all", "numpy_sampled", "jax_naive", and for the
+"learning" workload "numpy_softmax" and "torch_softmax", the latter only when PyTorch is
+installed), mode
 ("mask"/"gather" for the package, "all"/"sampled" for the baselines), dtype, problem
-("huber27", "softplus_huber", "quadratics"), n, d, S, Q, T, trials, record_every.
+("huber27", "softplus_huber", "quadratics", "synthetic11": softmax regression on
+Synthetic(1, 1) with a mini-batch oracle, ``batch`` rows), n, d, S, Q, T, trials,
+record_every.
 
 Baselines run fewer rounds than the package where noted (``BASELINE_ROUNDS``): throughput
 is compared per client-step, so T only sets how long a measurement lasts.
@@ -10,14 +14,21 @@ is compared per client-step, so T only sets how long a measurement lasts.
 
 from __future__ import annotations
 
+import importlib.util
+
 WORKLOADS = ("table2", "algorithms", "fig1", "quadratics", "trials", "clients", "memory",
-             "sweep")
+             "sweep", "learning")
 # The algorithms of fedjax_abc.algorithms on the Table II workload (package only).
 ALGORITHMS = ("FedAvg", "FedProx", "Scaffold", "FedAdam")
 QUICK_WORKLOADS = ("table2", "memory")  # what --quick runs unless --only says otherwise
 
 # Rounds the baselines run in the full configuration (the package runs the workload's T).
-BASELINE_ROUNDS = {"table2": 200, "fig1": 200, "quadratics": 100, "trials": 50, "clients": 20}
+BASELINE_ROUNDS = {"table2": 200, "fig1": 200, "quadratics": 100, "trials": 50, "clients": 20,
+                   "learning": 20}
+# The learning workload: Synthetic(1, 1), 30 clients, d = 610, b = 10, Q = 10, S = 10, 100
+# trials, T = 200 rounds for the package (its two records, at t = 0 and T, are full-batch
+# evaluations of f and grad f for every trial, included in its time).
+LEARNING = dict(n=30, S=10, Q=10, T=200, trials=100, d=610, batch=10)
 
 # Scaling in n: the package's rounds for each number of clients (100 trials, S = 10, Q = 10).
 CLIENTS_ROUNDS = {10: 1000, 100: 1000, 1000: 1000, 10_000: 100}
@@ -125,6 +136,28 @@ def cases(quick: bool = False, only=None):
         out += memory_cases(quick)
     if "sweep" in selected:
         out += sweep_cases(quick)
+    if "learning" in selected:
+        out += learning_cases(quick)
+    return out
+
+
+def learning_cases(quick: bool):
+    """Package (mask, gather) and NumPy / PyTorch baselines, float64 and float32."""
+    L = dict(LEARNING)
+    T, bT, R = (4, 2, 16) if quick else (L["T"], BASELINE_ROUNDS["learning"], L["trials"])
+    common = dict(n=L["n"], S=L["S"], Q=L["Q"], trials=R, d=L["d"], batch=L["batch"])
+    torch = importlib.util.find_spec("torch") is not None
+    out = []
+    for dtype in ("float64", "float32"):
+        for mode in ("mask", "gather"):
+            out.append(_case("learning", "fedjax_abc", mode, dtype, "synthetic11", T=T,
+                             record_every=T, **common))
+        for bmode in ("all", "sampled"):
+            out.append(_case("learning", "numpy_softmax", bmode, dtype, "synthetic11", T=bT,
+                             **common))
+            if torch:
+                out.append(_case("learning", "torch_softmax", bmode, dtype, "synthetic11", T=bT,
+                                 **common))
     return out
 
 

@@ -10,7 +10,7 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from fedjax_abc import algorithms, problems, theory  # noqa: E402
+from fedjax_abc import algorithms, data, problems, theory  # noqa: E402
 from fedjax_abc._algorithms._fedavg import local_run  # noqa: E402
 from fedjax_abc._engine._random import client_noise  # noqa: E402
 from fedjax_abc._engine._round import fedavg_round  # noqa: E402
@@ -20,6 +20,7 @@ from fedjax_abc._problems._oracles import (  # noqa: E402
     GaussianOracle,
     RademacherOracle,
 )
+from fedjax_abc._problems._minibatch import MinibatchOracle  # noqa: E402
 from fedjax_abc._problems._problem import Client, Problem, make_problem  # noqa: E402
 from fedjax_abc._engine._result import (  # noqa: E402
     DivergenceWarning,
@@ -51,9 +52,11 @@ __all__ = [
     "Client",
     "client_noise",
     "DivergenceWarning",
+    "data",
     "ExactOracle",
     "FullParticipation",
     "GaussianOracle",
+    "MinibatchOracle",
     "Problem",
     "RademacherOracle",
     "SimResult",

@@ -1,4 +1,6 @@
-"""The paper's problems, each with its oracle, and a d-dimensional family.
+"""The paper's problems, each with its oracle, a d-dimensional family, and learning problems.
+
+The paper's:
 
 - :func:`softplus_huber`: eq. (25) with oracle (26), Section IV-A (n = 16).
 - :func:`huber_offsets`: eq. (27) with the sign oracle of Section IV-B (n Huber clients).
@@ -6,9 +8,34 @@
 - :func:`quadratics`: heterogeneous diagonal quadratics in R^d with a Gaussian ABC oracle.
 - :func:`huber`: the Huber function of eq. (25).
 
+Learning problems (x = a model's parameters flattened, clients holding data; pair them with
+``fedjax_abc.MinibatchOracle`` for mini-batch SGD, data from :mod:`fedjax_abc.data`):
+
+- :func:`softmax_regression`, :func:`logistic_regression` (convex, l2 > 0; f_i*, f*, x* by
+  Newton's method in float64) and :func:`mlp` (an equinox MLP; best values found);
+- :func:`synthetic`: softmax regression on Synthetic(alpha, beta) of Li et al. 2020;
+- :func:`learning_problem`: any of the models of ``ClientData``'s kind;
+- :func:`evaluate`: held-out accuracy and loss of models x (e.g. ``SimResult.x``).
+
 Build your own with :func:`fedjax_abc.make_problem`.
 """
 
+from fedjax_abc._problems._learning import (
+    Evaluation,
+    evaluate,
+    learning_problem,
+    logistic_regression,
+    mlp,
+    softmax_regression,
+    synthetic,
+)
+from fedjax_abc._problems._models import (
+    MLP,
+    ClientData,
+    DatasetLoss,
+    LogisticRegression,
+    SoftmaxRegression,
+)
 from fedjax_abc._problems._paper import (
     bgd_counterexample,
     huber,
@@ -18,9 +45,21 @@ from fedjax_abc._problems._paper import (
 )
 
 __all__ = [
+    "MLP",
+    "ClientData",
+    "DatasetLoss",
+    "Evaluation",
+    "LogisticRegression",
+    "SoftmaxRegression",
     "bgd_counterexample",
+    "evaluate",
     "huber",
     "huber_offsets",
+    "learning_problem",
+    "logistic_regression",
+    "mlp",
     "quadratics",
+    "softmax_regression",
     "softplus_huber",
+    "synthetic",
 ]

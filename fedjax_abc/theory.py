@@ -16,7 +16,10 @@ General Variance Condition" (Wang, Huang, Johansson, Pu):
   :func:`table1_rate_bgd`, :func:`table1_rate_abc`;
 - Theorem 3: :func:`diminishing_stepsize`, :func:`theorem3_stepsize_limit`,
   :func:`check_theorem3_schedule`;
-- against simulation: :func:`theorem2_check`, :func:`theorem3_check` (JSON-ready dicts).
+- against simulation: :func:`theorem2_check`, :func:`theorem3_check` (JSON-ready dicts);
+- learning problems: :func:`smoothness_bound` (closed form, softmax/logistic regression),
+  :func:`smoothness_estimate` (power iteration at points), :func:`trajectory_points`
+  (iterates of a run, e.g. ``abc_constants(problem, oracle, domain=points)``).
 
 Example:
   >>> import jax, fedjax_abc as fa
@@ -47,6 +50,12 @@ from fedjax_abc._theory._bounds import (
 from fedjax_abc._theory._comparison import table1_rate_abc, table1_rate_bgd, yang2021_sampling_term
 from fedjax_abc._theory._check import theorem2_check, theorem3_check
 from fedjax_abc._theory._counterexample import Theorem1Values, theorem1_values, theorem1_x_k
+from fedjax_abc._theory._learning import (
+    Smoothness,
+    smoothness_bound,
+    smoothness_estimate,
+    trajectory_points,
+)
 from fedjax_abc._theory._heterogeneity import (
     BGDSum,
     InfimaCheck,
@@ -74,6 +83,7 @@ __all__ = [
     "OracleVariance",
     "RelaxedGrowth",
     "SamplingRegime",
+    "Smoothness",
     "Theorem1Values",
     "Theorem2LeadingTerms",
     "Theorem3ScheduleCheck",
@@ -91,6 +101,8 @@ __all__ = [
     "remark3_sampling_dominates",
     "sampling_factor",
     "sigma_f_star",
+    "smoothness_bound",
+    "smoothness_estimate",
     "theorem1_values",
     "theorem1_x_k",
     "theorem2_bound",
@@ -103,4 +115,5 @@ __all__ = [
     "table1_rate_abc",
     "table1_rate_bgd",
     "yang2021_sampling_term",
+    "trajectory_points",
 ]

@@ -9,6 +9,7 @@ reference that the package's Monte Carlo output is compared against.
 - :class:`HuberOffsets`: problem (27) with the sign oracle of Section IV-B.
 - :class:`Quadratics`: f_i(x) = (1/2) sum_j a_ij (x_j - c_ij)^2 with the Gaussian oracle
   g_i = grad f_i + z sqrt((C f_i + D) / d), z ~ N(0, I_d) (variance C (f_i - f_i*) + D, f_i* = 0).
+- :class:`LogisticData`: federated logistic regression with a mini-batch oracle.
 - :func:`fedavg`: Algorithm 1, vectorised over trials and sampled clients.
 - Standard-error helpers for comparing two Monte Carlo samples.
 """
@@ -132,6 +133,69 @@ class Quadratics:
 
     def grad_f(self, x):
         return np.mean(self.a * (x - self.c), axis=0)
+
+
+class LogisticData:
+    """Federated logistic regression with a mini-batch oracle, from the formulas alone.
+
+    Client i holds (X_i, y_i), m_i rows, labels in {0, 1}; with z = X w + c and x = (w, c),
+    f_i(x) = w_i (mean_j [log(1 + e^{z_j}) - y_j z_j] + (l2/2) ||x||^2), w_i = 1 or n m_i/m.
+    The oracle is the same on b rows drawn uniformly without replacement (the b smallest of
+    m_i uniforms) or with replacement (integers in [0, m_i)).
+    """
+
+    def __init__(self, features, labels, l2, batch, replace=False, weighting="uniform"):
+        self.X = [np.asarray(a, np.float64) for a in features]
+        self.y = [np.asarray(a, np.float64) for a in labels]
+        self.n, self.d = len(self.X), self.X[0].shape[1] + 1
+        self.l2, self.batch, self.replace = float(l2), int(batch), bool(replace)
+        sizes = np.array([len(a) for a in self.y], np.float64)
+        self.w = np.ones(self.n) if weighting == "uniform" else self.n * sizes / sizes.sum()
+        M = int(sizes.max())
+        self.m = sizes.astype(int)
+        self.Xp = np.zeros((self.n, M, self.d))
+        self.yp = np.zeros((self.n, M))
+        for i, (X, y) in enumerate(zip(self.X, self.y)):
+            self.Xp[i, : len(y)] = np.concatenate([X, np.ones((len(y), 1))], axis=1)
+            self.yp[i, : len(y)] = y
+
+    def _rows_grad(self, idx, x, rows):
+        """Mean gradient over the given rows (..., r) of clients idx (...), plus the l2 term."""
+        Xr = np.take_along_axis(self.Xp[idx], rows[..., None], axis=-2)  # (..., r, d)
+        yr = np.take_along_axis(self.yp[idx], rows, axis=-1)
+        z = np.einsum("...rd,...d->...r", Xr, x)
+        resid = 0.5 * (1.0 + np.tanh(0.5 * z)) - yr
+        g = np.einsum("...r,...rd->...d", resid, Xr) / rows.shape[-1]
+        return self.w[idx][..., None] * (g + self.l2 * x)
+
+    def stochastic_grads(self, rng, idx, x):
+        m = self.m[idx]
+        if self.replace:
+            rows = np.floor(rng.random(idx.shape + (self.batch,)) * m[..., None]).astype(int)
+        else:
+            keys = rng.random(idx.shape + (self.Xp.shape[1],))
+            keys = np.where(np.arange(self.Xp.shape[1]) < m[..., None], keys, np.inf)
+            rows = np.argsort(keys, axis=-1)[..., : self.batch]
+        return self._rows_grad(idx, x, rows)
+
+    def client_values(self, x):
+        """(f_1(x), ..., f_n(x)) for x (d,)."""
+        out = []
+        for i in range(self.n):
+            z = self.Xp[i, : self.m[i]] @ x
+            loss = np.mean(np.logaddexp(0.0, z) - self.yp[i, : self.m[i]] * z)
+            out.append(self.w[i] * (loss + 0.5 * self.l2 * x @ x))
+        return np.array(out)
+
+    def f(self, x):
+        return float(np.mean(self.client_values(x)))
+
+    def grad_f(self, x):
+        g = []
+        for i in range(self.n):
+            rows = np.arange(self.m[i])
+            g.append(self._rows_grad(np.array(i), x, rows))
+        return np.mean(g, axis=0)
 
 
 class ExactGradients:

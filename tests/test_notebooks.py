@@ -18,7 +18,7 @@ from nbclient import NotebookClient
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NB_DIR = ROOT / "notebooks"
 NAMES = ["01_quickstart.ipynb", "02_reproduce_paper.ipynb", "03_theory_explorer.ipynb",
-         "04_algorithms.ipynb"]
+         "04_algorithms.ipynb", "05_learning.ipynb"]
 MAX_BYTES = 2 * 1024 * 1024
 CELL_TIMEOUT = 600
 

@@ -9,12 +9,18 @@
 
 All run Algorithm 1 of the paper on the problems of :mod:`benchmarks.baselines.problems`
 and return x_T with shape (trials, d).
+
+- :func:`numpy_softmax`, :func:`torch_softmax` (:mod:`benchmarks.baselines.learning`):
+  softmax regression with mini-batch SGD on federated data (:class:`SoftmaxData`), NumPy or
+  PyTorch (optional, imported when called).
 """
 
+from benchmarks.baselines.learning import SoftmaxData, numpy_softmax, torch_softmax
 from benchmarks.baselines.numpy_impl import numpy_all, numpy_sampled
 from benchmarks.baselines.problems import HuberOffsets, Quadratics, SoftplusHuber
 
-__all__ = ["HuberOffsets", "Quadratics", "SoftplusHuber", "jax_naive", "numpy_all", "numpy_sampled"]
+__all__ = ["HuberOffsets", "Quadratics", "SoftmaxData", "SoftplusHuber", "jax_naive", "numpy_all",
+           "numpy_sampled", "numpy_softmax", "torch_softmax"]
 
 
 def __getattr__(name):

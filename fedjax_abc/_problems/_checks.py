@@ -1,8 +1,9 @@
 """Checks of a run's sampler and oracle before the simulator compiles anything with them.
 
-A custom :class:`~fedjax_abc.AbstractSampler` or :class:`~fedjax_abc.AbstractOracle` that
-returns arrays of the wrong shape would otherwise fail deep inside the compiled program, or
-worse, run: an index outside [0, n) is clamped by the gather, a noise leaf without the
+The oracle's own ``validate(problem)`` runs first (a mini-batch oracle checks that every
+client has enough samples). A custom :class:`~fedjax_abc.AbstractSampler` or
+:class:`~fedjax_abc.AbstractOracle` that returns arrays of the wrong shape would otherwise
+fail deep inside the compiled program, or worse, run: an index outside [0, n) is clamped by the gather, a noise leaf without the
 leading axis Q is sliced anyway. :func:`check_components` finds these in two steps:
 
 - shapes and dtypes, by abstract evaluation (``jax.eval_shape``: traced, never compiled):
@@ -164,6 +165,7 @@ def check_components(problem: Problem, oracle: AbstractOracle, sampler: Abstract
     """
     jdtype = jnp.dtype(_DTYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype)
     n, Q = problem.num_clients, local_steps
+    oracle.validate(problem)  # e.g. a mini-batch larger than a client's data
     name = type(sampler).__name__
     m = _count(name, f"num_slots({n})", sampler.num_slots(n))
     W = _count(name, f"num_words({n})", sampler.num_words(n))

@@ -64,6 +64,9 @@ class AbstractOracle(eqx.Module):
     def gradient(self, problem, client, x: Array, noise) -> Array:
         """g_i(x; xi) for one step, given that step's slice of ``noise``."""
 
+    def validate(self, problem) -> None:
+        """Raises ValueError when the oracle does not fit ``problem`` (default: it fits any)."""
+
     def num_words(self, shape: tuple[int, ...]) -> int:
         """How many uint32 random words ``noise_from_words`` needs for noise of ``shape``."""
         return 2

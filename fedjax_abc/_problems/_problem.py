@@ -42,6 +42,10 @@ class Problem(eqx.Module):
       oracle: the stochastic gradient oracle g_i(x; xi) (Assumption 2).
       grad_fn: optional closed-form ``grad_fn(params_i, x) -> grad f_i(x)``; ``jax.grad`` if None.
       name: a label used in reports.
+      certified: True when f_i*, f*, x* are the infima and a minimiser (closed forms or a
+        numerical minimisation trusted to float64 precision); False when they are only the
+        best values a local search found (a nonconvex learning problem): upper bounds on the
+        infima, so f(x) - f* may be negative.
     """
 
     loss: Callable[[PyTree, Array], Array] = eqx.field(static=True)
@@ -52,6 +56,7 @@ class Problem(eqx.Module):
     oracle: AbstractOracle
     grad_fn: Optional[Callable[[PyTree, Array], Array]] = eqx.field(static=True, default=None)
     name: str = eqx.field(static=True, default="problem")
+    certified: bool = eqx.field(static=True, default=True)
 
     @property
     def num_clients(self) -> int:

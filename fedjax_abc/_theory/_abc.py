@@ -6,7 +6,9 @@ D = 1/2) and IV-B (C = 1, D = 0).
 
 The variance E||g_i(x; xi) - grad f_i(x)||^2 is exact for the package's oracles
 (:class:`~fedjax_abc.RademacherOracle`: m_i(x)^2; :class:`~fedjax_abc.GaussianOracle`:
-C (f_i - f_i*) + D; :class:`~fedjax_abc.ExactOracle`: 0) and a Monte Carlo mean with its
+C (f_i - f_i*) + D; :class:`~fedjax_abc.ExactOracle`: 0; :class:`~fedjax_abc.MinibatchOracle`:
+the sampling variance of the mini-batch mean, from the per-sample gradients) and a Monte
+Carlo mean with its
 standard error for any other oracle (through ``oracle.noise`` and ``oracle.gradient``).
 """
 
@@ -19,9 +21,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fedjax_abc._problems._minibatch import MinibatchOracle
 from fedjax_abc._problems._oracles import AbstractOracle, ExactOracle, GaussianOracle, RademacherOracle
 from fedjax_abc._problems._problem import Problem, cast_floating
-from fedjax_abc._theory._grid import (as_points, check_int, check_nonneg, local_values_and_grads)
+from fedjax_abc._theory._grid import (as_points, check_int, check_nonneg, local_values_and_grads,
+                                     point_batch)
 from fedjax_abc._theory._heterogeneity import min_sum_then_first
 
 __all__ = [
@@ -78,7 +82,17 @@ def _exact_variance(problem, oracle, points):
 
 
 @eqx.filter_jit
-def _mc_variance(problem, oracle, points, key, num_samples):
+def _minibatch_variance(problem, oracle, points, batch):
+    n = problem.num_clients
+
+    def at(x):
+        return jax.vmap(lambda i: oracle.variance(problem, i, x))(jnp.arange(n, dtype=jnp.int32))
+
+    return jax.lax.map(at, points, batch_size=batch)
+
+
+@eqx.filter_jit
+def _mc_variance(problem, oracle, points, key, num_samples, batch):
     n = problem.num_clients
     d = points.shape[-1]
 
@@ -104,7 +118,7 @@ def _mc_variance(problem, oracle, points, key, num_samples):
         return jax.vmap(client)(jnp.arange(n, dtype=jnp.int32))
 
     ks = jnp.arange(points.shape[0], dtype=jnp.int32)
-    return jax.lax.map(at, (ks, points), batch_size=64)
+    return jax.lax.map(at, (ks, points), batch_size=batch)
 
 
 def oracle_variance(problem: Problem, oracle: Optional[AbstractOracle] = None, *, domain=None,
@@ -143,7 +157,7 @@ def oracle_variance(problem: Problem, oracle: Optional[AbstractOracle] = None, *
         raise ValueError("domain is required: (lo, hi) for a 1-D problem or points (K, d)")
     if method not in ("auto", "exact", "monte_carlo"):
         raise ValueError(f"method ({method!r}) must be 'auto', 'exact' or 'monte_carlo'")
-    known = type(oracle) in (RademacherOracle, GaussianOracle, ExactOracle)
+    known = type(oracle) in (RademacherOracle, GaussianOracle, ExactOracle, MinibatchOracle)
     if method == "exact" and not known:
         raise ValueError(f"no exact variance for {type(oracle).__name__}; use method='monte_carlo'")
     exact = known and method != "monte_carlo"
@@ -153,14 +167,18 @@ def oracle_variance(problem: Problem, oracle: Optional[AbstractOracle] = None, *
     problem64 = problem.astype(jnp.float64)
     oracle64 = cast_floating(oracle, jnp.float64)
     pts = jnp.asarray(points, jnp.float64)
-    if exact:
+    if exact and isinstance(oracle, MinibatchOracle):
+        batch = max(1, point_batch(problem) // 128)  # 128 per-sample gradients at a time
+        var = np.asarray(_minibatch_variance(problem64, oracle64, pts, batch), np.float64)
+        se = np.zeros_like(var)
+    elif exact:
         var = np.asarray(_exact_variance(problem64, oracle64, pts), np.float64)
         se = np.zeros_like(var)
     else:
         if key is None:
             raise ValueError("key is required for the Monte Carlo variance, e.g. jax.random.key(0)")
         m = check_int("num_samples", num_samples, 2)
-        var, se = _mc_variance(problem64, oracle64, pts, key, m)
+        var, se = _mc_variance(problem64, oracle64, pts, key, m, point_batch(problem, 64))
         var, se = np.asarray(var, np.float64), np.asarray(se, np.float64)
     return OracleVariance(var, se, gap, np.sum(grads * grads, axis=-1), points, bool(exact))
 

@@ -25,6 +25,7 @@ __all__ = [
     "check_nonneg",
     "check_positive",
     "local_values_and_grads",
+    "point_batch",
 ]
 
 _BATCH = 4096  # points per vmapped batch: bounds memory at batch x n x d
@@ -98,16 +99,27 @@ def as_points(domain, num_points: int, dim: int) -> np.ndarray:
     return arr
 
 
+def point_batch(problem: Problem, limit: int = _BATCH) -> int:
+    """Points per vmapped batch: ``limit``, fewer for problems with large parameters (data).
+
+    An evaluation at one point touches every element of the per-client parameters (a
+    learning problem's data: n x M x p numbers); a batch holds about 2^24 of them at most.
+    """
+    size = sum(int(np.prod(np.shape(a))) for a in jax.tree_util.tree_leaves(problem.params))
+    return int(max(1, min(limit, 2**24 // max(size, 1))))
+
+
 @eqx.filter_jit
-def _values_and_grads(problem: Problem, points):
+def _values_and_grads(problem: Problem, points, batch):
     def at(x):
         return problem.local_values(x), problem.local_grads(x)
 
-    return jax.lax.map(at, points, batch_size=_BATCH)
+    return jax.lax.map(at, points, batch_size=batch)
 
 
 def local_values_and_grads(problem: Problem, points: np.ndarray):
     """(f_i(x_k), grad f_i(x_k)) in float64 at every point: shapes (K, n) and (K, n, d)."""
     problem64 = problem.astype(jnp.float64)
-    values, grads = _values_and_grads(problem64, jnp.asarray(points, jnp.float64))
+    values, grads = _values_and_grads(problem64, jnp.asarray(points, jnp.float64),
+                                      point_batch(problem))
     return np.asarray(values, np.float64), np.asarray(grads, np.float64)

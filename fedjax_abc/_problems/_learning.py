@@ -1,0 +1,341 @@
+"""Learning problems: models trained on federated data, x the model's parameters flattened.
+
+Client i holds (X_i, y_i) with m_i samples and f_i is its mean loss, l2-regularised:
+
+    f_i(x) = w_i ( (1/m_i) sum_j ell(x; X_ij, y_ij) + (l2/2) ||x||^2 ),
+
+and the global objective is the paper's f = (1/n) sum_i f_i (eq. 1). The weights w_i choose
+how the clients count, explicitly:
+
+- ``weighting="uniform"`` (the paper's): w_i = 1, f = (1/n) sum_i F_i with F_i the client's
+  mean loss;
+- ``weighting="samples"``: w_i = n m_i / m (m = sum_i m_i), so f = sum_i (m_i / m) F_i, the
+  mean loss over all m samples. f_i* = w_i F_i* and sigma_f* (eq. 11) is then
+  f* - sum_i (m_i / m) F_i*, and ``Problem.value``/``grad`` give the sample-weighted f.
+
+The simulator's Algorithm 1 averages the sampled clients' models uniformly (line 13); with
+``"samples"`` it runs on the scaled f_i, so client i's local steps are those of F_i with
+stepsize alpha n m_i / m. This is not McMahan et al.'s FedAvg, which averages the local
+models with weights m_i (a sampler whose slot weights are m_i would give that; the paper's
+theory is for uniform averaging). With one local step and full participation the two agree.
+
+f_i*, f* and x* are computed in float64 when the problem is built: by Newton's method for
+the convex models (softmax and logistic regression with l2 > 0), to float64 precision; by
+L-BFGS for the MLP, whose values are the best found, not certified infima
+(``Problem.certified`` is False).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from fedjax_abc._problems import _data
+from fedjax_abc._problems._models import (ClientData, DatasetLoss, LogisticRegression, MLP,
+                                          SoftmaxRegression)
+from fedjax_abc._problems._oracles import AbstractOracle, ExactOracle
+from fedjax_abc._problems._problem import Problem
+from fedjax_abc._problems._solve import solve_clients_and_global
+
+__all__ = [
+    "Evaluation",
+    "evaluate",
+    "learning_problem",
+    "logistic_regression",
+    "mlp",
+    "softmax_regression",
+    "synthetic",
+]
+
+WEIGHTINGS = ("uniform", "samples")
+
+
+def _client_arrays(features, labels, num_classes: Optional[int]):
+    """Checked float64 features and int32 labels per client, and K (ValueError, one line)."""
+    for name, value in (("features", features), ("labels", labels)):
+        if isinstance(value, (np.ndarray, jax.Array)) or not hasattr(value, "__len__"):
+            raise ValueError(f"{name} must be a list of n per-client arrays, got "
+                             f"{type(value).__name__}")
+    if len(features) != len(labels):
+        raise ValueError(f"features has {len(features)} clients and labels {len(labels)}: "
+                         "give one array of each per client")
+    if len(features) == 0:
+        raise ValueError("features and labels must hold at least one client")
+    Xs, ys = [], []
+    p = None
+    for i, (X, y) in enumerate(zip(features, labels)):
+        X = np.asarray(X, dtype=np.float64)
+        y = np.asarray(y)
+        if X.ndim != 2:
+            raise ValueError(f"client {i}: features must have shape (m_i, p), got {X.shape}")
+        if y.ndim != 1:
+            raise ValueError(f"client {i}: labels must have shape (m_i,), got {y.shape}")
+        if X.shape[0] != y.shape[0]:
+            raise ValueError(f"client {i}: {X.shape[0]} rows of features but {y.shape[0]} labels")
+        if y.shape[0] == 0:
+            raise ValueError(f"client {i} has no samples (m_i = 0): every client needs data")
+        if p is None:
+            p = X.shape[1]
+        elif X.shape[1] != p:
+            raise ValueError(f"client {i}: {X.shape[1]} features, client 0 has {p}")
+        if not np.all(np.isfinite(X)):
+            raise ValueError(f"client {i}: features must be finite")
+        if not (np.issubdtype(y.dtype, np.integer) or np.issubdtype(y.dtype, np.bool_)
+                or (np.issubdtype(y.dtype, np.floating) and np.all(y == np.round(y)))):
+            raise ValueError(f"client {i}: labels must be integers, got dtype {y.dtype}")
+        Xs.append(X)
+        ys.append(y.astype(np.int64))
+    top = max(int(y.max()) for y in ys)
+    K = top + 1 if num_classes is None else int(num_classes)
+    for i, y in enumerate(ys):
+        bad = (y < 0) | (y >= K)
+        if bad.any():
+            raise ValueError(f"client {i}: label {int(y[np.argmax(bad)])} outside [0, K={K})")
+    return Xs, [y.astype(np.int32) for y in ys], K
+
+
+def _client_weights(sizes: np.ndarray, weighting: str) -> np.ndarray:
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"weighting ({weighting!r}) must be one of {WEIGHTINGS}")
+    if weighting == "uniform":
+        return np.ones(sizes.shape[0])
+    return sizes.shape[0] * sizes / sizes.sum()
+
+
+def _padded(Xs, ys, weights, l2) -> ClientData:
+    n, M, p = len(ys), max(len(y) for y in ys), Xs[0].shape[1]
+    X = np.zeros((n, M, p))
+    y = np.zeros((n, M), np.int32)
+    for i, (Xi, yi) in enumerate(zip(Xs, ys)):
+        X[i, : len(yi)], y[i, : len(yi)] = Xi, yi
+    count = np.array([len(yi) for yi in ys], np.int32)
+    return ClientData(jnp.asarray(X), jnp.asarray(y), jnp.asarray(count),
+                      jnp.asarray(weights, jnp.float64), jnp.full((n,), float(l2), jnp.float64))
+
+
+def learning_problem(model, features, labels, *, l2: float = 1e-3, weighting: str = "uniform",
+                     oracle: Optional[AbstractOracle] = None, x0=None, solver_steps: int = 500,
+                     name: Optional[str] = None) -> Problem:
+    """A :class:`~fedjax_abc.Problem` whose clients hold data and whose x is ``model``'s parameters.
+
+    Args:
+      model: ``SoftmaxRegression``, ``LogisticRegression`` or ``MLP`` (see ``_models``).
+      features: n arrays (m_i, p), one per client.
+      labels: n integer arrays (m_i,), in [0, K).
+      l2: the l2 coefficient (>= 0; > 0 for the convex models, so that minimisers exist).
+      weighting: "uniform" (w_i = 1, the paper's f) or "samples" (w_i = n m_i / m).
+      oracle: default :class:`~fedjax_abc.ExactOracle` (the full-batch gradient); e.g.
+        ``fedjax_abc.MinibatchOracle(b)``.
+      x0: where the solver starts (default: ``model.init``); for the MLP also the point the
+        best values are searched from.
+      solver_steps: L-BFGS steps for the nonconvex model.
+      name: a label.
+
+    Returns:
+      A Problem with ``params`` a :class:`ClientData` (leaves with leading axis n, padded to
+      max_i m_i rows) and ``loss`` a ``DatasetLoss``.
+
+    Raises:
+      ValueError: in one line: mismatched feature and label counts, an empty client, labels
+        out of range or not integers, bad l2 or weighting, a batch larger than a client's
+        data (``MinibatchOracle`` without replacement).
+    """
+    Xs, ys, K = _client_arrays(features, labels, model.num_classes)
+    if Xs[0].shape[1] != model.num_features:
+        raise ValueError(f"the model takes {model.num_features} features, the data has "
+                         f"{Xs[0].shape[1]}")
+    l2 = float(l2)
+    if not (np.isfinite(l2) and l2 >= 0):
+        raise ValueError(f"l2 ({l2}) must be finite and >= 0")
+    if model.convex and l2 <= 0:
+        raise ValueError(f"l2 ({l2}) must be > 0 for {type(model).__name__}: without it f_i may "
+                         "have no minimiser (separable data)")
+    sizes = np.array([len(y) for y in ys])
+    weights = _client_weights(sizes, weighting)
+    oracle = ExactOracle() if oracle is None else oracle
+    if not isinstance(oracle, AbstractOracle):
+        raise ValueError(f"oracle must be a fedjax_abc.AbstractOracle, got {type(oracle).__name__}")
+    start = np.asarray(model.init(jax.random.key(0)) if x0 is None else x0, np.float64)
+    if start.shape != (model.dim,):
+        raise ValueError(f"x0 must have shape (d={model.dim},), got {start.shape}")
+    data = _padded(Xs, ys, weights, l2)
+    probe = Problem(loss=DatasetLoss(model), params=data, local_minima=jnp.zeros(len(ys)),
+                    f_star=jnp.zeros(()), x_star=jnp.zeros(model.dim), oracle=oracle)
+    oracle.validate(probe)  # e.g. a mini-batch larger than a client's data
+    local_f, _, f_star, x_star, _ = solve_clients_and_global(model, Xs, ys, weights, l2, start,
+                                                             steps=solver_steps)
+    label = name or (f"{type(model).__name__}(n={len(ys)}, d={model.dim}, l2={l2:g}, "
+                     f"{weighting})")
+    return Problem(loss=DatasetLoss(model), params=data,
+                   local_minima=jnp.asarray(local_f, jnp.float64),
+                   f_star=jnp.asarray(f_star, jnp.float64),
+                   x_star=jnp.asarray(x_star, jnp.float64), oracle=oracle, name=label,
+                   certified=bool(model.convex))
+
+
+def softmax_regression(features, labels, *, l2: float = 1e-3, weighting: str = "uniform",
+                       num_classes: Optional[int] = None, oracle: Optional[AbstractOracle] = None,
+                       name: Optional[str] = None) -> Problem:
+    """Multinomial logistic regression on federated data (convex, l2 > 0).
+
+    x = ravel((W, b)) with W (p, K), b (K,), d = (p + 1) K; f_i(x) = w_i (mean cross-entropy
+    of softmax(X_i W + b) + (l2/2) ||x||^2). f_i*, f*, x* by Newton's method in float64.
+
+    Args:
+      features: n arrays (m_i, p). labels: n integer arrays (m_i,) in [0, K).
+      l2: > 0. weighting: "uniform" or "samples" (see the module docstring).
+      num_classes: K (default: the largest label + 1).
+      oracle: default the full-batch gradient; ``fedjax_abc.MinibatchOracle(b)`` for SGD.
+      name: a label.
+
+    Returns:
+      A :class:`~fedjax_abc.Problem`.
+
+    Example:
+      >>> import numpy as np, fedjax_abc as fa
+      >>> X = [np.array([[0.0, 1.0], [1.0, 0.0]]), np.array([[1.0, 1.0], [0.0, 0.0], [2.0, 1.0]])]
+      >>> y = [np.array([0, 1]), np.array([1, 0, 2])]
+      >>> p = fa.problems.softmax_regression(X, y, l2=0.1)
+      >>> p.dim, p.num_clients, bool(p.sigma_f_star > 0)
+      (9, 2, True)
+    """
+    Xs, _, K = _client_arrays(features, labels, num_classes)
+    return learning_problem(SoftmaxRegression(Xs[0].shape[1], K), features, labels, l2=l2,
+                            weighting=weighting, oracle=oracle, name=name)
+
+
+def logistic_regression(features, labels, *, l2: float = 1e-3, weighting: str = "uniform",
+                        oracle: Optional[AbstractOracle] = None,
+                        name: Optional[str] = None) -> Problem:
+    """Binary logistic regression (labels 0/1) on federated data; x = (w, b), d = p + 1.
+
+    f_i(x) = w_i (mean of log(1 + e^{z}) - y z, z = X_i w + b, + (l2/2) ||x||^2).
+
+    Example:
+      >>> import numpy as np, fedjax_abc as fa
+      >>> X = [np.array([[0.0], [1.0]]), np.array([[2.0], [3.0], [1.5]])]
+      >>> y = [np.array([0, 1]), np.array([1, 1, 0])]
+      >>> fa.problems.logistic_regression(X, y, l2=0.1).dim
+      2
+    """
+    Xs, _, _ = _client_arrays(features, labels, 2)
+    return learning_problem(LogisticRegression(Xs[0].shape[1]), features, labels, l2=l2,
+                            weighting=weighting, oracle=oracle, name=name)
+
+
+def mlp(key, features, labels, *, width: int = 32, depth: int = 1, l2: float = 1e-3,
+        weighting: str = "uniform", num_classes: Optional[int] = None,
+        oracle: Optional[AbstractOracle] = None, solver_steps: int = 500,
+        name: Optional[str] = None) -> Problem:
+    """A tanh MLP (``equinox.nn.MLP``, ``depth`` hidden layers of ``width``) on federated data.
+
+    Nonconvex: ``local_minima``, ``f_star`` and ``x_star`` are the best values and point that
+    ``solver_steps`` full-batch L-BFGS steps from the initialisation drawn with ``key`` found,
+    upper bounds on the infima, not certified ones (``problem.certified`` is False); a run can
+    find lower values, so its gap f(x_t) - f* may be negative, and sigma_f* computed from them
+    is an estimate.
+
+    Args:
+      key: draws the initialisation (``x0`` of the search; also a natural x0 for a run:
+        ``problem.loss.model.init(key)``).
+      features, labels, width, depth, l2, weighting, num_classes, oracle, name: as in
+        :func:`softmax_regression`.
+      solver_steps: L-BFGS steps per client and for f.
+
+    Example:
+      >>> import jax, numpy as np, fedjax_abc as fa
+      >>> X = [np.eye(3), np.eye(3)[::-1]]
+      >>> y = [np.array([0, 1, 2]), np.array([0, 1, 2])]
+      >>> p = fa.problems.mlp(jax.random.key(0), X, y, width=4, solver_steps=50)
+      >>> p.dim, p.certified
+      (31, False)
+    """
+    Xs, _, K = _client_arrays(features, labels, num_classes)
+    model = MLP(Xs[0].shape[1], K, width, depth)
+    return learning_problem(model, features, labels, l2=l2, weighting=weighting, oracle=oracle,
+                            x0=model.init(key), solver_steps=solver_steps, name=name)
+
+
+def synthetic(key, alpha: float, beta: float, num_clients: int = 30, *, l2: float = 1e-3,
+              weighting: str = "uniform", oracle: Optional[AbstractOracle] = None,
+              max_samples: Optional[int] = None) -> Problem:
+    """Softmax regression on Synthetic(alpha, beta) of Li et al. 2020 (60 features, 10 classes).
+
+    The data of ``fedjax_abc.data.synthetic_data(key, alpha, beta, num_clients)`` (its
+    training part; the same call gives the test set), d = 610.
+
+    Example:
+      >>> import jax, fedjax_abc as fa
+      >>> p = fa.problems.synthetic(jax.random.key(0), 0.0, 0.0, num_clients=4)
+      >>> p.dim, p.num_clients
+      (610, 4)
+
+    Reference: T. Li et al., "Federated optimization in heterogeneous networks", MLSys 2020.
+    """
+    data = _data.synthetic_data(key, alpha, beta, num_clients, max_samples=max_samples)
+    return softmax_regression(data.features, data.labels, l2=l2, weighting=weighting,
+                              num_classes=data.num_classes, oracle=oracle,
+                              name=f"synthetic({alpha:g},{beta:g}) softmax, n={num_clients}")
+
+
+class Evaluation(NamedTuple):
+    """Held-out metrics of models x, each with x's leading shape.
+
+    Attributes:
+      accuracy: the share of test samples whose predicted class is the label.
+      loss: the mean cross-entropy over the test samples (without the l2 term).
+    """
+
+    accuracy: np.ndarray
+    loss: np.ndarray
+
+
+def evaluate(problem_or_model, x, features, labels) -> Evaluation:
+    """Test accuracy and loss of the model at x (shape (d,) or (..., d), e.g. ``SimResult.x``).
+
+    Args:
+      problem_or_model: a learning :class:`~fedjax_abc.Problem` or its model.
+      x: parameters, (d,) or any leading shape (trials, records, d) for instance.
+      features: (m, p) test features. labels: (m,) test labels.
+
+    Returns:
+      An :class:`Evaluation` with arrays of shape x.shape[:-1].
+
+    Example:
+      >>> import numpy as np, fedjax_abc as fa
+      >>> X = [np.array([[0.0], [1.0]]), np.array([[2.0], [3.0], [1.5]])]
+      >>> y = [np.array([0, 1]), np.array([1, 1, 0])]
+      >>> p = fa.problems.logistic_regression(X, y, l2=0.1)
+      >>> ev = fa.problems.evaluate(p, p.x_star, np.array([[0.0], [3.0]]), np.array([0, 1]))
+      >>> float(ev.accuracy)
+      1.0
+    """
+    model = problem_or_model.loss.model if isinstance(problem_or_model, Problem) \
+        else problem_or_model
+    features = jnp.asarray(np.asarray(features, np.float64))
+    labels = np.asarray(labels)
+    if features.ndim != 2 or labels.ndim != 1 or features.shape[0] != labels.shape[0]:
+        raise ValueError(f"features (m, p) and labels (m,) must match, got {features.shape} "
+                         f"and {labels.shape}")
+    x = np.asarray(x, np.float64)
+    if x.shape[-1] != model.dim:
+        raise ValueError(f"x must end in d={model.dim}, got shape {x.shape}")
+    flat = jnp.asarray(x.reshape(-1, model.dim))
+    acc, loss = _evaluate(model, flat, features, jnp.asarray(labels, jnp.int32))
+    shape = x.shape[:-1]
+    return Evaluation(np.asarray(acc).reshape(shape), np.asarray(loss).reshape(shape))
+
+
+def _evaluate_one(model, x, features, labels):
+    pred = model.predict(x, features)
+    return (jnp.mean((pred == labels).astype(x.dtype)),
+            jnp.mean(model.sample_losses(x, features, labels)))
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _evaluate(model, flat, features, labels):
+    return jax.lax.map(lambda x: _evaluate_one(model, x, features, labels), flat, batch_size=64)

@@ -1,0 +1,260 @@
+"""Models whose parameters are the problem's x, and the data a learning problem's clients hold.
+
+A learning problem's x in R^d is a model's parameters flattened (``ravel_pytree``); each
+model says how to turn x into logits for a batch of features, and ``unravel`` gives the
+parameters back as a pytree:
+
+- :class:`SoftmaxRegression`: logits = features @ W + b, x = (W (p, K), b (K,)) flattened,
+  d = (p + 1) K; convex cross-entropy.
+- :class:`LogisticRegression`: one logit features @ w + b for labels in {0, 1}, d = p + 1;
+  convex logistic loss.
+- :class:`MLP`: an ``equinox.nn.MLP`` (tanh, so smooth), x its array leaves flattened;
+  nonconvex.
+
+:class:`ClientData` holds every client's (X_i, y_i) padded to M = max_i m_i rows with the
+count m_i, the client's weight w_i in the global objective and the l2 coefficient; its
+leaves have leading axis n (the Problem's ``params``). :class:`DatasetLoss` is the loss
+``loss(params_i, x)`` of a client:
+
+    f_i(x) = w_i ( (1/m_i) sum_{j < m_i} ell(x; X_ij, y_ij) + (l2 / 2) ||x||^2 ),
+
+where ell is the model's per-sample loss (cross-entropy). The same loss on a mini-batch
+(:meth:`ClientData.take`) is the mini-batch oracle's estimate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
+from jaxtyping import Array, Float, Int
+
+__all__ = ["ClientData", "DatasetLoss", "LogisticRegression", "MLP", "SoftmaxRegression"]
+
+
+class ClientData(eqx.Module):
+    """The clients' data as a problem's per-client parameters (one client: no leading n).
+
+    Attributes:
+      features: (n, M, p) features, rows m_i .. M - 1 of client i zero padding.
+      labels: (n, M) int32 labels (padding 0).
+      count: (n,) int32, m_i >= 1.
+      weight: (n,) w_i, the client's weight: f = (1/n) sum_i f_i with f_i carrying w_i
+        (1 for the paper's uniform weighting, n m_i / m to weight by samples).
+      l2: (n,) the l2 coefficient (the same for all clients).
+    """
+
+    features: Float[Array, "n M p"]
+    labels: Int[Array, "n M"]
+    count: Int[Array, " n"]
+    weight: Float[Array, " n"]
+    l2: Float[Array, " n"]
+
+    def take(self, rows: Array) -> "ClientData":
+        """One client's mini-batch: its rows ``rows`` (b,), counted as b samples."""
+        return ClientData(self.features[rows], self.labels[rows],
+                          jnp.asarray(rows.shape[0], self.count.dtype), self.weight, self.l2)
+
+
+def _cross_entropy(logits: Array, labels: Array) -> Array:
+    """-log softmax(logits)[label] per row."""
+    lse = jax.nn.logsumexp(logits, axis=-1)
+    # a one-hot product, not a gather: its gradient is no scatter (faster to compile and run)
+    picked = jnp.sum(logits * jax.nn.one_hot(labels, logits.shape[-1], dtype=logits.dtype), -1)
+    return lse - picked
+
+
+@dataclasses.dataclass(frozen=True)
+class SoftmaxRegression:
+    """Multinomial logistic regression: logits = X W + b, x = ravel((W, b)), d = (p + 1) K.
+
+    Attributes:
+      num_features: p. num_classes: K >= 2.
+    """
+
+    num_features: int
+    num_classes: int
+    convex = True
+
+    @property
+    def dim(self) -> int:
+        return (self.num_features + 1) * self.num_classes
+
+    def unravel(self, x: Array):
+        """x -> (W (p, K), b (K,))."""
+        p, K = self.num_features, self.num_classes
+        return x[: p * K].reshape(p, K), x[p * K:]
+
+    def init(self, key) -> Array:
+        """The starting point 0 (the loss is convex; the key is unused)."""
+        return jnp.zeros((self.dim,), jnp.float64)
+
+    def logits(self, x: Array, features: Array) -> Array:
+        W, b = self.unravel(x)
+        return features @ W.astype(features.dtype) + b.astype(features.dtype)
+
+    def sample_losses(self, x: Array, features: Array, labels: Array) -> Array:
+        """Cross-entropy of every row, shape (rows,)."""
+        return _cross_entropy(self.logits(x, features), labels)
+
+    def predict(self, x: Array, features: Array) -> Array:
+        return jnp.argmax(self.logits(x, features), axis=-1)
+
+    def hessian(self, x: Array, features: Array, labels: Array, coef: Array) -> Array:
+        """sum_j c_j Hess ell_j(x), (d, d), in closed form, for rows (M, p) with weights c (M,).
+
+        With X~ = [X, 1] and P = softmax(logits), Hess ell_j = (diag(P_j) - P_j P_j^T) kron
+        X~_j X~_j^T in the order of x = ravel([[W], [b]]). Accumulated over blocks of rows
+        (memory: a block times d).
+        """
+        p, K = self.num_features, self.num_classes
+        rows = features.shape[0]
+        block = _block(rows)
+        Xt = jnp.concatenate([features, jnp.ones((rows, 1), features.dtype)], axis=1)
+        P = jax.nn.softmax(self.logits(x, features), axis=-1)
+
+        def add(H, j):
+            Xb = jax.lax.dynamic_slice_in_dim(Xt, j * block, block)
+            Pb = jax.lax.dynamic_slice_in_dim(P, j * block, block)
+            cb = jax.lax.dynamic_slice_in_dim(coef, j * block, block)
+            diag = jnp.einsum("ja,jk,jb->akb", Xb, cb[:, None] * Pb, Xb)  # (p+1, K, p+1)
+            V = (Xb[:, :, None] * Pb[:, None, :]).reshape(block, self.dim)
+            full = diag[:, :, :, None] * jnp.eye(K, dtype=diag.dtype)[None, :, None, :]
+            return H + full.reshape(self.dim, self.dim) - V.T @ (cb[:, None] * V), None
+
+        H, _ = jax.lax.scan(add, jnp.zeros((self.dim, self.dim), Xt.dtype),
+                            jnp.arange(rows // block))
+        return H
+
+
+def _block(rows: int) -> int:
+    """Rows per block of a Hessian accumulation: a divisor of ``rows``, at most 512."""
+    for b in range(min(rows, 512), 0, -1):
+        if rows % b == 0:
+            return b
+    return 1
+
+
+@dataclasses.dataclass(frozen=True)
+class LogisticRegression:
+    """Binary logistic regression: logit = X w + b, labels in {0, 1}, x = (w, b), d = p + 1.
+
+    Attributes:
+      num_features: p.
+    """
+
+    num_features: int
+    num_classes = 2
+    convex = True
+
+    @property
+    def dim(self) -> int:
+        return self.num_features + 1
+
+    def unravel(self, x: Array):
+        """x -> (w (p,), b ())."""
+        return x[:-1], x[-1]
+
+    def init(self, key) -> Array:
+        return jnp.zeros((self.dim,), jnp.float64)
+
+    def logits(self, x: Array, features: Array) -> Array:
+        w, b = self.unravel(x)
+        return features @ w.astype(features.dtype) + b.astype(features.dtype)
+
+    def sample_losses(self, x: Array, features: Array, labels: Array) -> Array:
+        """log(1 + e^z) - y z per row (the cross-entropy of sigmoid(z))."""
+        z = self.logits(x, features)
+        return jax.nn.softplus(z) - labels.astype(z.dtype) * z
+
+    def predict(self, x: Array, features: Array) -> Array:
+        return (self.logits(x, features) > 0).astype(jnp.int32)
+
+    def hessian(self, x: Array, features: Array, labels: Array, coef: Array) -> Array:
+        """sum_j c_j sigma_j (1 - sigma_j) X~_j X~_j^T, (d, d), X~ = [X, 1]."""
+        rows = features.shape[0]
+        Xt = jnp.concatenate([features, jnp.ones((rows, 1), features.dtype)], axis=1)
+        s = jax.nn.sigmoid(self.logits(x, features))
+        return Xt.T @ ((coef * s * (1 - s))[:, None] * Xt)
+
+
+@functools.lru_cache(maxsize=None)
+def _mlp_structure(p: int, K: int, width: int, depth: int):
+    """(unravel, static part, d) of an equinox MLP of this shape (cached: built once)."""
+    net = eqx.nn.MLP(p, K, width, depth, activation=jax.nn.tanh, key=jax.random.key(0))
+    params, static = eqx.partition(net, eqx.is_array)
+    leaves, treedef = jax.tree_util.tree_flatten(params)
+    shapes = [leaf.shape for leaf in leaves]
+    sizes = [leaf.size for leaf in leaves]
+    offsets = [sum(sizes[:j]) for j in range(len(sizes))]
+
+    def unravel(x):  # in x's dtype (jax.flatten_util's unravel would cast to the leaves')
+        return jax.tree_util.tree_unflatten(
+            treedef, [x[o: o + s].reshape(sh) for o, s, sh in zip(offsets, sizes, shapes)])
+
+    return unravel, static, int(sum(sizes))
+
+
+@dataclasses.dataclass(frozen=True)
+class MLP:
+    """A tanh multilayer perceptron (``equinox.nn.MLP``), x its parameters flattened.
+
+    Attributes:
+      num_features: p. num_classes: K. width: hidden units per layer. depth: hidden layers.
+    """
+
+    num_features: int
+    num_classes: int
+    width: int = 32
+    depth: int = 1
+    convex = False
+
+    @property
+    def dim(self) -> int:
+        return _mlp_structure(self.num_features, self.num_classes, self.width, self.depth)[2]
+
+    def unravel(self, x: Array):
+        """x -> the ``equinox.nn.MLP`` with these parameters."""
+        unravel, static, _ = _mlp_structure(self.num_features, self.num_classes, self.width,
+                                            self.depth)
+        return eqx.combine(unravel(x), static)
+
+    def init(self, key) -> Array:
+        """Equinox's default initialisation drawn with ``key``, flattened (float64)."""
+        net = eqx.nn.MLP(self.num_features, self.num_classes, self.width, self.depth,
+                         activation=jax.nn.tanh, key=key)
+        flat, _ = ravel_pytree(eqx.filter(net, eqx.is_array))
+        return flat.astype(jnp.float64)
+
+    def logits(self, x: Array, features: Array) -> Array:
+        net = self.unravel(x.astype(features.dtype))
+        return jax.vmap(net)(features)
+
+    def sample_losses(self, x: Array, features: Array, labels: Array) -> Array:
+        return _cross_entropy(self.logits(x, features), labels)
+
+    def predict(self, x: Array, features: Array) -> Array:
+        return jnp.argmax(self.logits(x, features), axis=-1)
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetLoss:
+    """f_i(x) = w_i ((1/m_i) sum_{j < m_i} ell(x; X_ij, y_ij) + (l2/2) ||x||^2) of one client.
+
+    Called as ``loss(params_i, x)`` with ``params_i`` one client's :class:`ClientData`.
+    Hashable by its model, so problems with models of the same shape share compilations.
+    """
+
+    model: Any
+
+    def __call__(self, data: ClientData, x: Array) -> Array:
+        rows = data.labels.shape[-1]
+        losses = self.model.sample_losses(x, data.features, data.labels)
+        valid = jnp.arange(rows) < data.count
+        mean = jnp.sum(jnp.where(valid, losses, 0)) / data.count.astype(losses.dtype)
+        return data.weight * (mean + 0.5 * data.l2 * jnp.sum(x * x))
