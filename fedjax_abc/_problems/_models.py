@@ -112,7 +112,7 @@ class SoftmaxRegression:
         X~_j X~_j^T in the order of x = ravel([[W], [b]]). Accumulated over blocks of rows
         (memory: a block times d).
         """
-        p, K = self.num_features, self.num_classes
+        K = self.num_classes
         rows = features.shape[0]
         block = _block(rows)
         Xt = jnp.concatenate([features, jnp.ones((rows, 1), features.dtype)], axis=1)
