@@ -135,8 +135,10 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
     problems = {}
     for d_max in d_list:
         problems[d_max] = fa.problems.huber_offsets(offsets=offs.paper_offsets(d_max, n))
-    results = []
-    for j, setting, value, why, cfg in alts:
+    printed = {d: paper.TABLE2_GAP[float(d)] for d in d_list if float(d) in paper.TABLE2_GAP}
+
+    def table(cfg, trials, key_tag, label):
+        """The gaps at T of one alternative: {Dmax: {S: mean, stderr}}."""
         gaps = {}
         for d_max in d_list:
             problem = problems[d_max]
@@ -145,17 +147,21 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
                            else x_star + cfg["x0_offset"]])
             gaps[f"{d_max:g}"] = {}
             for S in S_list:
-                desc = f"{setting}={value} Dmax={d_max:g} S={S}" if value is not None else \
-                    f"stated Dmax={d_max:g} S={S}"
+                desc = f"{label} Dmax={d_max:g} S={S}"
                 res = common.simulate(problem, num_sampled=S, local_steps=cfg["Q"],
-                                      stepsize=cfg["alpha"], rounds=cfg["T"], x0=x0, trials=R,
-                                      key=common.run_key(settings.seed, "table2_hypotheses", j,
-                                                         int(d_max), S),
+                                      stepsize=cfg["alpha"], rounds=cfg["T"], x0=x0,
+                                      trials=trials,
+                                      key=common.run_key(settings.seed, "table2_hypotheses",
+                                                         key_tag, int(d_max), S),
                                       precision=settings.precision, record=cfg["T"],
                                       progress=progress, desc=desc,
                                       checkpoint=settings.checkpoint_file("table2_hypotheses", desc))
                 gaps[f"{d_max:g}"][str(S)] = common.final_stats(res, "gap")
-        printed = {d: paper.TABLE2_GAP[float(d)] for d in d_list if float(d) in paper.TABLE2_GAP}
+        return gaps
+
+    results = []
+    for j, setting, value, why, cfg in alts:
+        gaps = table(cfg, R, j, f"{setting}={value}" if value is not None else "stated")
         test = gap_test(gaps, printed, S_list, H["z_max"])
         results.append({"setting": setting, "value": value, "why": why, "alpha": cfg["alpha"],
                         "Q": cfg["Q"], "T": cfg["T"], "x0_offset": cfg["x0_offset"],
@@ -167,25 +173,7 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
     for a, (j, setting, value, _, cfg) in zip(results, alts):
         if a["verdict"] != "reproduces":
             continue
-        gaps = {}
-        for d_max in d_list:
-            problem = problems[d_max]
-            x_star = float(problem.x_star[0])
-            x0 = np.array([cfg["x0_point"] if cfg["x0_point"] is not None
-                           else x_star + cfg["x0_offset"]])
-            gaps[f"{d_max:g}"] = {}
-            for S in S_list:
-                desc = f"confirm {setting}={value} Dmax={d_max:g} S={S}"
-                res = common.simulate(problem, num_sampled=S, local_steps=cfg["Q"],
-                                      stepsize=cfg["alpha"], rounds=cfg["T"], x0=x0,
-                                      trials=R_confirm,
-                                      key=common.run_key(settings.seed, "table2_hypotheses",
-                                                         1000 + j, int(d_max), S),
-                                      precision=settings.precision, record=cfg["T"],
-                                      progress=progress, desc=desc,
-                                      checkpoint=settings.checkpoint_file("table2_hypotheses", desc))
-                gaps[f"{d_max:g}"][str(S)] = common.final_stats(res, "gap")
-        printed = {d: paper.TABLE2_GAP[float(d)] for d in d_list if float(d) in paper.TABLE2_GAP}
+        gaps = table(cfg, R_confirm, 1000 + j, f"confirm {setting}={value}")
         a["confirmation"] = {"trials": R_confirm, "gap": gaps,
                              **gap_test(gaps, printed, S_list, H["z_max"])}
 
