@@ -1,26 +1,45 @@
-"""The docstring examples of the engine, the algorithms and the paper's settings run as written."""
+"""The docstring examples run as written.
+
+The engine's, the algorithms' and the paper settings' run in the default test run; the
+theory's and the learning modules' (they compile simulations or build problems) with the
+long checks (pytest -m slow).
+"""
 
 import doctest
 import importlib
 
 import pytest
 
-MODULES = [
+DEFAULT = [
     "fedjax_abc.algorithms",
     "fedjax_abc._algorithms._fedavg",
     "fedjax_abc._algorithms._fedprox",
     "fedjax_abc._algorithms._scaffold",
     "fedjax_abc._algorithms._fedopt",
     "fedjax_abc._engine._simulate",
+    "fedjax_abc._engine._sweep",
     "fedjax_abc._problems._problem",
+    "fedjax_abc._problems._checks",
+    "fedjax_abc._problems._paper",
+    "fedjax_abc._theory._comparison",
     "fedjax_abc.repro.paper",
-    "fedjax_abc.repro.checks",
-    "fedjax_abc.repro.hypotheses",
-    "fedjax_abc.repro.remark4",
+]
+SLOW = [
+    "fedjax_abc.theory",
+    "fedjax_abc._theory._abc",
+    "fedjax_abc._theory._bounds",
+    "fedjax_abc._theory._check",
+    "fedjax_abc._theory._counterexample",
+    "fedjax_abc._theory._heterogeneity",
+    "fedjax_abc._theory._theorem3",
+    "fedjax_abc._problems._data",
+    "fedjax_abc._problems._learning",
+    "fedjax_abc._problems._minibatch",
+    "fedjax_abc._theory._learning",
 ]
 
 
-@pytest.mark.parametrize("name", MODULES)
+@pytest.mark.parametrize("name", DEFAULT + [pytest.param(m, marks=pytest.mark.slow) for m in SLOW])
 def test_docstring_examples(name):
     module = importlib.import_module(name)
     failures, tried = doctest.testmod(module, optionflags=doctest.ELLIPSIS, verbose=False)

@@ -1,0 +1,10 @@
+"""The paper's reproduction: Section IV's experiments, the report and the algorithm comparison.
+
+- :mod:`~fedjax_abc.repro.paper`: every setting and printed number of Section IV.
+- :mod:`~fedjax_abc.repro.fig1`, :mod:`~fedjax_abc.repro.table2`,
+  :mod:`~fedjax_abc.repro.hypotheses`, :mod:`~fedjax_abc.repro.fig3`,
+  :mod:`~fedjax_abc.repro.theorems`: the experiments behind ``fedjax-abc reproduce``.
+- :mod:`~fedjax_abc.repro.report`: ``docs/reproduction.md`` from their JSON results.
+- :mod:`~fedjax_abc.repro.compare`: ``fedjax-abc compare``; :mod:`~fedjax_abc.repro.grid`:
+  ``fedjax-abc run GRID.toml``.
+"""
