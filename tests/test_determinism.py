@@ -167,13 +167,18 @@ def test_mask_and_gather_agree_to_rounding_in_3d(S):
 # --------------------------------------------------------------------- no recompilation
 
 
+TRACE = "/jax/core/compile/jaxpr_trace_duration"
+COMPILE = "/jax/core/compile/backend_compile_duration"
+
+
 @contextlib.contextmanager
-def count_compilations():
-    """Counts JAX tracing-for-jit and backend compilation events inside the block."""
+def count_compilations(kinds=(COMPILE, TRACE)):
+    """Counts JAX's events of the given kinds (default: backend compilation and tracing for
+    jit) inside the block."""
     events = []
 
     def listener(name, *args, **kwargs):
-        if name in ("/jax/core/compile/backend_compile_duration", "/jax/core/compile/jaxpr_trace_duration"):
+        if name in kinds:
             events.append(name)
 
     jax.monitoring.register_event_duration_secs_listener(listener)

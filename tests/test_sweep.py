@@ -8,7 +8,6 @@
 - progress counts the whole grid; invalid grids are refused before anything runs.
 """
 
-import contextlib
 
 import jax
 import numpy as np
@@ -16,21 +15,12 @@ import optax
 import pytest
 
 import fedjax_abc as fa
+import test_determinism as determinism
 
 
-@contextlib.contextmanager
 def count_compilations():
-    events = []
-
-    def listener(name, *args, **kwargs):
-        if name == "/jax/core/compile/backend_compile_duration":
-            events.append(name)
-
-    jax.monitoring.register_event_duration_secs_listener(listener)
-    try:
-        yield events
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
+    """Counts backend compilations only (tracing is not counted here)."""
+    return determinism.count_compilations(kinds=(determinism.COMPILE,))
 
 
 def offsets(n=8, seed=0, d_max=10.0):
