@@ -15,14 +15,17 @@ Learning problems (x = a model's parameters flattened, clients holding data; pai
   Newton's method in float64) and :func:`mlp` (an equinox MLP; best values found);
 - :func:`synthetic`: softmax regression on Synthetic(alpha, beta) of Li et al. 2020;
 - :func:`learning_problem`: any of the models of ``ClientData``'s kind;
-- :func:`evaluate`: held-out accuracy and loss of models x (e.g. ``SimResult.x``).
+- :func:`evaluate`: held-out accuracy and loss of models x (e.g. ``SimResult.x``);
+  :func:`held_out_metrics`: the same recorded inside a run (``simulate(metrics=...)``).
 
 Build your own with :func:`fedjax_abc.make_problem`.
 """
 
 from fedjax_abc._problems._learning import (
     Evaluation,
+    HeldOut,
     evaluate,
+    held_out_metrics,
     learning_problem,
     logistic_regression,
     mlp,
@@ -49,10 +52,12 @@ __all__ = [
     "ClientData",
     "DatasetLoss",
     "Evaluation",
+    "HeldOut",
     "LogisticRegression",
     "SoftmaxRegression",
     "bgd_counterexample",
     "evaluate",
+    "held_out_metrics",
     "huber",
     "huber_offsets",
     "learning_problem",

@@ -155,6 +155,7 @@ def fingerprint(run, plan) -> dict:
         "stepsize": digest(run.alphas), "x0": digest(run.x0), "problem": digest(run.problem),
         "oracle": digest(run.oracle), "sampler": digest(run.sampler),
         "algorithm": digest(run.algorithm), "jax": jax.__version__,
+        "metrics": f"{list(run.metric_names)} {digest(run.metrics)}",
     }
 
 

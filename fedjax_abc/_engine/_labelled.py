@@ -52,6 +52,7 @@ def _trial_rows(res: SimResult):
         "round": np.tile(np.asarray(res.rounds), trials),
         "gap": res.gap.reshape(-1),
         "grad_norm_sq": res.grad_norm_sq.reshape(-1),
+        **{name: value.reshape(-1) for name, value in res.metrics.items()},
         "diverged": np.repeat(res.diverged, records),
     })
 
@@ -60,7 +61,7 @@ def _summary_rows(res: SimResult):
     import pandas as pd
 
     parts = []
-    for name in _QUANTITIES:
+    for name in _QUANTITIES + tuple(res.metrics):
         s = res.summary(name)
         parts.append(pd.DataFrame({"quantity": name, "round": np.asarray(res.rounds),
                                    "mean": s.mean, "stderr": s.stderr, "ci_low": s.ci_low,
@@ -90,13 +91,14 @@ def sweep_dataframe(sw: SweepResult, summary: bool = False):
 def _arrays(res: SimResult) -> dict:
     dims = dict(gap=("trial", "round"), grad_norm_sq=("trial", "round"),
                 x=("trial", "round", "dim"), x_final=("trial", "dim"), diverged_at=("trial",))
-    return {name: (dims[name], getattr(res, name)) for name in _FIELDS
-            if getattr(res, name) is not None}
+    out = {name: (dims[name], getattr(res, name)) for name in _FIELDS
+           if getattr(res, name) is not None}
+    out.update({name: (("trial", "round"), value) for name, value in res.metrics.items()})
+    return out
 
 
 def _dtypes(res: SimResult) -> dict:
-    out = {name: np.asarray(getattr(res, name)).dtype.str for name in _FIELDS
-           if getattr(res, name) is not None}
+    out = {name: np.asarray(value).dtype.str for name, (_, value) in _arrays(res).items()}
     out["rounds"] = np.asarray(res.rounds).dtype.str
     return out
 
@@ -109,7 +111,7 @@ def sim_dataset(res: SimResult):
         {name: xr.Variable(dims, value) for name, (dims, value) in _arrays(res).items()},
         coords={"trial": np.arange(trials), "round": np.asarray(res.rounds), "dim": np.arange(d)},
         attrs={"fedjax_abc": "SimResult", "format": FORMAT, "config": _json(res.config),
-               "dtypes": _json(_dtypes(res))})
+               "dtypes": _json(_dtypes(res)), "metrics": _json(list(res.metrics))})
 
 
 def sweep_dataset(sw: SweepResult):
@@ -121,8 +123,10 @@ def sweep_dataset(sw: SweepResult):
     first = sw.results[0]
     trials, d = first.x_final.shape
     data = {}
+    stacked = sw.metrics
     for name, (inner, _) in _arrays(first).items():
-        data[name] = xr.Variable(dims + inner, getattr(sw, name))
+        data[name] = xr.Variable(dims + inner, stacked[name] if name in stacked
+                                 else getattr(sw, name))
     coords = {dim: np.asarray(labels) for dim, labels in zip(dims, sw.axes.values())}
     coords.update(trial=np.arange(trials), round=np.asarray(first.rounds), dim=np.arange(d))
     if any(not np.array_equal(r.rounds, first.rounds) for r in sw.results):
@@ -130,7 +134,8 @@ def sweep_dataset(sw: SweepResult):
     return xr.Dataset(data, coords=coords, attrs={
         "fedjax_abc": "SweepResult", "format": FORMAT,
         "axes": _json([[name, list(labels)] for name, labels in sw.axes.items()]),
-        "configs": _json([r.config for r in sw.results]), "dtypes": _json(_dtypes(first))})
+        "configs": _json([r.config for r in sw.results]), "dtypes": _json(_dtypes(first)),
+        "metrics": _json(list(first.metrics))})
 
 
 # ------------------------------------------------------------------------------- files
@@ -154,12 +159,13 @@ def _restored(value, dtype: str) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(value).astype(np.dtype(dtype), copy=False))
 
 
-def _sim(arrays: dict, rounds, config: dict, dtypes: dict) -> SimResult:
+def _sim(arrays: dict, rounds, config: dict, dtypes: dict, metrics: list) -> SimResult:
     get = {name: (_restored(arrays[name], dtypes[name]) if name in arrays else None)
-           for name in _FIELDS}
+           for name in _FIELDS + tuple(metrics)}
     return SimResult(rounds=_restored(rounds, dtypes["rounds"]), gap=get["gap"],
                      grad_norm_sq=get["grad_norm_sq"], x=get["x"], x_final=get["x_final"],
-                     config=config, diverged_at=get["diverged_at"])
+                     config=config, diverged_at=get["diverged_at"],
+                     metrics={name: get[name] for name in metrics})
 
 
 def load(path):
@@ -181,17 +187,19 @@ def load(path):
     if kind not in ("SimResult", "SweepResult"):
         raise ValueError(f"{path} is not a result file written by fedjax_abc")
     dtypes = json.loads(ds.attrs["dtypes"])
+    metrics = json.loads(ds.attrs.get("metrics", "[]"))
+    names = _FIELDS + tuple(metrics)
     rounds = ds["round"].values
     if kind == "SimResult":
-        arrays = {name: ds[name].values for name in _FIELDS if name in ds}
-        return _sim(arrays, rounds, json.loads(ds.attrs["config"]), dtypes)
+        arrays = {name: ds[name].values for name in names if name in ds}
+        return _sim(arrays, rounds, json.loads(ds.attrs["config"]), dtypes, metrics)
     axes = {name: tuple(labels) for name, labels in json.loads(ds.attrs["axes"])}
     configs = json.loads(ds.attrs["configs"])
     grid = len(axes)
     results = []
     for g, config in enumerate(configs):
         index = np.unravel_index(g, tuple(len(v) for v in axes.values()))
-        arrays = {name: ds[name].values[index] for name in _FIELDS if name in ds}
+        arrays = {name: ds[name].values[index] for name in names if name in ds}
         assert all(np.ndim(ds[name].values) - grid == np.ndim(a) for name, a in arrays.items())
-        results.append(_sim(arrays, rounds, config, dtypes))
+        results.append(_sim(arrays, rounds, config, dtypes, metrics))
     return SweepResult(axes=axes, results=tuple(results))

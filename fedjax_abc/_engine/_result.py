@@ -91,6 +91,9 @@ class SimResult:
       diverged_at: Int[ndarray, "trials"], the first recorded round t at which the trial's
         gap, grad_norm_sq or x (x_final at t = T) is not finite; -1 if it never is.
         Computed from the arrays when not given.
+      metrics: name -> Float[ndarray, "trials records"], the user metrics of
+        ``simulate(..., metrics=...)`` at every record (empty without them). :meth:`summary`
+        and :meth:`final` take their names.
     """
 
     rounds: np.ndarray
@@ -100,6 +103,7 @@ class SimResult:
     x_final: np.ndarray
     config: dict[str, Any]
     diverged_at: Optional[np.ndarray] = None
+    metrics: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         if self.diverged_at is None:
@@ -130,10 +134,10 @@ class SimResult:
                 f"the first from round t={first}")
 
     def summary(self, name: str = "gap", diverged: str = "exclude") -> Summary:
-        """:class:`Summary` over trials of ``gap``, ``grad_norm_sq`` or ``x``, per record.
+        """:class:`Summary` over trials of ``gap``, ``grad_norm_sq``, ``x`` or a metric, per record.
 
         Args:
-          name: the field.
+          name: the field, or the name of a metric.
           diverged: "exclude" (default) leaves the diverged trials out (``excluded`` says
             how many); "raise" raises ValueError if any trial diverged.
 
@@ -163,8 +167,11 @@ class SimResult:
         return value[~self.diverged], k
 
     def _field(self, name):
+        if name in self.metrics:
+            return self.metrics[name]
         if name not in ("gap", "grad_norm_sq", "x", "x_final"):
-            raise ValueError(f"name ({name!r}) must be one of 'gap', 'grad_norm_sq', 'x', 'x_final'")
+            known = ["gap", "grad_norm_sq", "x", "x_final"] + list(self.metrics)
+            raise ValueError(f"name ({name!r}) must be one of {', '.join(map(repr, known))}")
         value = getattr(self, name)
         if value is None:
             raise ValueError(f"{name} was not recorded (record_x=False)")
@@ -215,20 +222,26 @@ class SimResult:
 
         return cls(rounds=parts[0].rounds, gap=cat("gap"), grad_norm_sq=cat("grad_norm_sq"),
                    x=cat("x"), x_final=cat("x_final"), config=config,
-                   diverged_at=cat("diverged_at"))
+                   diverged_at=cat("diverged_at"),
+                   metrics={k: np.concatenate([p.metrics[k] for p in parts])
+                            for k in parts[0].metrics})
 
     def equals(self, other) -> bool:
         """Whether ``other`` is a SimResult with the same config and the same arrays, bit for
         bit (NaN equal to NaN)."""
         if not isinstance(other, SimResult) or self.config != other.config:
             return False
+        if list(self.metrics) != list(other.metrics) or not all(
+                _same_array(v, other.metrics[k]) for k, v in self.metrics.items()):
+            return False
         return all(_same_array(getattr(self, f.name), getattr(other, f.name))
-                   for f in dataclasses.fields(self) if f.name != "config")
+                   for f in dataclasses.fields(self) if f.name not in ("config", "metrics"))
 
     def to_dataframe(self, summary: bool = False):
         """A tidy ``pandas.DataFrame``: one row per trial and record (columns trial, round,
-        gap, grad_norm_sq, diverged), or with ``summary=True`` one row per record and
-        quantity (mean, stderr, ci_low, ci_high over the trials that did not diverge)."""
+        gap, grad_norm_sq, one per metric, diverged), or with ``summary=True`` one row per
+        record and quantity (gap, grad_norm_sq, the metrics: mean, stderr, ci_low, ci_high
+        over the trials that did not diverge)."""
         from fedjax_abc._engine import _labelled
         return _labelled.sim_dataframe(self, summary)
 
@@ -334,6 +347,13 @@ class SweepResult:
     def diverged_at(self) -> np.ndarray:
         """Int[ndarray, "*grid trials"]."""
         return self._stacked("diverged_at")
+
+    @property
+    def metrics(self) -> dict[str, np.ndarray]:
+        """name -> Float[ndarray, "*grid trials records"], the user metrics."""
+        first = self.results[0]
+        return {k: np.stack([r.metrics[k] for r in self.results]).reshape(
+            self.shape + first.metrics[k].shape) for k in first.metrics}
 
     def final(self, name: str = "gap", diverged: str = "exclude") -> Summary:
         """:meth:`SimResult.final` at every grid point: fields of the grid's shape (``excluded``

@@ -19,9 +19,8 @@ import dataclasses
 import math
 import os
 import sys
-import time
 import warnings
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 import equinox as eqx
 import jax
@@ -31,6 +30,9 @@ import numpy as np
 from fedjax_abc._algorithms._base import AbstractAlgorithm
 from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine import _checkpoint, _memory, _round
+from fedjax_abc._engine._metrics import check_metrics
+from fedjax_abc._engine._metrics import record as _record
+from fedjax_abc._engine._progress import Progress as _Progress
 from fedjax_abc._engine._checkpoint import Position
 from fedjax_abc._engine._plan import (Plan, default_record_every, make_plan, recorded_rounds,
                                       stepsize_array)
@@ -55,14 +57,9 @@ def _check_int(name: str, value, low: int = 1) -> int:
     return int(value)
 
 
-def _record(problem: Problem, x):
-    f, g = problem.value_and_grad(x)
-    return f - problem.f_star, jnp.sum(g * g)
-
-
 @eqx.filter_jit
-def _initial_records(problem, x):
-    return jax.vmap(lambda xr: _record(problem, xr))(x)
+def _initial_records(problem, metrics, x):
+    return jax.vmap(lambda xr: _record(problem, metrics, xr))(x)
 
 
 @eqx.filter_jit
@@ -71,12 +68,12 @@ def _init_state(algorithm, x0, num_clients):
 
 
 def _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0, stepsizes,
-             local_steps, mode, record_x, per_record=1):
+             local_steps, mode, record_x, per_record=1, metrics=()):
     """Rounds t0 .. t0 + s*b - 1 of every trial in s blocks of b rounds; a record per block.
 
     state: the trials' RoundState (leaves with a trials axis of m); trial_ids: (m,);
-    stepsizes: (s, b). Returns the state at the end and the records (gap, grad_norm_sq[,
-    x]) of shape (m, s[, d]). Only blocks b * (i + 1) = k (i + 1) rounds after t = 0 (k =
+    stepsizes: (s, b); metrics: the user metrics' functions. Returns the state at the end
+    and the records (gap, grad_norm_sq, *metrics[, x]) of shape (m, s[, d]). Only blocks b * (i + 1) = k (i + 1) rounds after t = 0 (k =
     per_record * b, t0 a multiple of b) evaluate f and grad f; the records of the other
     blocks are zeros, for the caller to drop.
     """
@@ -84,11 +81,11 @@ def _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0, ste
     trial_keys = fold_in_data(jax.random.key_data(key), trial_ids)  # (2, m): fold_in(key, r)
 
     def record(x_next):
-        return jax.vmap(lambda xr: _record(problem, xr))(x_next)
+        return jax.vmap(lambda xr: _record(problem, metrics, xr))(x_next)
 
     def skip(x_next):
         zero = jnp.zeros(x_next.shape[:1], x_next.dtype)
-        return zero, zero
+        return (zero,) * (2 + len(metrics))
 
     def block(state_t, inputs):
         j, alphas = inputs
@@ -96,11 +93,11 @@ def _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0, ste
                                        t0 + j * b, alphas, local_steps, mode)
         x_next = state_next.server.x
         if per_record == 1:
-            gap, gns = record(x_next)
+            values = record(x_next)
         else:  # every trial's f(x) costs a pass over all n clients: only where it is kept
             kept = (t0 // b + j) % per_record == per_record - 1
-            gap, gns = jax.lax.cond(kept, record, skip, x_next)
-        return state_next, (gap, gns, x_next) if record_x else (gap, gns)
+            values = jax.lax.cond(kept, record, skip, x_next)
+        return state_next, values + (x_next,) if record_x else values
 
     steps = jnp.arange(stepsizes.shape[0], dtype=jnp.int32)
     state, records = jax.lax.scan(block, state, (steps, stepsizes))
@@ -108,36 +105,6 @@ def _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0, ste
 
 
 _run_segment = eqx.filter_jit(_segment)
-
-
-class _Progress:
-    """Progress on stderr: rounds done, rate, time left; or a user callback."""
-
-    def __init__(self, progress, total: int, label: str):
-        self.callback = progress if callable(progress) else None
-        self.bar = None
-        self.total = total
-        self.start = time.perf_counter()
-        if progress is True:
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=total, desc=label, unit="round", file=sys.stderr,
-                            mininterval=1.0, dynamic_ncols=True)
-
-    def skip(self, done: int):
-        """Counts ``done`` rounds run before (a resumed run) on the bar."""
-        if self.bar is not None and done:
-            self.bar.update(done)
-
-    def update(self, done_now: int, done_total: int):
-        if self.bar is not None:
-            self.bar.update(done_now)
-        if self.callback is not None:
-            self.callback(done_total, self.total, time.perf_counter() - self.start)
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()
 
 
 def _resolve_devices(devices):
@@ -171,11 +138,18 @@ class _Run:
     devices: list
     config: dict
     first_trial: int = 0  # the global index of the first trial (its key is fold_in(key, index))
+    metric_names: tuple = ()  # the user metrics' names and functions, in the order given
+    metrics: tuple = ()
+
+    @property
+    def record_names(self) -> tuple:
+        """The records' names in the order the compiled segment returns them."""
+        return ("gap", "grad_norm_sq") + self.metric_names + (("x",) if self.record_x else ())
 
 
 def _checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key, record_every,
              mode, sampler, oracle, algorithm, dtype, trial_chunk, record_x, devices,
-             first_trial=0) -> _Run:
+             first_trial=0, metrics=None) -> _Run:
     """Validates every argument of :func:`simulate` (ValueError naming it) before any work."""
     if not isinstance(problem, Problem):
         raise ValueError(f"problem must be a fedjax_abc.Problem, got {type(problem).__name__}")
@@ -251,6 +225,7 @@ def _checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, ke
     check_components(problem, oracle, sampler, Q, dtype)
     devices = _resolve_devices(devices)
     jdtype = _DTYPES[dtype]
+    metric_names, metric_fns = check_metrics(metrics, d, jdtype)
     if _memory.state_sizes(algorithm, d, jdtype).client_states and not sampler.distinct_slots:
         raise ValueError(f"{type(algorithm).__name__} keeps client states: it needs a sampler "
                          f"whose slots are distinct clients, not {type(sampler).__name__}")
@@ -266,13 +241,16 @@ def _checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, ke
     )
     if first_trial:
         config["first_trial"] = first_trial
+    if metric_names:
+        config["metrics"] = list(metric_names)
     return _Run(
         # the name is static: drop it so problems differing only in name share one compilation
         problem=dataclasses.replace(problem.astype(jdtype), name=""),
         oracle=cast_floating(oracle, jdtype), sampler=sampler,
         algorithm=cast_floating(algorithm, jdtype), alphas=alphas, x0=x0, key=key,
         local_steps=Q, rounds=T, trials=R, record_every=k, mode=mode, dtype=jdtype, chunk=chunk,
-        record_x=record_x, devices=devices, config=config, first_trial=first_trial)
+        record_x=record_x, devices=devices, config=config, first_trial=first_trial,
+        metric_names=metric_names, metrics=metric_fns)
 
 
 def _describe(algorithm: AbstractAlgorithm) -> str:
@@ -318,13 +296,11 @@ def _run_chunk(run: _Run, plan: Plan, c: int, bar: _Progress, resume: Optional[P
     ids = _put(np.arange(run.first_trial + start, run.first_trial + start + plan.per_call),
                jnp.int32, plan.sharding)
     x_c = _put(x_c, run.dtype, plan.sharding)
-    names = ("gap", "grad_norm_sq", "x") if run.record_x else ("gap", "grad_norm_sq")
+    names = run.record_names
     state = _init_state(run.algorithm, x_c, run.problem.num_clients)
     if resume is None or resume.state is None:
-        g0, n0 = _initial_records(run.problem, x_c)
-        first = dict(gap=_host(g0)[:, None], grad_norm_sq=_host(n0)[:, None],
-                     x=_host(x_c)[:, None])
-        records = {name: (first[name],) for name in names}
+        first = _initial_records(run.problem, run.metrics, x_c) + (x_c,)
+        records = {name: (_host(r)[:, None],) for name, r in zip(names, first)}
         next_segment = 0
     else:
         state = _checkpoint.restored(state, resume.state)
@@ -337,7 +313,8 @@ def _run_chunk(run: _Run, plan: Plan, c: int, bar: _Progress, resume: Optional[P
                              run.dtype)
         new_state, rec = _run_segment(run.problem, run.oracle, run.sampler, run.algorithm, state,
                                       ids, run.key, jnp.asarray(seg.start, jnp.int32), alphas,
-                                      run.local_steps, run.mode, run.record_x, seg.per_record)
+                                      run.local_steps, run.mode, run.record_x, seg.per_record,
+                                      run.metrics)
         kept = tuple(_host(r)[:, seg.keep] for r in rec)
         records = {name: records[name] + (r,) for name, r in zip(names, kept)}
         state = new_state
@@ -358,7 +335,7 @@ def _assemble(run: _Run, chunks: Sequence[dict]) -> SimResult:
 
     return SimResult(rounds=recorded_rounds(run.rounds, run.record_every), gap=cat("gap"),
                      grad_norm_sq=cat("grad_norm_sq"), x=cat("x"), x_final=cat("x_final"),
-                     config=run.config)
+                     config=run.config, metrics={name: cat(name) for name in run.metric_names})
 
 
 def _warn_divergence(result: SimResult) -> None:
@@ -389,6 +366,7 @@ def simulate(
     devices: Optional[Sequence[jax.Device]] = None,
     checkpoint: Optional[Union[str, os.PathLike]] = None,
     first_trial: int = 0,
+    metrics: Optional[Mapping[str, Callable]] = None,
 ) -> SimResult:
     """Runs ``trials`` independent trials of a federated algorithm (Algorithm 1 by default).
 
@@ -440,6 +418,11 @@ def simulate(
         so that processes or hosts can each run a share of one run's trials;
         :meth:`SimResult.concatenate` joins the shares into the whole run's result, bit
         for bit. x0 of shape (trials, d) gives the share's own starting points.
+      metrics: name -> function of the server's model x (shape (d,), the run's dtype)
+        returning a number, recorded at every record beside the gap, inside the compiled
+        program (held-out accuracy, a distance, ...): ``SimResult.metrics[name]``, shape
+        (trials, records). The functions must be traceable by JAX; their values do not
+        count towards divergence.
 
     Returns:
       A :class:`~fedjax_abc.SimResult`. Trials that became non-finite are counted there
@@ -464,7 +447,7 @@ def simulate(
     path = _checked_path(checkpoint)
     run = _checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key,
                    record_every, mode, sampler, oracle, algorithm, dtype, trial_chunk, record_x,
-                   devices, first_trial)
+                   devices, first_trial, metrics)
     plan = make_plan(run.rounds, run.record_every, run.chunk, run.dtype, run.devices,
                      bool(progress) or path is not None)
     _memory.check_run(run, plan)

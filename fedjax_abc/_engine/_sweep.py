@@ -45,7 +45,7 @@ GRID_NAMES = ("stepsize", "x0", "num_sampled", "local_steps", "mode", "sampler",
 _COMPONENTS = ("algorithm", "oracle", "sampler")
 _DEFAULTS = dict(num_sampled=None, trials=1, record_every=None, mode="mask", sampler=None,
                  oracle=None, algorithm=None, dtype="float64", trial_chunk=None, record_x=True,
-                 devices=None)
+                 devices=None, metrics=None)
 _REQUIRED = ("local_steps", "stepsize", "rounds", "x0", "key")
 
 
@@ -146,7 +146,7 @@ def _point_run(problem, kwargs: dict, point: dict) -> _Run:
     return _checked(problem, kw["num_sampled"], kw["local_steps"], kw["stepsize"], kw["rounds"],
                     kw["x0"], kw["trials"], kw["key"], kw["record_every"], kw["mode"],
                     kw["sampler"], kw["oracle"], kw["algorithm"], kw["dtype"], kw["trial_chunk"],
-                    kw["record_x"], kw["devices"])
+                    kw["record_x"], kw["devices"], metrics=kw["metrics"])
 
 
 # ------------------------------------------------------------------ groups of one shape
@@ -162,7 +162,7 @@ def _shape_key(run: _Run):
     described = tuple((np.shape(a), str(a.dtype)) if isinstance(a, (jax.Array, np.ndarray))
                       else ("static", type(a).__name__, repr(a)) for a in leaves)
     return (treedef, described, run.local_steps, run.rounds, run.trials, run.record_every,
-            run.mode, np.dtype(run.dtype).str, run.chunk, run.record_x,
+            run.mode, np.dtype(run.dtype).str, run.chunk, run.record_x, run.metric_names,
             tuple(str(d) for d in run.devices), run.x0.shape)
 
 
@@ -186,22 +186,22 @@ def _stack(trees: list):
 
 @eqx.filter_jit
 def _grid_segment(axes, problem, oracle, sampler, algorithm, state, trial_ids, key, t0,
-                  stepsizes, local_steps, mode, record_x, per_record):
+                  stepsizes, local_steps, mode, record_x, per_record, metrics):
     """``_segment`` for G grid points: vmapped over the leading grid axis (trials inside)."""
     def one(problem, oracle, sampler, algorithm, state, stepsizes):
         return _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0,
-                        stepsizes, local_steps, mode, record_x, per_record)
+                        stepsizes, local_steps, mode, record_x, per_record, metrics)
 
     return eqx.filter_vmap(one, in_axes=axes + (0, 0))(problem, oracle, sampler, algorithm,
                                                         state, stepsizes)
 
 
 @eqx.filter_jit
-def _grid_start(axes, problem, algorithm, x0):
+def _grid_start(axes, problem, algorithm, x0, metrics):
     """The grid's states at t = 0 and records at t = 0; x0: (G, m, d)."""
     def one(problem, algorithm, x):
         state = _round.init_state(algorithm, x, problem.num_clients)
-        return state, jax.vmap(lambda xr: _record(problem, xr))(x)
+        return state, jax.vmap(lambda xr: _record(problem, metrics, xr))(x)
 
     return eqx.filter_vmap(one, in_axes=(axes[0], axes[3], 0))(problem, algorithm, x0)
 
@@ -223,7 +223,7 @@ def _run_group(runs: list[_Run], bar: _Progress, done_before: int, segmented: bo
     stacked, axes = _stack([_components(r) for r in runs])
     problem, oracle, sampler, algorithm = stacked
     sharding = _grid_sharding(plan.sharding)
-    names = ("gap", "grad_norm_sq", "x") if first.record_x else ("gap", "grad_norm_sq")
+    names = first.record_names
     alphas = np.stack([r.alphas for r in runs])  # (G, T)
     chunks = [[] for _ in runs]
     num_chunks = math.ceil(first.trials / first.chunk)
@@ -239,16 +239,15 @@ def _run_group(runs: list[_Run], bar: _Progress, done_before: int, segmented: bo
         ids = jax.device_put(jnp.arange(start, start + plan.per_call, dtype=jnp.int32),
                              plan.sharding)
         x_c = jax.device_put(jnp.asarray(x_c, first.dtype), sharding)
-        state, (g0, n0) = _grid_start(axes, problem, algorithm, x_c)
-        records = dict(gap=[np.asarray(g0)[:, :, None]], grad_norm_sq=[np.asarray(n0)[:, :, None]],
-                       x=[np.asarray(x_c)[:, :, None]])
+        state, start = _grid_start(axes, problem, algorithm, x_c, first.metrics)
+        records = {name: [np.asarray(r)[:, :, None]] for name, r in zip(names, start + (x_c,))}
         for seg in plan.segments():
             a = jnp.asarray(alphas[:, seg.start: seg.stop].reshape(G, seg.blocks, seg.block),
                             first.dtype)
             state, rec = _grid_segment(axes, problem, oracle, sampler, algorithm, state, ids,
                                        first.key, jnp.asarray(seg.start, jnp.int32), a,
                                        first.local_steps, first.mode, first.record_x,
-                                       seg.per_record)
+                                       seg.per_record, first.metrics)
             for name, r in zip(names, rec):
                 records[name].append(np.asarray(r)[:, :, seg.keep])
             done += G * seg.blocks * seg.block

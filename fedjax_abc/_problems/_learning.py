@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple, Optional
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -43,7 +44,9 @@ from fedjax_abc._problems._solve import solve_clients_and_global
 
 __all__ = [
     "Evaluation",
+    "HeldOut",
     "evaluate",
+    "held_out_metrics",
     "learning_problem",
     "logistic_regression",
     "mlp",
@@ -328,6 +331,60 @@ def evaluate(problem_or_model, x, features, labels) -> Evaluation:
     acc, loss = _evaluate(model, flat, features, jnp.asarray(labels, jnp.int32))
     shape = x.shape[:-1]
     return Evaluation(np.asarray(acc).reshape(shape), np.asarray(loss).reshape(shape))
+
+
+class HeldOut(eqx.Module):
+    """A held-out metric of the model at x, for ``simulate(..., metrics=...)``.
+
+    The test data are array fields, so a new test set of the same shapes compiles nothing.
+    Calling it on x of shape (d,) gives the accuracy or the mean loss on the data.
+    """
+
+    model: object = eqx.field(static=True)
+    features: jax.Array
+    labels: jax.Array
+    kind: str = eqx.field(static=True)
+
+    def __call__(self, x):
+        accuracy, loss = _evaluate_one(self.model, x, self.features.astype(x.dtype), self.labels)
+        return accuracy if self.kind == "accuracy" else loss
+
+
+def held_out_metrics(problem_or_model, features, labels) -> dict:
+    """Held-out accuracy and loss as metrics recorded inside a run.
+
+    Args:
+      problem_or_model: a learning :class:`~fedjax_abc.Problem` or its model.
+      features: (m, p) test features. labels: (m,) integer test labels.
+
+    Returns:
+      ``{"test_accuracy": ..., "test_loss": ...}``, for ``simulate(..., metrics=...)``;
+      ``SimResult.metrics["test_accuracy"]`` is then (trials, records), the numbers of
+      :func:`evaluate` on ``SimResult.x``.
+
+    Example:
+      >>> import jax, numpy as np, fedjax_abc as fa
+      >>> X = [np.array([[0.0], [1.0]]), np.array([[2.0], [3.0], [1.5]])]
+      >>> y = [np.array([0, 1]), np.array([1, 1, 0])]
+      >>> p = fa.problems.logistic_regression(X, y, l2=0.1)
+      >>> res = fa.simulate(p, local_steps=2, stepsize=0.1, rounds=20, x0=np.zeros(p.dim),
+      ...                   trials=2, key=jax.random.key(0), record_every=10,
+      ...                   metrics=fa.problems.held_out_metrics(p, [[0.0], [3.0]], [0, 1]))
+      >>> res.metrics["test_accuracy"].shape
+      (2, 3)
+    """
+    model = problem_or_model.loss.model if isinstance(problem_or_model, Problem) \
+        else problem_or_model
+    features = np.asarray(features, np.float64)
+    labels = np.asarray(labels)
+    if features.ndim != 2 or labels.ndim != 1 or features.shape[0] != labels.shape[0]:
+        raise ValueError(f"features (m, p) and labels (m,) must match, got {features.shape} "
+                         f"and {labels.shape}")
+    if not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(f"labels must be integers, got {labels.dtype}")
+    data = (jnp.asarray(features), jnp.asarray(labels, jnp.int32))
+    return {"test_accuracy": HeldOut(model, *data, "accuracy"),
+            "test_loss": HeldOut(model, *data, "loss")}
 
 
 def _evaluate_one(model, x, features, labels):

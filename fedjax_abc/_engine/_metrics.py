@@ -1,0 +1,69 @@
+"""What a run records at t = 0, k, 2k, ..., T: the gap, ||grad f||^2 and user metrics.
+
+A user metric is a function of the server's model x (shape (d,), the run's dtype) returning
+a number, evaluated inside the compiled program at every record, like diffrax's
+``SaveAt(fn=...)``: ``simulate(..., metrics={"test_accuracy": fn})`` gives
+``SimResult.metrics["test_accuracy"]`` of shape (trials, records). Functions must be
+traceable by JAX; an ``equinox.Module`` with array fields (held-out data, say) is data to
+the compiled program, so a new one of the same shapes compiles nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Optional
+
+import jax
+import jax.numpy as jnp
+
+__all__ = ["RESERVED", "check_metrics", "record"]
+
+# names a metric may not take: the result's own fields and the labelled results' dimensions
+RESERVED = ("gap", "grad_norm_sq", "x", "x_final", "diverged_at", "trial", "round", "dim",
+            "rounds", "config", "metrics")
+
+
+def check_metrics(metrics: Optional[Mapping[str, Callable]], dim: int,
+                  dtype) -> tuple[tuple[str, ...], tuple[Callable, ...]]:
+    """(names, functions) of ``metrics`` after checking each on an x of shape (dim,).
+
+    Raises:
+      ValueError: a name that is not an identifier or is taken, a value that is not
+        callable, a function that fails on x or does not return a single number.
+    """
+    if metrics is None:
+        return (), ()
+    if not isinstance(metrics, Mapping):
+        raise ValueError("metrics must be a dict: name -> function of x (shape (d,)) returning "
+                         "a number, e.g. {'x_norm': jnp.linalg.norm}")
+    names, fns = [], []
+    x = jax.ShapeDtypeStruct((dim,), dtype)
+    for name, fn in metrics.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"metric name {name!r} must be a Python identifier")
+        if name in RESERVED:
+            raise ValueError(f"metric name {name!r} is taken; not one of {', '.join(RESERVED)}")
+        if not callable(fn):
+            raise ValueError(f"metrics[{name!r}] must be a function of x, got "
+                             f"{type(fn).__name__}")
+        try:
+            out = jax.eval_shape(fn, x)
+        except Exception as err:  # the user's function: say which and why, in one line
+            first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            raise ValueError(f"metrics[{name!r}] fails on x of shape ({dim},): "
+                             f"{type(err).__name__}: {first}") from err
+        shape = getattr(out, "shape", None)
+        kind = getattr(getattr(out, "dtype", None), "kind", None)
+        if shape != () or kind not in ("b", "i", "u", "f"):
+            what = f"shape {shape}" if shape != () else f"dtype {getattr(out, 'dtype', None)}"
+            raise ValueError(f"metrics[{name!r}] must return one real number for x of shape "
+                             f"({dim},), got {what}")
+        names.append(name)
+        fns.append(fn)
+    return tuple(names), tuple(fns)
+
+
+def record(problem, metrics: tuple, x) -> tuple:
+    """(f(x) - f*, ||grad f(x)||^2, *metrics(x)) of one model x, shape (d,)."""
+    f, g = problem.value_and_grad(x)
+    return (f - problem.f_star, jnp.sum(g * g)) + tuple(
+        jnp.asarray(fn(x)).astype(x.dtype) for fn in metrics)
