@@ -156,6 +156,7 @@ def fingerprint(run, plan) -> dict:
         "oracle": digest(run.oracle), "sampler": digest(run.sampler),
         "algorithm": digest(run.algorithm), "jax": jax.__version__,
         "metrics": f"{list(run.metric_names)} {digest(run.metrics)}",
+        "generator": run.generator,
     }
 
 

@@ -1,7 +1,12 @@
 """Counter-based random streams: a client's draws are a function of (trial key, t, i) alone.
 
 Round t of a trial has the key ``fold_in(trial_key, t)``; from its data k_t, the
-Threefry-2x32 hash of the counter pair (s, j) gives words 2j and 2j + 1 of stream s.
+Threefry-2x32 hash of the counter pair (s, j) gives words 2j and 2j + 1 of stream s
+(generator ``"threefry"``, the default). Generator ``"splitmix"`` hashes instead the 64-bit
+key k_t plus the counter (s 2^32 + g + 1) times the golden-ratio increment with SplitMix64's
+finaliser (Steele, Lea and Flood, OOPSLA 2014) and keeps the upper 32 bits: word g of stream
+s is then the value of a SplitMix64 generator seeded with k_t at position s 2^32 + g, about
+a quarter of Threefry's arithmetic per word. Round keys stay Threefry's under both.
 Stream 0 feeds the sampler; stream 1 is cut into consecutive pieces of W words, piece i
 being client i's (W = what the oracle asks for Q steps, 1 word for up to 32 sign flips). A
 client's noise does not depend on the mode or on which other clients were sampled, so
@@ -14,12 +19,33 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.extend.random import threefry_2x32
 from jaxtyping import Array
 
 from fedjax_abc._engine._threefry import fold_in_data, threefry2x32
 
-__all__ = ["client_noise", "client_words", "round_key_data", "stream_words"]
+__all__ = ["GENERATORS", "client_noise", "client_words", "round_key_data", "splitmix64",
+           "stream_words"]
+
+GENERATORS = ("threefry", "splitmix")
+_GAMMA = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio, SplitMix64's increment
+_MIX = (np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
+
+
+def splitmix64(z: Array) -> Array:
+    """SplitMix64's output function (the finaliser of Stafford's Mix13) of uint64 z."""
+    z = (z ^ (z >> np.uint64(30))) * _MIX[0]
+    z = (z ^ (z >> np.uint64(27))) * _MIX[1]
+    return z ^ (z >> np.uint64(31))
+
+
+def _splitmix_words(key_data: Array, stream, g: Array) -> Array:
+    """Words g of counter stream ``stream`` under key data k_t, generator "splitmix"."""
+    k = (key_data[0].astype(jnp.uint64) << np.uint64(32)) | key_data[1].astype(jnp.uint64)
+    counter = (jnp.asarray(stream, jnp.uint64) << np.uint64(32)) + g.astype(jnp.uint64) \
+        + np.uint64(1)
+    return (splitmix64(k + counter * _GAMMA) >> np.uint64(32)).astype(jnp.uint32)
 
 
 def round_key_data(trial_key: Array, t) -> Array:
@@ -52,12 +78,16 @@ def _block_words(key_data: Array, stream, first: Array, span: int) -> Array:
 _BLOCKWISE_MIN_WORDS = 8  # clients with this many words per round hash block by block
 
 
-def stream_words(key_data: Array, stream, num_words: int) -> Array:
+def stream_words(key_data: Array, stream, num_words: int, generator: str = "threefry") -> Array:
     """Words 0 .. num_words - 1 of counter stream ``stream`` under key data k_t."""
-    return _words(key_data, stream, jnp.arange(num_words, dtype=jnp.uint32))
+    g = jnp.arange(num_words, dtype=jnp.uint32)
+    if generator == "splitmix":
+        return _splitmix_words(key_data, stream, g)
+    return _words(key_data, stream, g)
 
 
-def client_words(key_data: Array, clients: Array, num_words: int) -> Array:
+def client_words(key_data: Array, clients: Array, num_words: int,
+                 generator: str = "threefry") -> Array:
     """The round's random words of the given clients, shape (len(clients), W).
 
     Client i owns words i W .. i W + W - 1 of the client stream (stream 1): its words depend
@@ -65,6 +95,9 @@ def client_words(key_data: Array, clients: Array, num_words: int) -> Array:
     """
     W = num_words
     start = clients.astype(jnp.uint32) * W
+    if generator == "splitmix":  # every word its own hash, fused with what reads it
+        return _splitmix_words(key_data, 1, start[:, None]
+                               + jnp.arange(W, dtype=jnp.uint32)[None, :])
     if W < _BLOCKWISE_MIN_WORDS:
         return _words(key_data, 1, start[:, None] + jnp.arange(W, dtype=jnp.uint32)[None, :])
     if W % 2 == 0:  # every client's words start a block
@@ -74,8 +107,9 @@ def client_words(key_data: Array, clients: Array, num_words: int) -> Array:
     return jnp.where(odd, words[:, 1: W + 1], words[:, :W])
 
 
-def client_noise(oracle, key_data: Array, i, shape: tuple[int, ...], dtype):
+def client_noise(oracle, key_data: Array, i, shape: tuple[int, ...], dtype,
+                 generator: str = "threefry"):
     """Client i's noise for one round, as the simulator draws it (shape (Q, d) noise)."""
     clients = jnp.asarray(i, jnp.int32).reshape(1)
-    words = client_words(key_data, clients, oracle.num_words(shape))[0]
+    words = client_words(key_data, clients, oracle.num_words(shape), generator)[0]
     return oracle.noise_from_words(words, shape, dtype)

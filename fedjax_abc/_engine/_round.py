@@ -52,7 +52,8 @@ def init_state(algorithm, x0: Array, num_clients: int) -> RoundState:
 
 
 def fedavg_round(problem, oracle, sampler, x: Array, t, stepsize, trial_key: Array,
-                 local_steps: int, mode: str = "mask", algorithm=None) -> Array:
+                 local_steps: int, mode: str = "mask", algorithm=None,
+                 generator: str = "threefry") -> Array:
     """One round of Algorithm 1 (or a stateless ``algorithm``) for one trial: x_t -> x_{t+1}.
 
     Args:
@@ -64,6 +65,7 @@ def fedavg_round(problem, oracle, sampler, x: Array, t, stepsize, trial_key: Arr
       local_steps: Q (static).
       mode: "mask" (all n virtual trajectories) or "gather" (only the sampled clients).
       algorithm: default :class:`~fedjax_abc.algorithms.FedAvg` (Algorithm 1).
+      generator: the random words' hash, "threefry" or "splitmix" (see ``_random``).
 
     Returns:
       x_{t+1} = sum_j w_j x^Q_{idx_j,t} / sum_j w_j over the sampler's slots; x_t if the
@@ -73,7 +75,7 @@ def fedavg_round(problem, oracle, sampler, x: Array, t, stepsize, trial_key: Arr
     k_t = round_key_data(trial_key, t)
     state = init_state(algorithm, x[None], problem.num_clients)
     state = batched_round(problem, oracle, sampler, algorithm, state, k_t[:, None], stepsize,
-                          local_steps, mode)
+                          local_steps, mode, generator)
     return state.server.x[0]
 
 
@@ -102,28 +104,31 @@ def _keep_where(take: Array, new, old):
 
 
 def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_data: Array,
-                  stepsize, local_steps: int, mode: str) -> RoundState:
+                  stepsize, local_steps: int, mode: str,
+                  generator: str = "threefry") -> RoundState:
     """One round of R trials: their state and k_t (2, R) -> the state at t + 1.
 
     The trials are the innermost ``vmap`` and the second axis of every per-client array: a
     client's (or slot's) local models of all trials lie side by side in memory, shape (n or
     m, R, d), its random words too, shape (n or m, R, W), so the hashing and the local steps
     of ``gather`` mode run over long contiguous rows even when m is small. Client states
-    change only for clients with a positive weight this round.
+    change only for clients with a positive weight this round. ``generator``: the random
+    words' hash (:data:`~fedjax_abc._engine._random.GENERATORS`).
     """
     if mode not in MODES:
         raise ValueError(f"mode ({mode!r}) must be one of {MODES}")
     n = problem.num_clients
     num_sampler_words = sampler.num_words(n)
-    idx, w = jax.vmap(lambda k: sampler.from_words(stream_words(k, 0, num_sampler_words), n),
-                      in_axes=1, out_axes=1)(key_data)  # (m, R) each
+    idx, w = jax.vmap(lambda k: sampler.from_words(
+        stream_words(k, 0, num_sampler_words, generator), n), in_axes=1, out_axes=1)(key_data)
     server, clients = state
     x = server.x
     shape = (local_steps,) + x.shape[1:]
     W = oracle.num_words(shape)
 
     def local(i, server_r, client_ir, k):  # client i of one trial with round key data k
-        noise = oracle.noise_from_words(client_words(k, i[None], W)[0], shape, x.dtype)
+        words = client_words(k, i[None], W, generator)[0]
+        noise = oracle.noise_from_words(words, shape, x.dtype)
         return algorithm.client_update(problem, oracle, i, server_r, client_ir, stepsize, noise,
                                        local_steps)
 
@@ -172,7 +177,8 @@ def _slot_sum(a: Array) -> Array:
 
 
 def run_rounds(problem, oracle, sampler, algorithm, state: RoundState, trial_key_data: Array, t0,
-               stepsizes: Array, local_steps: int, mode: str) -> RoundState:
+               stepsizes: Array, local_steps: int, mode: str,
+               generator: str = "threefry") -> RoundState:
     """Rounds t0, ..., t0 + K - 1 of R trials with stepsizes alpha_{t0..t0+K-1}, shape (K,).
 
     state: the trials' :class:`RoundState`; trial_key_data: (2, R), the key data of each
@@ -187,7 +193,7 @@ def run_rounds(problem, oracle, sampler, algorithm, state: RoundState, trial_key
         state_t, k_t = carry
         t, alpha = inputs
         state_next = batched_round(problem, oracle, sampler, algorithm, state_t, k_t, alpha,
-                                   local_steps, mode)
+                                   local_steps, mode, generator)
         return (state_next, keys(t + 1)), None
 
     ts = t0 + jnp.arange(stepsizes.shape[0], dtype=jnp.int32)

@@ -45,7 +45,7 @@ GRID_NAMES = ("stepsize", "x0", "num_sampled", "local_steps", "mode", "sampler",
 _COMPONENTS = ("algorithm", "oracle", "sampler")
 _DEFAULTS = dict(num_sampled=None, trials=1, record_every=None, mode="mask", sampler=None,
                  oracle=None, algorithm=None, dtype="float64", trial_chunk=None, record_x=True,
-                 devices=None, metrics=None)
+                 devices=None, metrics=None, generator="threefry")
 _REQUIRED = ("local_steps", "stepsize", "rounds", "x0", "key")
 
 
@@ -146,7 +146,8 @@ def _point_run(problem, kwargs: dict, point: dict) -> _Run:
     return _checked(problem, kw["num_sampled"], kw["local_steps"], kw["stepsize"], kw["rounds"],
                     kw["x0"], kw["trials"], kw["key"], kw["record_every"], kw["mode"],
                     kw["sampler"], kw["oracle"], kw["algorithm"], kw["dtype"], kw["trial_chunk"],
-                    kw["record_x"], kw["devices"], metrics=kw["metrics"])
+                    kw["record_x"], kw["devices"], metrics=kw["metrics"],
+                    generator=kw["generator"])
 
 
 # ------------------------------------------------------------------ groups of one shape
@@ -163,6 +164,7 @@ def _shape_key(run: _Run):
                       else ("static", type(a).__name__, repr(a)) for a in leaves)
     return (treedef, described, run.local_steps, run.rounds, run.trials, run.record_every,
             run.mode, np.dtype(run.dtype).str, run.chunk, run.record_x, run.metric_names,
+            run.generator,
             tuple(str(d) for d in run.devices), run.x0.shape)
 
 
@@ -186,11 +188,12 @@ def _stack(trees: list):
 
 @eqx.filter_jit
 def _grid_segment(axes, problem, oracle, sampler, algorithm, state, trial_ids, key, t0,
-                  stepsizes, local_steps, mode, record_x, per_record, metrics):
+                  stepsizes, local_steps, mode, record_x, per_record, metrics, generator):
     """``_segment`` for G grid points: vmapped over the leading grid axis (trials inside)."""
     def one(problem, oracle, sampler, algorithm, state, stepsizes):
         return _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0,
-                        stepsizes, local_steps, mode, record_x, per_record, metrics)
+                        stepsizes, local_steps, mode, record_x, per_record, metrics,
+                        generator)
 
     return eqx.filter_vmap(one, in_axes=axes + (0, 0))(problem, oracle, sampler, algorithm,
                                                         state, stepsizes)
@@ -247,7 +250,7 @@ def _run_group(runs: list[_Run], bar: _Progress, done_before: int, segmented: bo
             state, rec = _grid_segment(axes, problem, oracle, sampler, algorithm, state, ids,
                                        first.key, jnp.asarray(seg.start, jnp.int32), a,
                                        first.local_steps, first.mode, first.record_x,
-                                       seg.per_record, first.metrics)
+                                       seg.per_record, first.metrics, first.generator)
             for name, r in zip(names, rec):
                 records[name].append(np.asarray(r)[:, :, seg.keep])
             done += G * seg.blocks * seg.block
