@@ -19,7 +19,8 @@ whether it holds within 3 standard errors, whether alpha is inside the lemma's c
 the right side's terms and the largest positive one besides f(x_t) - f* (the dominant term);
 and, since Lemma 1 (12) feeds (17) and (18), both sides of (12) at the points.
 ``--set`` changes problem (27)'s settings (alpha, Q, S, Dmax, x0, n); problem (25) stays
-at Fig. 1's. ``--trials`` sets M, ``--rounds`` T.
+at Fig. 1's. ``--trials`` sets M, ``--rounds`` T; ``--quick`` also keeps Dmax in {20, 200}
+and S = 4 only (``paper.LEMMAS_QUICK``).
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ def dominant(terms, names, equation: str) -> str:
     return names[skip + int(np.argmax(vals))]
 
 
-def cases(cfg: dict) -> list[dict]:
-    """The problems with their settings: (27) per Dmax (``cfg``), then (25)-(26) (Fig. 1's)."""
+def cases(cfg: dict, S25=None) -> list[dict]:
+    """The problems with their settings: (27) per Dmax (``cfg``), then (25)-(26) (Fig. 1's;
+    S25 replaces its S list)."""
     import fedjax_abc as fa
 
     out = []
@@ -61,7 +63,7 @@ def cases(cfg: dict) -> list[dict]:
                         domain=(float(d.min()) - 50.0, float(d.max()) + 50.0), tag=int(d_max)))
     f1 = paper.FIG1
     out.append(dict(label=f"(25)-(26), n = {f1['n']}", problem=fa.problems.softplus_huber(f1["n"]),
-                    S=f1["S"], Q=f1["Q"], alpha=f1["alpha"], x0=np.array([f1["x0"]]),
+                    S=f1["S"] if S25 is None else S25, Q=f1["Q"], alpha=f1["alpha"], x0=np.array([f1["x0"]]),
                     kinks=(-2.0, f1["n"] + 2.0), domain=(-50.0, 50.0), tag=25))
     return out
 
@@ -94,7 +96,12 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
     q = paper.LEMMAS_QUICK
     M, T, scale = settings.scale(paper.LEMMAS["M"], paper.LEMMAS["T"], q["M"], q["T"])
     fractions = paper.LEMMAS["fractions"]
-    all_cases = cases(cfg)
+    S25 = None
+    if settings.quick:  # fewer Dmax and S values (each S compiles), unless set explicitly
+        given = common.applied_overrides(settings, "lemmas")
+        cfg.update({k: q[k] for k in ("d_max", "S") if k not in given})
+        S25 = q["S25"]
+    all_cases = cases(cfg, S25)
     progress.plan(sum(len(c["S"]) for c in all_cases))
     rows = []
     for c in all_cases:
@@ -129,7 +136,7 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
     config.update(replicates=M, fractions=list(fractions),
                   problem27=dict(n=cfg["n"], d_max=cfg["d_max"], S=cfg["S"], Q=cfg["Q"],
                                  alpha=cfg["alpha"], x0=f"x* + {cfg['x0_offset']:g}"),
-                  problem25=dict(n=paper.FIG1["n"], S=paper.FIG1["S"], Q=paper.FIG1["Q"],
+                  problem25=dict(n=paper.FIG1["n"], S=all_cases[-1]["S"], Q=paper.FIG1["Q"],
                                  alpha=paper.FIG1["alpha"], x0=paper.FIG1["x0"]),
                   stepsizes="paper's alpha; alpha_8 = 1/(8 Q (L + C)); 4 alpha_8",
                   holds_rule="mean(lhs - rhs) <= 3 paired standard errors",
