@@ -79,7 +79,7 @@ def constants(case: dict) -> dict:
                 sigma_f_star=theory.sigma_f_star(case["problem"]))
 
 
-def _check_json(ch, j: int, alpha: float) -> dict:
+def _check_json(ch, j: int) -> dict:
     eq = ch.equation
     return {"lemma": j, "equation": eq, "lhs": ch.lhs, "lhs_stderr": ch.lhs_stderr, "rhs": ch.rhs,
             "rhs_stderr": ch.rhs_stderr, "diff_stderr": ch.diff_stderr, "ratio": ch.ratio,
@@ -123,14 +123,16 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
                     common.run_key(settings.seed, "lemmas", c["tag"], S, 1000 + s), p, pts,
                     stepsize=alpha, num_sampled=S, local_steps=Q, L=k["L"], C=k["C"], D=k["D"],
                     num_replicates=M)
+                gap = r.constants.gap
                 rows.append({"case": c["label"], "S": S, "Q": Q, "stepsize_name": name,
-                             "stepsize": alpha, "rounds": rounds, "points": pts[:, 0] if pts.shape[1] == 1 else pts,
-                             "gap": r.constants.gap, "grad_norm_sq": r.constants.grad_sq,
+                             "stepsize": alpha, "rounds": rounds,
+                             "points": pts[:, 0] if pts.shape[1] == 1 else pts,
+                             "gap": gap, "grad_norm_sq": r.constants.grad_sq,
                              "I_S": theory.sampling_factor(p.num_clients, S), **k,
-                             "lemma1": {"lhs": dissim, "rhs": 2 * k["L"] * (r.constants.gap + k["sigma_f_star"])},
+                             "lemma1": {"lhs": dissim, "rhs": 2 * k["L"] * (gap + k["sigma_f_star"])},
                              "quantities": {n_: {"mean": e.mean, "stderr": e.stderr}
                                             for n_, e in r.quantities.items()},
-                             "checks": [_check_json(ch, j, alpha) for j, ch in zip(LEMMAS, r.checks)]})
+                             "checks": [_check_json(ch, j) for j, ch in zip(LEMMAS, r.checks)]})
             progress.finish_task()
     config = common.base_config(settings, "lemmas", M, T, scale)
     config.update(replicates=M, fractions=list(fractions),
