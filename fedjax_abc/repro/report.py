@@ -579,7 +579,10 @@ def _lemmas(doc: dict, results: str, out_dir: str) -> list[str]:
              "Each cell: slack rhs/lhs (min-max over points and S); the dominant right-side "
              "term (the largest besides f(x_t) - f*, most frequent); points x S where the "
              "inequality holds. *cond.* lists the lemmas whose stepsize condition alpha "
-             "satisfies.", "",
+             "satisfies: Lemma 4 alpha <= 1/(2LQ); Lemma 6 alpha <= min{1/(2 sqrt(3) Q L), "
+             "1/(2 sqrt(2 Q C L))}, the reading of its printed condition that (42) needs "
+             "(3 alpha^2 Q^2 L^2 <= 1/4 and 2 alpha^2 Q C L <= 1/4); Lemma 8 alpha <= "
+             "1/(8 Q (L + C)); Lemmas 5 and 7 have none.", "",
              "| problem | alpha | cond. | " + " | ".join(eqs) + " |",
              "|---|---|---|" + "---|" * len(eqs)]
     table = {}
