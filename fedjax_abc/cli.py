@@ -1,6 +1,6 @@
 """The ``fedjax-abc`` command: reproduce the paper's experiments and write the report.
 
-    fedjax-abc reproduce {fig1,table2,table2_hypotheses,fig3,remark4,thm1,thm2,thm3,all} [--trials R] [--rounds T]
+    fedjax-abc reproduce {fig1,table2,table2_hypotheses,fig3,remark4,lemmas,thm1,thm2,thm3,all} [--trials R] [--rounds T]
                          [--seed K] [--out DIR] [--quick] [--precision {float64,float32}]
                          [--checkpoint DIR | --no-checkpoint] [--set KEY=VALUE ...]
     fedjax-abc report --results DIR --out docs/reproduction.md
@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Optional, Sequence
 
-EXPERIMENTS = ("fig1", "table2", "table2_hypotheses", "fig3", "remark4", "thm1", "thm2", "thm3")
+EXPERIMENTS = ("fig1", "table2", "table2_hypotheses", "fig3", "remark4", "lemmas", "thm1", "thm2", "thm3")
 PROG = "fedjax-abc"
 
 
@@ -85,7 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "one setting (alpha, Q, T, x0) changed at a time, each tested against "
                           "the printed gaps; fig3: Fig. 3 (Q sweep, "
                           "eq. 28); remark4: the paper's sampling term (24) against that of [10] "
-                          "as Q grows (computation only); thm1: Theorem 1's counterexample; thm2/thm3: Theorems 2 and 3 "
+                          "as Q grows (computation only); lemmas: both sides of Lemmas 4-8 "
+                          "(15)-(19) by Monte Carlo at iterates of a run on problems 27 and 25 "
+                          "(--trials: replicates per point); thm1: Theorem 1's counterexample; thm2/thm3: Theorems 2 and 3 "
                           "against simulation; all: every one in turn")
     rep.add_argument("--trials", type=_trials, default=None, metavar="R",
                      help="independent trials per configuration (default: the paper's 100, or "
@@ -201,8 +203,9 @@ def run_grid(args) -> int:
 
 
 def _runner(name: str):
-    from fedjax_abc.repro import fig1, fig3, hypotheses, remark4, table2, theorems
+    from fedjax_abc.repro import fig1, fig3, hypotheses, lemmas, remark4, table2, theorems
     return {
+        "lemmas": (lemmas.run, lemmas.write),
         "remark4": (remark4.run, remark4.write),
         "table2_hypotheses": (hypotheses.run, hypotheses.write),
         "fig1": (fig1.run, fig1.write),

@@ -17,6 +17,9 @@ General Variance Condition" (Wang, Huang, Johansson, Pu):
 - Theorem 3: :func:`diminishing_stepsize`, :func:`theorem3_stepsize_limit`,
   :func:`check_theorem3_schedule`;
 - against simulation: :func:`theorem2_check`, :func:`theorem3_check` (JSON-ready dicts);
+- Lemmas 4-8 by Monte Carlo over one round: :func:`lemma_diagnostics` (both sides of
+  (15)-(19) at points x_t, e.g. :func:`run_points` of a run), :func:`lemma_stepsize_limits`,
+  the sides of each inequality :func:`lemma4_terms` (15) ... :func:`lemma8_terms` (19);
 - learning problems: :func:`smoothness_bound` (closed form, softmax/logistic regression),
   :func:`smoothness_estimate` (power iteration at points), :func:`trajectory_points`
   (iterates of a run, e.g. ``abc_constants(problem, oracle, domain=points)``).
@@ -52,6 +55,7 @@ from fedjax_abc._theory._check import theorem2_check, theorem3_check
 from fedjax_abc._theory._counterexample import Theorem1Values, theorem1_values, theorem1_x_k
 from fedjax_abc._theory._learning import (
     Smoothness,
+    run_points,
     smoothness_bound,
     smoothness_estimate,
     trajectory_points,
@@ -67,6 +71,21 @@ from fedjax_abc._theory._heterogeneity import (
     sampling_factor,
     sigma_f_star,
 )
+from fedjax_abc._theory._lemmas import (
+    Estimate,
+    LemmaCheck,
+    LemmaConstants,
+    LemmaDiagnostics,
+    RoundSample,
+    lemma4_terms,
+    lemma5_terms,
+    lemma6_terms,
+    lemma7_terms,
+    lemma8_terms,
+    lemma_diagnostics,
+    lemma_stepsize_limits,
+    round_sample,
+)
 from fedjax_abc._theory._theorem3 import (
     Theorem3ScheduleCheck,
     check_theorem3_schedule,
@@ -78,10 +97,15 @@ __all__ = [
     "ABCConstants",
     "ABCSlack",
     "BGDSum",
+    "Estimate",
     "InfimaCheck",
+    "LemmaCheck",
+    "LemmaConstants",
+    "LemmaDiagnostics",
     "Lemma1Slack",
     "OracleVariance",
     "RelaxedGrowth",
+    "RoundSample",
     "SamplingRegime",
     "Smoothness",
     "Theorem1Values",
@@ -95,10 +119,19 @@ __all__ = [
     "gradient_dissimilarity",
     "infima_check",
     "lemma1_slack",
+    "lemma4_terms",
+    "lemma5_terms",
+    "lemma6_terms",
+    "lemma7_terms",
+    "lemma8_terms",
+    "lemma_diagnostics",
+    "lemma_stepsize_limits",
     "oracle_variance",
     "relaxed_growth_sigma_sq",
     "remark3_nu",
     "remark3_sampling_dominates",
+    "round_sample",
+    "run_points",
     "sampling_factor",
     "sigma_f_star",
     "smoothness_bound",

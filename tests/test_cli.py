@@ -20,6 +20,7 @@ FILES = {
     "table2": ["table2.json", "table2.csv", "fig2.png"],
     "table2_hypotheses": ["table2_hypotheses.json", "table2_hypotheses.csv"],
     "remark4": ["remark4.json", "remark4.csv", "remark4.png"],
+    "lemmas": ["lemmas.json", "lemmas.csv"],
     "fig3": ["fig3.json", "fig3.csv", "fig3.png"],
     "thm1": ["thm1.json", "thm1.csv", "thm1.png"],
     "thm2": ["thm2.json", "thm2.csv", "thm2.png"],

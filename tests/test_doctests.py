@@ -32,6 +32,8 @@ SLOW = [
     "fedjax_abc._theory._counterexample",
     "fedjax_abc._theory._heterogeneity",
     "fedjax_abc._theory._theorem3",
+    "fedjax_abc._theory._lemmas",
+    "fedjax_abc.repro.lemmas",
     "fedjax_abc._problems._data",
     "fedjax_abc._problems._learning",
     "fedjax_abc._problems._minibatch",

@@ -8,6 +8,8 @@
 - :func:`smoothness_estimate`: the largest |eigenvalue| of the Hessian of each f_i at given
   points, by power iteration on Hessian-vector products (any model, the MLP included): a
   lower estimate of L (the sup over all x is not searched).
+- :func:`run_points`: a run's iterates at fractions of its horizon (start, middle, end),
+  for ``lemma_diagnostics``;
 - :func:`trajectory_points`: points x_t of a :class:`~fedjax_abc.SimResult`, for
   ``abc_constants(problem, oracle, domain=points)`` (the ABC constants along the run's
   trajectories) and for :func:`smoothness_estimate`.
@@ -26,7 +28,7 @@ from fedjax_abc._problems._models import ClientData, LogisticRegression, Softmax
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._theory._grid import as_points, check_int, point_batch
 
-__all__ = ["Smoothness", "smoothness_bound", "smoothness_estimate", "trajectory_points"]
+__all__ = ["Smoothness", "run_points", "smoothness_bound", "smoothness_estimate", "trajectory_points"]
 
 
 class Smoothness(NamedTuple):
@@ -152,3 +154,39 @@ def trajectory_points(result, num_points: int = 64, *, skip_first: bool = False)
     num_points = check_int("num_points", num_points)
     take = np.unique(np.linspace(0, flat.shape[0] - 1, min(num_points, flat.shape[0])).astype(int))
     return flat[take]
+
+
+def run_points(result, fractions=(0.0, 0.5, 1.0), trials=(0,)) -> tuple[np.ndarray, np.ndarray]:
+    """Recorded iterates x_t of a run, at fractions of its horizon, for :func:`lemma_diagnostics`.
+
+    Args:
+      result: a :class:`~fedjax_abc.SimResult` with ``x`` recorded (``record_x=True``).
+      fractions: where in [0, 1] along the recorded rounds (0: x_0, 1: the last record);
+        each goes to the nearest record.
+      trials: which trials.
+
+    Returns:
+      (points, rounds): points of shape (len(trials) * len(fractions), d) in (trial,
+      fraction) order, and the round t of each, shape (K,).
+
+    Example:
+      >>> import jax, fedjax_abc as fa
+      >>> p = fa.problems.huber_offsets(offsets=[0.0, 4.0])
+      >>> res = fa.simulate(p, num_sampled=1, local_steps=2, stepsize=0.1, rounds=10, x0=[6.0],
+      ...                   key=jax.random.key(0))
+      >>> pts, t = fa.theory.run_points(res)
+      >>> pts.shape, t.tolist()
+      ((3, 1), [0, 5, 10])
+    """
+    if result.x is None:
+        raise ValueError("the run kept no iterates: simulate with record_x=True")
+    xs = np.asarray(result.x, np.float64)  # (R, records, d)
+    fr = np.asarray(fractions, np.float64).ravel()
+    if fr.size == 0 or np.any((fr < 0) | (fr > 1)):
+        raise ValueError(f"fractions must lie in [0, 1], got {list(fr)}")
+    tr = [check_int("trial", t, 0, xs.shape[0] - 1)
+          for t in trials]
+    idx = np.rint(fr * (xs.shape[1] - 1)).astype(int)
+    rounds = np.asarray(result.rounds)[idx]
+    return xs[tr][:, idx].reshape(-1, xs.shape[-1]), np.tile(rounds, len(tr))
+

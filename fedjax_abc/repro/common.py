@@ -27,7 +27,7 @@ import numpy as np
 Z95 = 1.959963984540054
 
 # Experiment identifiers folded into the seed key, so that experiments never share a key.
-EXPERIMENT_IDS = {"fig1": 1, "table2": 2, "fig3": 3, "table2_hypotheses": 4, "remark4": 5, "thm1": 11, "thm2": 12, "thm3": 13,
+EXPERIMENT_IDS = {"fig1": 1, "table2": 2, "fig3": 3, "table2_hypotheses": 4, "remark4": 5, "lemmas": 6, "thm1": 11, "thm2": 12, "thm3": 13,
                   "compare": 21}
 
 
@@ -91,7 +91,8 @@ def defaults(experiment: str) -> dict:
     table = {"fig1": paper.FIG1, "table2": paper.TABLE2,
              # the hypotheses vary alpha, Q, T and x0 themselves
              "table2_hypotheses": {k: paper.TABLE2[k] for k in ("n", "d_max", "S")},
-             "fig3": paper.FIG3, "thm3": {"p": paper.THM3_P}}
+             "fig3": paper.FIG3, "thm3": {"p": paper.THM3_P},
+             "lemmas": {k: v for k, v in paper.LEMMAS.items() if k not in ("M", "fractions")}}
     return {k: v for k, v in table.get(experiment, {}).items() if k not in ("T", "R")}
 
 

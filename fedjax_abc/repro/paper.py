@@ -59,6 +59,13 @@ REMARK4_QUICK_BGD_POINTS = 20_001
 # problems, S = 4 of 40, Fig. 3's T and Q values.
 REMARK4 = dict(S=4)
 
+# Lemmas 4-8 on the paper's problems (``reproduce lemmas``; not in the paper): problem (27) at
+# Table II's settings (problem (25) at Fig. 1's), one run of T rounds at the paper's alpha,
+# its iterates at these fractions of T, M replicates of one round at each.
+LEMMAS = dict(n=40, d_max=[20.0, 50.0, 100.0, 200.0], S=[4, 20, 40], Q=10, alpha=1e-4,
+              x0_offset=10.0, T=50_000, M=2000, fractions=(0.0, 0.5, 1.0))
+LEMMAS_QUICK = dict(T=5_000, M=400, d_max=[20.0, 200.0], S=[4], S25=[4])  # --quick: fewer compiles
+
 # Fig. 3 (Section IV-C): problem (27) with Dmax = 200, alpha = gamma / Q.
 FIG3 = dict(n=40, d_max=200.0, S=[4, 40], Q=[3, 5, 8, 10, 15, 20, 30, 40, 50, 60, 70, 80, 90,
                                             100, 150, 200],
