@@ -140,7 +140,7 @@ def digest(obj) -> str:
 
 
 def fingerprint(run, plan) -> dict:
-    """Every setting of a checked run (``_simulate._Run``) and its plan that affects the
+    """Every setting of a checked run (``_run.Run``) and its plan that affects the
     numbers: values, or SHA-256 digests of arrays, modules and functions."""
     return {
         "trials": str(run.trials) + (f" from trial {run.first_trial}" if run.first_trial else ""),

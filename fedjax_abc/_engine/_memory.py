@@ -192,7 +192,7 @@ def state_sizes(algorithm, d: int, dtype) -> StateSizes:
 
 
 def check_run(run, plan) -> None:
-    """:func:`check` of a checked run (``_simulate._Run``) cut up by ``plan``."""
+    """:func:`check` of a checked run (``_run.Run``) cut up by ``plan``."""
     n, d = run.problem.num_clients, run.problem.dim
     sizes = state_sizes(run.algorithm, d, run.dtype)
     on_device = run.devices[0].platform != "cpu"

@@ -30,8 +30,11 @@ from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine import _memory, _round
 from fedjax_abc._engine._plan import make_plan
 from fedjax_abc._engine._result import SimResult, SweepResult
-from fedjax_abc._engine._simulate import (_assemble, _checked, _describe, _Progress, _record,
-                                          _Run, _segment, _warn_divergence)
+from fedjax_abc._engine._progress import Progress as _Progress
+from fedjax_abc._engine._run import Run as _Run
+from fedjax_abc._engine._run import checked as _checked
+from fedjax_abc._engine._run import describe as _describe
+from fedjax_abc._engine._simulate import _assemble, _record, _segment, _warn_divergence
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._problems._samplers import AbstractSampler
