@@ -185,6 +185,8 @@ python benchmarks/run.py --json benchmarks/results/latest.json
 python benchmarks/report.py benchmarks/results/latest.json -o docs/performance.md
 python benchmarks/run.py --quick                    # tiny sizes, under a minute
 python benchmarks/run.py --only table2 --repeat 3   # one workload, at least 3 timed calls
+python benchmarks/run.py --only table2 --num-sampled 4 --impl fedjax_abc --impl numba
+python benchmarks/gpu.py --require-gpu    # on an accelerator: docs/performance_gpu.md
 ```
 
 Run on a quiet machine: absolute timings on a shared CPU drift by up to 2x; only ratios of

@@ -5,6 +5,7 @@ Run from the repository root::
     python benchmarks/run.py                     # everything, 2 passes (about 10 minutes)
     python benchmarks/run.py --quick             # a tiny configuration (under a minute)
     python -m benchmarks.run --only table2       # one workload
+    python benchmarks/run.py --only table2 --num-sampled 4 --impl fedjax_abc --impl numba
     python benchmarks/run.py --json benchmarks/results/latest.json
     python benchmarks/report.py benchmarks/results/latest.json -o docs/performance.md
 
@@ -313,6 +314,11 @@ def main(argv=None):
     ap.add_argument("--json", metavar="FILE", help="write all measurements to FILE")
     ap.add_argument("--only", metavar="WORKLOAD", action="append", choices=WORKLOADS,
                     help=f"run only this workload (repeatable): {', '.join(WORKLOADS)}")
+    ap.add_argument("--impl", metavar="NAME", action="append",
+                    help="run only the implementations starting with NAME (repeatable), e.g. "
+                         "--impl fedjax_abc --impl numba")
+    ap.add_argument("--num-sampled", type=int, action="append", dest="S", metavar="S",
+                    help="run only the cases with this many sampled clients (repeatable)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="at least this many timed calls per case (new key each; more until "
                          "they add up to 1.5 s); the fastest is reported")
@@ -326,7 +332,10 @@ def main(argv=None):
     if passes < 1:
         ap.error("--passes must be at least 1")
 
-    rows, info = run_cases(cases(quick=args.quick, only=args.only), passes=passes,
+    todo = [c for c in cases(quick=args.quick, only=args.only)
+            if (not args.impl or c["impl"].startswith(tuple(args.impl)))
+            and (not args.S or c["S"] in args.S)]
+    rows, info = run_cases(todo, passes=passes,
                            timeout=args.timeout, repeat=args.repeat)
     targets, mem = summarise(rows, info, quick=args.quick)
     if args.json:
