@@ -8,7 +8,7 @@ installed), mode
 ("huber27", "softplus_huber", "quadratics", "synthetic11": softmax regression on
 Synthetic(1, 1) with a mini-batch oracle, ``batch`` rows), n, d, S, Q, T, trials,
 record_every; optionally cores (the worker is pinned to that many cores before it imports
-anything that starts threads; a Numba baseline runs that many threads).
+JAX or Numba; a Numba baseline runs that many threads).
 
 Baselines run fewer rounds than the package where noted (``BASELINE_ROUNDS``): throughput
 is compared per client-step, so T only sets how long a measurement lasts.
@@ -17,6 +17,7 @@ is compared per client-step, so T only sets how long a measurement lasts.
 from __future__ import annotations
 
 import importlib.util
+import os
 
 WORKLOADS = ("table2", "algorithms", "fig1", "quadratics", "trials", "clients", "memory",
              "sweep", "learning")
@@ -36,6 +37,7 @@ LEARNING = dict(n=30, S=10, Q=10, T=200, trials=100, d=610, batch=10)
 CLIENTS_ROUNDS = {10: 1000, 100: 1000, 1000: 1000, 10_000: 100}
 
 BASELINE_MODE = {"mask": "all", "gather": "sampled"}
+PACKAGE_MODE = {v: k for k, v in BASELINE_MODE.items()}
 # The Numba baselines run on 1 and on 2 cores, the package also pinned to 1 core.
 NUMBA_CORES = (1, 2)
 
@@ -45,10 +47,7 @@ def has_numba() -> bool:
 
 
 def usable_cores() -> int:
-    import os
-
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-PACKAGE_MODE = {v: k for k, v in BASELINE_MODE.items()}
 
 
 def _case(workload, impl, mode, dtype, problem, n, S, Q, T, trials, d=1, record_every=None,
