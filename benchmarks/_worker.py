@@ -5,7 +5,12 @@ Usage: ``python -m benchmarks._worker '<case as JSON>'`` (``benchmarks/run.py`` 
 The first call (key 1) compiles and runs; the following calls, each with a new key, are
 timed, until they add up to ``MIN_TIMED_S`` (at most ``MAX_CALLS`` calls, at least the
 case's ``repeat``). The fastest is reported, with the cores it used (CPU seconds of all
-threads / wall seconds). NumPy cases have no compiling call.
+threads / wall seconds). NumPy cases have no compiling call; Numba cases compile on the
+first call, as the package's do.
+
+A case with ``cores`` pins the process to its first that many usable cores before JAX or
+Numba is imported (so XLA's thread pool has that many threads), and a Numba case runs that
+many threads.
 
 Memory is read from /proc/self/status: VmHWM (the peak resident set) is reset through
 /proc/self/clear_refs before the first and before the first timed call, so ``peak_run_mb``
@@ -17,6 +22,7 @@ included).
 from __future__ import annotations
 
 import json
+import os
 import resource
 import sys
 import time
@@ -30,6 +36,7 @@ RESULT_MARK = "@@RESULT "
 MIN_TIMED_S = 1.5
 MAX_CALLS = 100
 
+COMPILED = ("fedjax_abc", "jax_naive", "numba_all", "numba_sampled")  # first call compiles
 STEPSIZES = {"huber27": 1e-4, "softplus_huber": 1e-3, "quadratics": 1e-2, "synthetic11": 0.05}
 LEARNING_DATA_KEY = 4  # Synthetic(1, 1) with this key: 30 clients, 50..877 training samples
 LEARNING_L2 = 1e-3
@@ -151,6 +158,14 @@ def make_call(case):
 
         fn = numpy_softmax if impl == "numpy_softmax" else torch_softmax
         return lambda seed: fn(base, seed=seed, mode=case["mode"], dtype=case["dtype"], **common)
+    if impl in ("numba_all", "numba_sampled"):
+        import numba
+
+        from benchmarks.baselines import numba_impl
+
+        numba_impl.set_threads(case.get("cores") or numba.config.NUMBA_NUM_THREADS)
+        fn = numba_impl.numba_all if impl == "numba_all" else numba_impl.numba_sampled
+        return lambda seed: fn(base, seed=seed, dtype=case["dtype"], **common)
     if impl == "jax_naive":
         from benchmarks.baselines import jax_naive
 
@@ -225,7 +240,7 @@ def run_case(case) -> dict:
     rss_setup = _status_mb("VmRSS")
     out = {"rss_setup_mb": rss_setup}
     can_reset = _reset_peak()
-    compiled = case["impl"] in ("fedjax_abc", "jax_naive")
+    compiled = case["impl"] in COMPILED
     first_s = None
     if compiled:
         t = time.perf_counter()
@@ -273,10 +288,23 @@ def run_case(case) -> dict:
     return out
 
 
+def pin(cores: int) -> None:
+    """Restricts this process (and the threads it starts later) to its first ``cores`` usable
+    cores."""
+    usable = sorted(os.sched_getaffinity(0))
+    if cores > len(usable):
+        raise ValueError(f"cores ({cores}) must be at most the {len(usable)} usable cores")
+    os.sched_setaffinity(0, usable[:cores])
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     case = json.loads(argv[0])
+    if case.get("cores"):
+        pin(case["cores"])
     out = run_case(case)
+    if case.get("cores"):
+        out["cpus_pinned"] = sorted(os.sched_getaffinity(0))
     print(RESULT_MARK + json.dumps(out), flush=True)
 
 

@@ -32,7 +32,7 @@ WORKLOAD_TITLES = {
 COLUMNS = ("workload", "implementation", "mode", "dtype", "trials", "n", "S", "Q", "T",
            "compile s", "run s", "cores", "virtual client-steps/s", "sampled client-steps/s",
            "peak MB",
-           "x numpy", "x jax_naive", "x torch", "target")
+           "x numpy", "x jax_naive", "x torch", "x numba 1 core", "x numba 2 cores", "target")
 
 
 def _f(v, fmt):
@@ -43,6 +43,8 @@ def _row_cells(r):
     impl = r["impl"] + (f" {r['algorithm']}" if r.get("algorithm") else "")
     if r.get("grid"):
         impl += f" {'separate' if r.get('separate') else 'sweep'} x{r['grid']}"
+    if r.get("cores"):
+        impl += f" on {r['cores']} core{'s' if r['cores'] > 1 else ''}"
     base = [r["workload"], impl, r["mode"], r["dtype"], str(r["trials"]), str(r["n"]),
             str(r["S"]), str(r["Q"]), str(r["T"])]
     if "error" in r:
@@ -57,6 +59,8 @@ def _row_cells(r):
         _f(r.get("ratio_numpy"), ".2f"),
         _f(r.get("ratio_jax_naive"), ".2f"),
         _f(r.get("ratio_torch"), ".2f"),
+        _f(r.get("ratio_numba_1"), ".2f"),
+        _f(r.get("ratio_numba_2"), ".2f"),
         r.get("status", ""),
     ]
 
@@ -143,8 +147,10 @@ def machine_section(m) -> str:
         f"socket x {sockets} socket(s), {m.get('threads_per_core')} thread(s) per core; "
         f"{m.get('cpus_usable')} usable by this process)",
         f"- memory: {m.get('mem_total_gb')} GB; platform: {m.get('platform')}",
+    ] + ([f"- JAX device(s): {m['device']}"] if m.get("device") else []) + [
         f"- Python {m.get('python')}, jax {m.get('jax')}, jaxlib {m.get('jaxlib')}, "
-        f"numpy {m.get('numpy')}, equinox {m.get('equinox')}, fedjax_abc {m.get('fedjax_abc')}",
+        f"numpy {m.get('numpy')}, equinox {m.get('equinox')}, fedjax_abc {m.get('fedjax_abc')}"
+        + (f", numba {m['numba']}" if m.get("numba") else ""),
         f"- fedjax_abc at commit {_git(m.get('git'))}"
         + ("" if m.get("git_end") == m.get("git") else
            f" at the start, {_git(m.get('git_end'))} at the end (changed during the run)"),
@@ -179,6 +185,8 @@ python benchmarks/run.py --json benchmarks/results/latest.json
 python benchmarks/report.py benchmarks/results/latest.json -o docs/performance.md
 python benchmarks/run.py --quick                    # tiny sizes, under a minute
 python benchmarks/run.py --only table2 --repeat 3   # one workload, at least 3 timed calls
+python benchmarks/run.py --only table2 --num-sampled 4 --impl fedjax_abc --impl numba
+python benchmarks/gpu.py --require-gpu    # on an accelerator: docs/performance_gpu.md
 ```
 
 Run on a quiet machine: absolute timings on a shared CPU drift by up to 2x; only ratios of
@@ -211,6 +219,17 @@ cases measured in the same run are comparable.
   `vmap` over clients and trials, `scan` over steps and rounds, one `jit`; mode `all` or
   `sampled`). They run the same problems from the same arrays and agree in distribution
   with the package (`tests/test_benchmarks.py`).
+- `numba_sampled` / `numba_all` (Table II workload, when Numba is installed): problem (27)
+  compiled with Numba, the fastest CPU code we could write for it: trials in blocks of 128
+  spread over threads (`prange`), the trial loop innermost so that LLVM vectorises the
+  local step, no `fastmath`, float64 and float32; random words are a counter-based
+  SplitMix64 hash of (seed, trial, round, slot), clients sampled by Floyd's algorithm;
+  `numba_sampled` runs the S sampled clients, `numba_all` all n with a 0/1 mask
+  (`benchmarks/baselines/numba_impl.py`; in distribution against the package:
+  `tests/test_baseline_numba.py`). They run the package's T, on 1 and on 2 cores (the
+  process pinned to them, as many threads); **compile s** is Numba's JIT compilation, out
+  of the run time as XLA's is. Rows "on 1 core" are the package with its process pinned to
+  one core before JAX starts (XLA's thread pool then has one thread).
 - Baselines run fewer rounds than the package (T column; {baseline_rounds}); throughput is
   compared per client-step, so T only sets the length of a measurement.
 - **x numpy** / **x jax_naive**: the package's virtual client-steps/s divided by the
@@ -219,7 +238,9 @@ cases measured in the same run are comparable.
   NumPy always float64). For `jax_naive` rows, x numpy compares it with NumPy. On the
   learning workload the baselines are `numpy_softmax` and `torch_softmax` (PyTorch, when
   installed) in both dtypes, matched by mode and dtype; **x torch** is the package over
-  PyTorch.
+  PyTorch. **x numba 1 core** / **x numba 2 cores**: the package's rate over the matching
+  Numba baseline's (mask vs `numba_all`, gather vs `numba_sampled`, same dtype) on 1 and on
+  2 cores, for every package row, pinned or not.
 - **target**: PASS / FAIL of the targets naming the row (compile time < 5 s for every
   package row).
 """
@@ -229,11 +250,13 @@ def contention_note(doc) -> str:
     """A sentence on how many cores the package's longer runs got, from the ``cores`` column."""
     usable = doc["machine"].get("cpus_usable") or doc["machine"].get("cpu_count") or 1
     runs = [r for r in doc["results"] if r["impl"] == "fedjax_abc" and "error" not in r
-            and r.get("run_s", 0) >= 0.3 and r.get("cores_used") is not None]
+            and not r.get("cores") and r.get("run_s", 0) >= 0.3
+            and r.get("cores_used") is not None]
     if usable < 2 or not runs:
         return ""
     starved = [r for r in runs if r["cores_used"] < 0.75 * usable]
-    text = (f"Of the {len(runs)} package runs lasting 0.3 s or more, {len(starved)} got fewer "
+    text = (f"Of the {len(runs)} package runs (not pinned) lasting 0.3 s or more, {len(starved)} "
+            f"got fewer "
             f"than {0.75 * usable:g} of the {usable} cores (cores column)")
     if starved:
         text += (": the CPU was shared with other work during this run, which slows the package "

@@ -5,6 +5,7 @@ Run from the repository root::
     python benchmarks/run.py                     # everything, 2 passes (about 10 minutes)
     python benchmarks/run.py --quick             # a tiny configuration (under a minute)
     python -m benchmarks.run --only table2       # one workload
+    python benchmarks/run.py --only table2 --num-sampled 4 --impl fedjax_abc --impl numba
     python benchmarks/run.py --json benchmarks/results/latest.json
     python benchmarks/report.py benchmarks/results/latest.json -o docs/performance.md
 
@@ -34,7 +35,8 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 
 from benchmarks import report  # noqa: E402
 from benchmarks._worker import RESULT_MARK  # noqa: E402
-from benchmarks.workloads import BASELINE_MODE, BASELINE_ROUNDS, WORKLOADS, cases  # noqa: E402
+from benchmarks.workloads import (  # noqa: E402
+    BASELINE_MODE, BASELINE_ROUNDS, NUMBA_CORES, WORKLOADS, cases)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -53,7 +55,7 @@ def machine_info() -> dict:
         "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
     }
-    for pkg in ("jax", "jaxlib", "numpy", "equinox", "fedjax_abc"):
+    for pkg in ("jax", "jaxlib", "numpy", "equinox", "fedjax_abc", "numba"):
         try:
             info[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
@@ -130,12 +132,16 @@ def _find(rows, **want):
 def add_ratios(rows):
     """Ratio of virtual client-steps/s to the matching baselines (same workload and shape).
 
-    Package mask matches numpy_all / jax_naive "all", gather matches numpy_sampled /
-    jax_naive "sampled"; numpy is float64 only; jax_naive must have the same dtype. On the
-    learning workload the NumPy and PyTorch baselines come in both dtypes and must match.
+    Package mask matches numpy_all / jax_naive "all" / numba_all, gather matches
+    numpy_sampled / jax_naive "sampled" / numba_sampled; numpy is float64 only; jax_naive and
+    numba must have the same dtype. Every package row (pinned or not) gets one ratio per
+    Numba core count (``ratio_numba_1``, ``ratio_numba_2``). On the learning workload the
+    NumPy and PyTorch baselines come in both dtypes and must match.
     """
     for r in rows:
         r["ratio_numpy"] = r["ratio_jax_naive"] = r["ratio_torch"] = None
+        for c in NUMBA_CORES:
+            r[f"ratio_numba_{c}"] = None
         if "error" in r or r["impl"] in ("numpy_all", "numpy_sampled", "numpy_softmax",
                                          "torch_softmax"):
             continue
@@ -148,9 +154,12 @@ def add_ratios(rows):
                 r["ratio_numpy"] = r["virtual_rate"] / b["virtual_rate"]
             if b["impl"] == "torch_softmax" and b["mode"] == bmode and b["dtype"] == r["dtype"]:
                 r["ratio_torch"] = r["virtual_rate"] / b["virtual_rate"]
-            if (r["impl"] == "fedjax_abc" and b["impl"] == "jax_naive" and b["mode"] == bmode
-                    and b["dtype"] == r["dtype"]):
+            if r["impl"] != "fedjax_abc" or b["dtype"] != r["dtype"]:
+                continue
+            if b["impl"] == "jax_naive" and b["mode"] == bmode:
                 r["ratio_jax_naive"] = r["virtual_rate"] / b["virtual_rate"]
+            if b["impl"] == f"numba_{bmode}" and b.get("cores") in NUMBA_CORES:
+                r[f"ratio_numba_{b['cores']}"] = r["virtual_rate"] / b["virtual_rate"]
 
 
 def _target(name, rows_used, value, limit, passed, unit=""):
@@ -162,7 +171,7 @@ def _target(name, rows_used, value, limit, passed, unit=""):
 def evaluate_targets(rows):
     """The issue's targets, each PASS / FAIL / not measured, and each row's own status."""
     targets = []
-    pkg = dict(impl="fedjax_abc", **TABLE2)
+    pkg = dict(impl="fedjax_abc", cores=None, **TABLE2)  # the package on every core
     mask64 = _find(rows, mode="mask", dtype="float64", **pkg)
     gath64 = _find(rows, mode="gather", dtype="float64", **pkg)
     mask32 = _find(rows, mode="mask", dtype="float32", **pkg)
@@ -305,6 +314,11 @@ def main(argv=None):
     ap.add_argument("--json", metavar="FILE", help="write all measurements to FILE")
     ap.add_argument("--only", metavar="WORKLOAD", action="append", choices=WORKLOADS,
                     help=f"run only this workload (repeatable): {', '.join(WORKLOADS)}")
+    ap.add_argument("--impl", metavar="NAME", action="append",
+                    help="run only the implementations starting with NAME (repeatable), e.g. "
+                         "--impl fedjax_abc --impl numba")
+    ap.add_argument("--num-sampled", type=int, action="append", dest="S", metavar="S",
+                    help="run only the cases with this many sampled clients (repeatable)")
     ap.add_argument("--repeat", type=int, default=1,
                     help="at least this many timed calls per case (new key each; more until "
                          "they add up to 1.5 s); the fastest is reported")
@@ -318,25 +332,45 @@ def main(argv=None):
     if passes < 1:
         ap.error("--passes must be at least 1")
 
-    todo = cases(quick=args.quick, only=args.only)
+    todo = [c for c in cases(quick=args.quick, only=args.only)
+            if (not args.impl or c["impl"].startswith(tuple(args.impl)))
+            and (not args.S or c["S"] in args.S)]
+    rows, info = run_cases(todo, passes=passes,
+                           timeout=args.timeout, repeat=args.repeat)
+    targets, mem = summarise(rows, info, quick=args.quick)
+    if args.json:
+        write_json(args.json, dict(machine=info, quick=args.quick, only=args.only,
+                                   repeat=args.repeat, passes=passes,
+                                   baseline_rounds=BASELINE_ROUNDS, targets=targets, memory=mem,
+                                   results=rows))
+    return 1 if any("error" in r for r in rows) else 0
+
+
+def run_cases(todo, *, passes: int, timeout: float, repeat: int = 1, info=None):
+    """Runs every case ``passes`` times (alternating order), keeping each one's fastest pass.
+
+    Returns (rows, machine info), the rows in the order of ``todo`` (each case gets its
+    ``id`` and ``repeat``), the info with the load averages and the total time.
+    """
     for i, c in enumerate(todo):
         c["id"] = i
-        c["repeat"] = args.repeat
-    info = machine_info()
+        c["repeat"] = repeat
+    info = dict(machine_info(), **(info or {}))
     info["loadavg_start"] = os.getloadavg()
     t0 = time.perf_counter()
     best, pass_times = {}, {c["id"]: [] for c in todo}
     for p in range(passes):
         for c in (todo if p % 2 == 0 else todo[::-1]):
-            row = run_case(c, args.timeout)
+            row = run_case(c, timeout)
             pass_times[c["id"]].append(row.get("run_s"))
             old = best.get(c["id"])
             if old is None or ("error" in old and "error" not in row) or (
                     "error" not in row and "error" not in old and row["run_s"] < old["run_s"]):
                 best[c["id"]] = row
+            pinned = f" {c['cores']} core(s)" if c.get("cores") else ""
             what = (f"[pass {p + 1}/{passes}, {c['id'] + 1}/{len(todo)}] {c['workload']:<10} "
                     f"{c['impl']:<13} {c['mode']:<7} {c['dtype']:<7} R={c['trials']} n={c['n']} "
-                    f"S={c['S']} T={c['T']}")
+                    f"S={c['S']} T={c['T']}{pinned}")
             if "error" in row:
                 print(f"{what}: ERROR {row['error']}", file=sys.stderr, flush=True)
             else:
@@ -349,10 +383,15 @@ def main(argv=None):
         print(f"warning: the package changed during the run: {info['git']} -> {info['git_end']}",
               file=sys.stderr)
     info["total_s"] = time.perf_counter() - t0
+    return rows, info
+
+
+def summarise(rows, info, *, quick: bool):
+    """Adds the ratios, evaluates the targets and prints the tables; returns (targets, memory)."""
     add_ratios(rows)
     targets, mem = evaluate_targets(rows)
     mem.pop("rows_used", None)
-    if args.quick:  # the targets are defined on the full sizes
+    if quick:  # the targets are defined on the full sizes
         for t in targets:
             t["status"] += " (quick sizes)"
     print_table(rows, targets)
@@ -362,15 +401,14 @@ def main(argv=None):
               f"local models per round would add {mem['if_proportional_to_T_mb']:.0f} MB)")
     print(f"\n{len(rows)} cases in {info['total_s']:.0f} s; load average "
           f"{info['loadavg_start']} -> {info['loadavg_end']}")
-    if args.json:
-        from fedjax_abc.repro.common import atomic_open  # imports jax: only when writing
+    return targets, mem
 
-        doc = dict(machine=info, quick=args.quick, only=args.only, repeat=args.repeat,
-                   passes=passes,
-                   baseline_rounds=BASELINE_ROUNDS, targets=targets, memory=mem, results=rows)
-        with atomic_open(args.json) as f:  # an interrupted write keeps the previous results
-            json.dump(doc, f, indent=1)
-    return 1 if any("error" in r for r in rows) else 0
+
+def write_json(path, doc) -> None:
+    from fedjax_abc.repro.common import atomic_open  # imports jax: only when writing
+
+    with atomic_open(path) as f:  # an interrupted write keeps the previous results
+        json.dump(doc, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
 """The benchmark cases: one dict per (workload, implementation, configuration).
 
-Fields: workload, impl ("fedjax_abc", "numpy_all", "numpy_sampled", "jax_naive", and for the
+Fields: workload, impl ("fedjax_abc", "numpy_all", "numpy_sampled", "jax_naive",
+"numba_all" and "numba_sampled" on the Table II workload when Numba is installed, and for the
 "learning" workload "numpy_softmax" and "torch_softmax", the latter only when PyTorch is
 installed), mode
 ("mask"/"gather" for the package, "all"/"sampled" for the baselines), dtype, problem
 ("huber27", "softplus_huber", "quadratics", "synthetic11": softmax regression on
 Synthetic(1, 1) with a mini-batch oracle, ``batch`` rows), n, d, S, Q, T, trials,
-record_every.
+record_every; optionally cores (the worker is pinned to that many cores before it imports
+JAX or Numba; a Numba baseline runs that many threads).
 
 Baselines run fewer rounds than the package where noted (``BASELINE_ROUNDS``): throughput
 is compared per client-step, so T only sets how long a measurement lasts.
@@ -15,6 +17,7 @@ is compared per client-step, so T only sets how long a measurement lasts.
 from __future__ import annotations
 
 import importlib.util
+import os
 
 WORKLOADS = ("table2", "algorithms", "fig1", "quadratics", "trials", "clients", "memory",
              "sweep", "learning")
@@ -35,6 +38,16 @@ CLIENTS_ROUNDS = {10: 1000, 100: 1000, 1000: 1000, 10_000: 100}
 
 BASELINE_MODE = {"mask": "all", "gather": "sampled"}
 PACKAGE_MODE = {v: k for k, v in BASELINE_MODE.items()}
+# The Numba baselines run on 1 and on 2 cores, the package also pinned to 1 core.
+NUMBA_CORES = (1, 2)
+
+
+def has_numba() -> bool:
+    return importlib.util.find_spec("numba") is not None
+
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
 def _case(workload, impl, mode, dtype, problem, n, S, Q, T, trials, d=1, record_every=None,
@@ -62,6 +75,26 @@ def _package_and_baselines(workload, problem, n, S, Q, T, trials, *, d=1, dtypes
                 cases.append(_case(workload, "jax_naive", bmode, dtype, problem, n, S, Q, base_T,
                                    trials, d))
     return cases
+
+
+def numba_cases(workload, problem, n, S, Q, T, trials, *, dtypes=("float64", "float32"),
+                modes=("mask", "gather")):
+    """The Numba baselines on 1 and 2 cores (as many as there are), none without Numba."""
+    if not has_numba():
+        return []
+    cores = sorted({min(c, usable_cores()) for c in NUMBA_CORES})
+    return [_case(workload, f"numba_{BASELINE_MODE[mode]}", BASELINE_MODE[mode], dtype, problem,
+                  n, S, Q, T, trials, cores=c)
+            for dtype in dtypes for mode in modes for c in cores]
+
+
+def pinned_package_cases(workload, problem, n, S, Q, T, trials, *, dtypes=("float64", "float32"),
+                         modes=("mask", "gather")):
+    """The package pinned to one core (when the machine has more)."""
+    if usable_cores() < 2:
+        return []
+    return [_case(workload, "fedjax_abc", mode, dtype, problem, n, S, Q, T, trials, cores=1)
+            for dtype in dtypes for mode in modes]
 
 
 def memory_cases(quick: bool):
@@ -103,6 +136,10 @@ def cases(quick: bool = False, only=None):
                                               base_T=BASELINE_ROUNDS["table2"],
                                               dtypes=("float64", "float32"),
                                               jax_dtypes=("float64", "float32"))
+                if S == 4:
+                    out += pinned_package_cases("table2", "huber27", 40, S, 10, 2000, 1000)
+                # Numba runs the package's T: it is fast enough for a measurement to last
+                out += numba_cases("table2", "huber27", 40, S, 10, 2000, 1000)
     if "algorithms" in selected:
         T, R = (20, 64) if quick else (2000, 1000)
         for name in ALGORITHMS:

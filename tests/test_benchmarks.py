@@ -135,3 +135,25 @@ def test_runner_quick_end_to_end(tmp_path):
     text = report.render(doc)
     assert "| workload | implementation |" in text and "## Targets" in text
     assert text.count("\n| table2 |") == len(rows)
+
+
+def test_ratios_against_numba_match_mode_dtype_and_cores():
+    from benchmarks import run
+
+    shape = dict(workload="table2", problem="huber27", n=40, d=1, S=4, Q=10, trials=1000)
+
+    def row(impl, mode, dtype, rate, **extra):
+        return dict(shape, impl=impl, mode=mode, dtype=dtype, virtual_rate=rate, **extra)
+
+    rows = [row("fedjax_abc", "mask", "float64", 6.0), row("fedjax_abc", "gather", "float32", 8.0),
+            row("fedjax_abc", "mask", "float64", 3.0, cores=1),
+            row("numba_all", "all", "float64", 2.0, cores=1),
+            row("numba_all", "all", "float64", 4.0, cores=2),
+            row("numba_all", "all", "float32", 100.0, cores=1),
+            row("numba_sampled", "sampled", "float32", 16.0, cores=2),
+            row("numpy_all", "all", "float64", 1.0)]
+    run.add_ratios(rows)
+    assert (rows[0]["ratio_numba_1"], rows[0]["ratio_numba_2"]) == (3.0, 1.5)
+    assert (rows[1]["ratio_numba_1"], rows[1]["ratio_numba_2"]) == (None, 0.5)
+    assert (rows[2]["ratio_numba_1"], rows[2]["ratio_numba_2"]) == (1.5, 0.75)
+    assert rows[3]["ratio_numpy"] == 2.0 and rows[3]["ratio_numba_1"] is None

@@ -10,6 +10,9 @@
 All run Algorithm 1 of the paper on the problems of :mod:`benchmarks.baselines.problems`
 and return x_T with shape (trials, d).
 
+- :func:`numba_all`, :func:`numba_sampled` (:mod:`benchmarks.baselines.numba_impl`): problem
+  (27) compiled with Numba (optional, imported when first used), float64 or float32,
+  threads over blocks of trials, the trial loop vectorised.
 - :func:`numpy_softmax`, :func:`torch_softmax` (:mod:`benchmarks.baselines.learning`):
   softmax regression with mini-batch SGD on federated data (:class:`SoftmaxData`), NumPy or
   PyTorch (optional, imported when called).
@@ -19,8 +22,8 @@ from benchmarks.baselines.learning import SoftmaxData, numpy_softmax, torch_soft
 from benchmarks.baselines.numpy_impl import numpy_all, numpy_sampled
 from benchmarks.baselines.problems import HuberOffsets, Quadratics, SoftplusHuber
 
-__all__ = ["HuberOffsets", "Quadratics", "SoftmaxData", "SoftplusHuber", "jax_naive", "numpy_all",
-           "numpy_sampled", "numpy_softmax", "torch_softmax"]
+__all__ = ["HuberOffsets", "Quadratics", "SoftmaxData", "SoftplusHuber", "jax_naive", "numba_all",
+           "numba_sampled", "numpy_all", "numpy_sampled", "numpy_softmax", "torch_softmax"]
 
 
 def __getattr__(name):
@@ -28,4 +31,8 @@ def __getattr__(name):
         from benchmarks.baselines.jax_impl import jax_naive
 
         return jax_naive
+    if name in ("numba_all", "numba_sampled"):
+        from benchmarks.baselines import numba_impl
+
+        return getattr(numba_impl, name)
     raise AttributeError(name)
