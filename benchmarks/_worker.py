@@ -142,7 +142,8 @@ def make_call(case):
         def call(seed):
             key = keys.setdefault(seed, jax.random.key(seed))
             res = fa.simulate(p, key=key, record_every=case["record_every"], mode=case["mode"],
-                              dtype=case["dtype"], record_x=False, algorithm=algorithm, **common)
+                              dtype=case["dtype"], record_x=False, algorithm=algorithm,
+                              generator=case.get("generator", "threefry"), **common)
             return res.x_final
 
         for s in range(1, 2 + max(case.get("repeat", 1), MAX_CALLS)):
@@ -302,6 +303,10 @@ def main(argv=None):
     case = json.loads(argv[0])
     if case.get("cores"):
         pin(case["cores"])
+    if case.get("cpu_devices"):  # before any JAX computation
+        import fedjax_abc as fa
+
+        fa.use_cpu_cores(case["cpu_devices"])
     out = run_case(case)
     if case.get("cores"):
         out["cpus_pinned"] = sorted(os.sched_getaffinity(0))

@@ -43,8 +43,12 @@ def _row_cells(r):
     impl = r["impl"] + (f" {r['algorithm']}" if r.get("algorithm") else "")
     if r.get("grid"):
         impl += f" {'separate' if r.get('separate') else 'sweep'} x{r['grid']}"
+    if r.get("generator"):
+        impl += f" {r['generator']}"
     if r.get("cores"):
         impl += f" on {r['cores']} core{'s' if r['cores'] > 1 else ''}"
+    if r.get("cpu_devices"):
+        impl += f" on {r['cpu_devices']} CPU devices"
     base = [r["workload"], impl, r["mode"], r["dtype"], str(r["trials"]), str(r["n"]),
             str(r["S"]), str(r["Q"]), str(r["T"])]
     if "error" in r:

@@ -7,7 +7,9 @@ installed), mode
 ("mask"/"gather" for the package, "all"/"sampled" for the baselines), dtype, problem
 ("huber27", "softplus_huber", "quadratics", "synthetic11": softmax regression on
 Synthetic(1, 1) with a mini-batch oracle, ``batch`` rows), n, d, S, Q, T, trials,
-record_every; optionally cores (the worker is pinned to that many cores before it imports
+record_every; optionally cpu_devices (the package on that many CPU devices,
+``fa.use_cpu_cores``), generator (the package's random words) and cores (the worker is
+pinned to that many cores before it imports
 JAX or Numba; a Numba baseline runs that many threads).
 
 Baselines run fewer rounds than the package where noted (``BASELINE_ROUNDS``): throughput
@@ -97,6 +99,23 @@ def pinned_package_cases(workload, problem, n, S, Q, T, trials, *, dtypes=("floa
             for dtype in dtypes for mode in modes]
 
 
+def multicore_package_cases(workload, problem, n, S, Q, T, trials, *,
+                            dtypes=("float64", "float32"), modes=("mask", "gather")):
+    """The package on one CPU device per core (``fa.use_cpu_cores``), and with the
+    "splitmix" generator on one core and on every core (when the machine has two or more)."""
+    cores = usable_cores()
+    if cores < 2:
+        return []
+    out = []
+    for dtype in dtypes:
+        for mode in modes:
+            shape = (workload, "fedjax_abc", mode, dtype, problem, n, S, Q, T, trials)
+            out.append(_case(*shape, cpu_devices=cores))
+            out.append(_case(*shape, cores=1, generator="splitmix"))
+            out.append(_case(*shape, cpu_devices=cores, generator="splitmix"))
+    return out
+
+
 def memory_cases(quick: bool):
     """The memory check: the package at T and 4T (same trials x n), and at 1/4 of the trials.
 
@@ -138,6 +157,7 @@ def cases(quick: bool = False, only=None):
                                               jax_dtypes=("float64", "float32"))
                 if S == 4:
                     out += pinned_package_cases("table2", "huber27", 40, S, 10, 2000, 1000)
+                    out += multicore_package_cases("table2", "huber27", 40, S, 10, 2000, 1000)
                 # Numba runs the package's T: it is fast enough for a measurement to last
                 out += numba_cases("table2", "huber27", 40, S, 10, 2000, 1000)
     if "algorithms" in selected:

