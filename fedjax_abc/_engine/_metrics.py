@@ -15,6 +15,8 @@ from typing import Callable, Mapping, Optional
 import jax
 import jax.numpy as jnp
 
+from fedjax_abc._engine._round import ordered_sum
+
 __all__ = ["RESERVED", "check_metrics", "record"]
 
 # names a metric may not take: the result's own fields and the labelled results' dimensions
@@ -63,7 +65,17 @@ def check_metrics(metrics: Optional[Mapping[str, Callable]], dim: int,
 
 
 def record(problem, metrics: tuple, x) -> tuple:
-    """(f(x) - f*, ||grad f(x)||^2, *metrics(x)) of one model x, shape (d,)."""
-    f, g = problem.value_and_grad(x)
-    return (f - problem.f_star, jnp.sum(g * g)) + tuple(
+    """(f(x) - f*, ||grad f(x)||^2, *metrics(x)) of one model x, shape (d,).
+
+    The sums over the clients and over d run in an order fixed by n and d alone
+    (:func:`~fedjax_abc._engine._round.ordered_sum`): a reduction left to XLA is ordered by
+    the batch's layout, and a trial's records would then change in the last bits with the
+    number of trials run beside it or the number of devices.
+    """
+    n = problem.num_clients
+    vals, grads = jax.vmap(lambda i: problem.local_value_and_grad(problem.client(i), x))(
+        jnp.arange(n, dtype=jnp.int32))
+    f = ordered_sum(vals) / n
+    g = ordered_sum(grads) / n
+    return (f - problem.f_star, ordered_sum(g * g)) + tuple(
         jnp.asarray(fn(x)).astype(x.dtype) for fn in metrics)

@@ -26,7 +26,8 @@ from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine._random import client_words, round_key_data, stream_words
 from fedjax_abc._engine._threefry import fold_in_data
 
-__all__ = ["RoundState", "batched_round", "fedavg_round", "init_state", "run_rounds"]
+__all__ = ["RoundState", "batched_round", "fedavg_round", "init_state", "ordered_sum",
+           "run_rounds"]
 
 MODES = ("mask", "gather")
 
@@ -91,7 +92,7 @@ def _weighted_mean(messages, w: Array, total: Array):
 
     def mean(a):
         wa = w.reshape(w.shape + (1,) * (a.ndim - 2)).astype(a.dtype)
-        return _slot_sum(wa * a) / safe.reshape(safe.shape + (1,) * (a.ndim - 2)).astype(a.dtype)
+        return ordered_sum(wa * a) / safe.reshape(safe.shape + (1,) * (a.ndim - 2)).astype(a.dtype)
 
     return jax.tree_util.tree_map(mean, messages)
 
@@ -151,14 +152,14 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
             clients = jax.tree_util.tree_map(lambda c, s: c.at[idx, trials].set(s),
                                              clients, new_slots)
     w = w.astype(x.dtype)  # (m, R)
-    total = _slot_sum(w)
+    total = ordered_sum(w)
     mean = _weighted_mean(messages, w, total)
     new_server = jax.vmap(lambda s, m, tw: algorithm.server_update(
         s, m, RoundInfo(tw, n, stepsize, local_steps)))(server, mean, total)
     return RoundState(_keep_where(total > 0, new_server, server), clients)
 
 
-def _slot_sum(a: Array) -> Array:
+def ordered_sum(a: Array) -> Array:
     """Sum over the leading (slot) axis in an order fixed by the number of slots alone.
 
     Up to 64 slots they are added one by one in slot order, beyond that pairwise. A
