@@ -252,7 +252,7 @@ def numba_targets(rows):
     cores (any generator; one core: pinned; two: one CPU device per core or XLA's own)."""
     out = []
     ncores = max([r["cpu_devices"] for r in rows if r.get("cpu_devices")] + [2])
-    shape = {k: v for k, v in TABLE2.items()}
+    shape = dict(TABLE2)
     for dtype in ("float64", "float32"):
         for mode, bmode in (("gather", "sampled"), ("mask", "all")):
             for cores in NUMBA_CORES:

@@ -100,7 +100,7 @@ def test_sweep_points_and_trial_shares(with_metrics, tmp_path):
     np.testing.assert_array_equal(sw.point(stepsize=0.05).metrics["dist_sq"],
                                   with_metrics.metrics["dist_sq"])
     assert fa.load(sw.save(tmp_path / "s.nc")).equals(sw)
-    a = fa.simulate(P, metrics=METRICS, **dict(KW, trials=2, x0=KW["x0"]))
+    a = fa.simulate(P, metrics=METRICS, **dict(KW, trials=2))
     b = fa.simulate(P, metrics=METRICS, first_trial=2, **dict(KW, trials=4))
     whole = fa.SimResult.concatenate([a, b])
     np.testing.assert_array_equal(whole.metrics["dist_sq"], with_metrics.metrics["dist_sq"])

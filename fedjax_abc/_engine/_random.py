@@ -28,7 +28,6 @@ from fedjax_abc._engine._threefry import fold_in_data, threefry2x32
 __all__ = ["GENERATORS", "client_noise", "client_words", "round_key_data", "splitmix64",
            "stream_words"]
 
-GENERATORS = ("threefry", "splitmix")
 _GAMMA = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio, SplitMix64's increment
 _MIX = (np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
 
@@ -78,12 +77,14 @@ def _block_words(key_data: Array, stream, first: Array, span: int) -> Array:
 _BLOCKWISE_MIN_WORDS = 8  # clients with this many words per round hash block by block
 
 
+# word by word: (key data, stream, word indices g) -> words g, per generator
+_WORD_HASH = {"threefry": _words, "splitmix": _splitmix_words}
+GENERATORS = tuple(_WORD_HASH)
+
+
 def stream_words(key_data: Array, stream, num_words: int, generator: str = "threefry") -> Array:
     """Words 0 .. num_words - 1 of counter stream ``stream`` under key data k_t."""
-    g = jnp.arange(num_words, dtype=jnp.uint32)
-    if generator == "splitmix":
-        return _splitmix_words(key_data, stream, g)
-    return _words(key_data, stream, g)
+    return _WORD_HASH[generator](key_data, stream, jnp.arange(num_words, dtype=jnp.uint32))
 
 
 def client_words(key_data: Array, clients: Array, num_words: int,
@@ -95,11 +96,9 @@ def client_words(key_data: Array, clients: Array, num_words: int,
     """
     W = num_words
     start = clients.astype(jnp.uint32) * W
-    if generator == "splitmix":  # every word its own hash, fused with what reads it
-        return _splitmix_words(key_data, 1, start[:, None]
-                               + jnp.arange(W, dtype=jnp.uint32)[None, :])
-    if W < _BLOCKWISE_MIN_WORDS:
-        return _words(key_data, 1, start[:, None] + jnp.arange(W, dtype=jnp.uint32)[None, :])
+    if generator == "splitmix" or W < _BLOCKWISE_MIN_WORDS:  # word by word, fused with the reader
+        g = start[:, None] + jnp.arange(W, dtype=jnp.uint32)[None, :]
+        return _WORD_HASH[generator](key_data, 1, g)
     if W % 2 == 0:  # every client's words start a block
         return _block_words(key_data, 1, start // 2, W // 2)
     words = _block_words(key_data, 1, start // 2, W // 2 + 1)

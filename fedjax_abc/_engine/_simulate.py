@@ -8,8 +8,8 @@ Q, T/k, trials per chunk, mode) are static; the key, x0, the stepsizes, the prob
 the algorithm's arrays are data, so a new key, stepsize or ``FedProx(mu)`` compiles nothing.
 
 ``simulate`` runs in four named steps: :func:`~fedjax_abc._engine._run.checked` (every
-argument validated before anything compiles), :func:`~fedjax_abc._engine._plan.make_plan` (blocks, padding,
-sharding), :func:`_run_chunk` (one chunk of trials, segment by segment) and
+argument validated before anything compiles), :func:`~fedjax_abc._engine._plan.make_plan`
+(blocks, padding, sharding), :func:`_run_chunk` (one chunk of trials, segment by segment) and
 :func:`_assemble` (the :class:`SimResult`).
 """
 
@@ -59,9 +59,9 @@ def _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0, ste
 
     state: the trials' RoundState (leaves with a trials axis of m); trial_ids: (m,);
     stepsizes: (s, b); metrics: the user metrics' functions. Returns the state at the end
-    and the records (gap, grad_norm_sq, *metrics[, x]) of shape (m, s[, d]). Only blocks b * (i + 1) = k (i + 1) rounds after t = 0 (k =
-    per_record * b, t0 a multiple of b) evaluate f and grad f; the records of the other
-    blocks are zeros, for the caller to drop.
+    and the records (gap, grad_norm_sq, *metrics[, x]) of shape (m, s[, d]). Only blocks
+    b * (i + 1) = k (i + 1) rounds after t = 0 (k = per_record * b, t0 a multiple of b)
+    evaluate f and grad f; the records of the other blocks are zeros, for the caller to drop.
     """
     b = stepsizes.shape[1]
     trial_keys = fold_in_data(jax.random.key_data(key), trial_ids)  # (2, m): fold_in(key, r)
