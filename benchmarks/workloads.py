@@ -199,16 +199,21 @@ def cases(quick: bool = False, only=None):
 
 
 def learning_cases(quick: bool):
-    """Package (mask, gather) and NumPy / PyTorch baselines, float64 and float32."""
+    """Package (mask, gather; one device and one CPU device per core) and NumPy / PyTorch
+    baselines, float64 and float32."""
     L = dict(LEARNING)
     T, bT, R = (4, 2, 16) if quick else (L["T"], BASELINE_ROUNDS["learning"], L["trials"])
     common = dict(n=L["n"], S=L["S"], Q=L["Q"], trials=R, d=L["d"], batch=L["batch"])
     torch = importlib.util.find_spec("torch") is not None
     out = []
+    cores = usable_cores()
     for dtype in ("float64", "float32"):
         for mode in ("mask", "gather"):
             out.append(_case("learning", "fedjax_abc", mode, dtype, "synthetic11", T=T,
                              record_every=T, **common))
+            if cores >= 2:  # one CPU device per core, as fa.use_cpu_cores() and the CLI run
+                out.append(_case("learning", "fedjax_abc", mode, dtype, "synthetic11", T=T,
+                                 record_every=T, cpu_devices=cores, **common))
         for bmode in ("all", "sampled"):
             out.append(_case("learning", "numpy_softmax", bmode, dtype, "synthetic11", T=bT,
                              **common))

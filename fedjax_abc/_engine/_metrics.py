@@ -17,7 +17,7 @@ import jax.numpy as jnp
 
 from fedjax_abc._engine._round import ordered_sum
 
-__all__ = ["RESERVED", "check_metrics", "record"]
+__all__ = ["RESERVED", "check_metrics", "record", "record_trials"]
 
 # names a metric may not take: the result's own fields and the labelled results' dimensions
 RESERVED = ("gap", "grad_norm_sq", "x", "x_final", "diverged_at", "trial", "round", "dim",
@@ -72,6 +72,10 @@ def record(problem, metrics: tuple, x) -> tuple:
     the batch's layout, and a trial's records would then change in the last bits with the
     number of trials run beside it or the number of devices.
     """
+    if problem.pooled is not None:
+        f, g = problem.pooled.value_and_grad(x)
+        return (f - problem.f_star, jnp.sum(g * g)) + tuple(
+            jnp.asarray(fn(x)).astype(x.dtype) for fn in metrics)
     n = problem.num_clients
     vals, grads = jax.vmap(lambda i: problem.local_value_and_grad(problem.client(i), x))(
         jnp.arange(n, dtype=jnp.int32))
@@ -79,3 +83,21 @@ def record(problem, metrics: tuple, x) -> tuple:
     g = ordered_sum(grads) / n
     return (f - problem.f_star, ordered_sum(g * g)) + tuple(
         jnp.asarray(fn(x)).astype(x.dtype) for fn in metrics)
+
+
+# trials per batch of a pooled record: a lane's worth, so that XLA compiles the same record
+# whatever the number of trials (every device holds a multiple of 8 or 16 trials)
+_POOLED_TRIALS = 8
+
+
+def record_trials(problem, metrics: tuple, x):
+    """:func:`record` of every trial, x of shape (R, d): a ``vmap`` over the trials.
+
+    With ``problem.pooled`` (a learning problem's data in one array), the trials go 8 at a
+    time: a vmap over all of them would let XLA fuse the trials' products with the shared
+    data into one matrix product whose order of operations depends on R.
+    """
+    one = lambda xr: record(problem, metrics, xr)  # noqa: E731
+    if problem.pooled is None or x.shape[0] % _POOLED_TRIALS:
+        return jax.vmap(one)(x)
+    return jax.lax.map(one, x, batch_size=_POOLED_TRIALS)

@@ -15,7 +15,7 @@ orders a few floating-point operations differently in the two programs, to round
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -104,9 +104,24 @@ def _keep_where(take: Array, new, old):
         new, old)
 
 
+def _over_clients(fn, args, block: Optional[int]):
+    """``vmap(fn)`` over the leading (client or slot) axis of ``args``.
+
+    With ``block`` smaller than that axis, ``block`` clients at a time, one block after the
+    next (``lax.map``): their local models of all trials then stay in cache through the Q
+    local steps, where a ``vmap`` over every client streams them all through memory at
+    every step. The numbers agree to rounding (XLA may order a client's few products
+    differently in the two programs); for a given block they do not depend on the trials.
+    """
+    size = jax.tree_util.tree_leaves(args)[0].shape[0]
+    if block is None or block >= size:
+        return jax.vmap(fn)(*args)
+    return jax.lax.map(lambda a: fn(*a), args, batch_size=block)
+
+
 def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_data: Array,
                   stepsize, local_steps: int, mode: str,
-                  generator: str = "threefry") -> RoundState:
+                  generator: str = "threefry", client_block: Optional[int] = None) -> RoundState:
     """One round of R trials: their state and k_t (2, R) -> the state at t + 1.
 
     The trials are the innermost ``vmap`` and the second axis of every per-client array: a
@@ -114,7 +129,8 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
     m, R, d), its random words too, shape (n or m, R, W), so the hashing and the local steps
     of ``gather`` mode run over long contiguous rows even when m is small. Client states
     change only for clients with a positive weight this round. ``generator``: the random
-    words' hash (:data:`~fedjax_abc._engine._random.GENERATORS`).
+    words' hash (:data:`~fedjax_abc._engine._random.GENERATORS`). ``client_block``: how many
+    clients (slots) run their local steps at once, None for all (see :func:`_over_clients`).
     """
     if mode not in MODES:
         raise ValueError(f"mode ({mode!r}) must be one of {MODES}")
@@ -135,17 +151,17 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
 
     R = x.shape[0]
     if mode == "mask":  # every client, for every trial (the same client data for all trials)
-        messages, new_clients = jax.vmap(jax.vmap(local, in_axes=(None, 0, 0, 1)),
-                                         in_axes=(0, None, 0, None))(
-            jnp.arange(n, dtype=jnp.int32), server, clients, key_data)  # (n, R, ...)
+        messages, new_clients = _over_clients(
+            lambda i, c: jax.vmap(local, in_axes=(None, 0, 0, 1))(i, server, c, key_data),
+            (jnp.arange(n, dtype=jnp.int32), clients), client_block)  # (n, R, ...)
         messages = _at_slots(messages, idx)  # the sampled: (m, R, ...)
         if jax.tree_util.tree_leaves(clients):
             weight = jnp.zeros((n, R), w.dtype).at[idx, jnp.arange(R)[None, :]].add(w)
             clients = _keep_where(weight > 0, new_clients, clients)
     else:  # the sampled clients only, slot by slot
-        messages, new_slots = jax.vmap(jax.vmap(local, in_axes=(0, 0, 0, 1)),
-                                       in_axes=(0, None, 0, None))(
-            idx, server, _at_slots(clients, idx), key_data)  # (m, R, ...)
+        messages, new_slots = _over_clients(
+            lambda i, c: jax.vmap(local, in_axes=(0, 0, 0, 1))(i, server, c, key_data),
+            (idx, _at_slots(clients, idx)), client_block)  # (m, R, ...)
         if jax.tree_util.tree_leaves(clients):
             trials = jnp.arange(R)[None, :]
             new_slots = _keep_where(w > 0, new_slots, _at_slots(clients, idx))
@@ -179,11 +195,11 @@ def ordered_sum(a: Array) -> Array:
 
 def run_rounds(problem, oracle, sampler, algorithm, state: RoundState, trial_key_data: Array, t0,
                stepsizes: Array, local_steps: int, mode: str,
-               generator: str = "threefry") -> RoundState:
+               generator: str = "threefry", client_block: Optional[int] = None) -> RoundState:
     """Rounds t0, ..., t0 + K - 1 of R trials with stepsizes alpha_{t0..t0+K-1}, shape (K,).
 
     state: the trials' :class:`RoundState`; trial_key_data: (2, R), the key data of each
-    trial's key (a column each).
+    trial's key (a column each); client_block: see :func:`batched_round`.
     """
     def keys(t):
         return fold_in_data(trial_key_data, t)
@@ -194,7 +210,7 @@ def run_rounds(problem, oracle, sampler, algorithm, state: RoundState, trial_key
         state_t, k_t = carry
         t, alpha = inputs
         state_next = batched_round(problem, oracle, sampler, algorithm, state_t, k_t, alpha,
-                                   local_steps, mode, generator)
+                                   local_steps, mode, generator, client_block)
         return (state_next, keys(t + 1)), None
 
     ts = t0 + jnp.arange(stepsizes.shape[0], dtype=jnp.int32)

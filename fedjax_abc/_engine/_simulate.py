@@ -3,7 +3,9 @@
 Layout of the program: ``lax.scan`` over records of [``lax.scan`` over the k rounds between
 records of [one round of all trials: ``vmap`` over clients of [``vmap`` over trials of
 [``lax.scan`` over Q local steps]]]], under one ``jit``; the trials are the innermost
-``vmap`` so that their copies of a client's model lie side by side in memory. Shapes (n, S,
+``vmap`` so that their copies of a client's model lie side by side in memory. On a CPU,
+models of 2 KiB or more (a learning problem's) run a block of clients at a time instead
+(``_plan.client_block``), so that a block's models stay in cache through the Q steps. Shapes (n, S,
 Q, T/k, trials per chunk, mode) are static; the key, x0, the stepsizes, the problem's and
 the algorithm's arrays are data, so a new key, stepsize or ``FedProx(mu)`` compiles nothing.
 
@@ -28,7 +30,7 @@ import numpy as np
 
 from fedjax_abc._algorithms._base import AbstractAlgorithm
 from fedjax_abc._engine import _checkpoint, _memory, _round
-from fedjax_abc._engine._metrics import record as _record
+from fedjax_abc._engine._metrics import record_trials as _record_trials
 from fedjax_abc._engine._progress import Progress as _Progress
 from fedjax_abc._engine._run import Run as _Run
 from fedjax_abc._engine._run import checked as _checked
@@ -45,7 +47,7 @@ __all__ = ["simulate", "stepsize_array"]
 
 @eqx.filter_jit
 def _initial_records(problem, metrics, x):
-    return jax.vmap(lambda xr: _record(problem, metrics, xr))(x)
+    return _record_trials(problem, metrics, x)
 
 
 @eqx.filter_jit
@@ -54,7 +56,8 @@ def _init_state(algorithm, x0, num_clients):
 
 
 def _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0, stepsizes,
-             local_steps, mode, record_x, per_record=1, metrics=(), generator="threefry"):
+             local_steps, mode, record_x, per_record=1, metrics=(), generator="threefry",
+             client_block=None):
     """Rounds t0 .. t0 + s*b - 1 of every trial in s blocks of b rounds; a record per block.
 
     state: the trials' RoundState (leaves with a trials axis of m); trial_ids: (m,);
@@ -67,7 +70,7 @@ def _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0, ste
     trial_keys = fold_in_data(jax.random.key_data(key), trial_ids)  # (2, m): fold_in(key, r)
 
     def record(x_next):
-        return jax.vmap(lambda xr: _record(problem, metrics, xr))(x_next)
+        return _record_trials(problem, metrics, x_next)
 
     def skip(x_next):
         zero = jnp.zeros(x_next.shape[:1], x_next.dtype)
@@ -76,7 +79,8 @@ def _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0, ste
     def block(state_t, inputs):
         j, alphas = inputs
         state_next = _round.run_rounds(problem, oracle, sampler, algorithm, state_t, trial_keys,
-                                       t0 + j * b, alphas, local_steps, mode, generator)
+                                       t0 + j * b, alphas, local_steps, mode, generator,
+                                       client_block)
         x_next = state_next.server.x
         if per_record == 1:
             values = record(x_next)
@@ -144,7 +148,7 @@ def _run_chunk(run: _Run, plan: Plan, c: int, bar: _Progress, resume: Optional[P
         new_state, rec = _run_segment(run.problem, run.oracle, run.sampler, run.algorithm, state,
                                       ids, run.key, jnp.asarray(seg.start, jnp.int32), alphas,
                                       run.local_steps, run.mode, run.record_x, seg.per_record,
-                                      run.metrics, run.generator)
+                                      run.metrics, run.generator, plan.client_block)
         kept = tuple(_host(r)[:, seg.keep] for r in rec)
         records = {name: records[name] + (r,) for name, r in zip(names, kept)}
         state = new_state
@@ -285,7 +289,8 @@ def simulate(
                    record_every, mode, sampler, oracle, algorithm, dtype, trial_chunk, record_x,
                    devices, first_trial, metrics, generator)
     plan = make_plan(run.rounds, run.record_every, run.chunk, run.dtype, run.devices,
-                     bool(progress) or path is not None)
+                     bool(progress) or path is not None, run.problem.num_clients,
+                     run.x0.shape[1])
     _memory.check_run(run, plan)
     position, tracker = Position(0, 0, None, {}, ()), None
     if path is not None:

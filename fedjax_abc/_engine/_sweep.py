@@ -34,7 +34,7 @@ from fedjax_abc._engine._progress import Progress as _Progress
 from fedjax_abc._engine._run import Run as _Run
 from fedjax_abc._engine._run import checked as _checked
 from fedjax_abc._engine._run import describe as _describe
-from fedjax_abc._engine._simulate import _assemble, _record, _segment, _warn_divergence
+from fedjax_abc._engine._simulate import _assemble, _record_trials, _segment, _warn_divergence
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._problems._samplers import AbstractSampler
@@ -191,12 +191,13 @@ def _stack(trees: list):
 
 @eqx.filter_jit
 def _grid_segment(axes, problem, oracle, sampler, algorithm, state, trial_ids, key, t0,
-                  stepsizes, local_steps, mode, record_x, per_record, metrics, generator):
+                  stepsizes, local_steps, mode, record_x, per_record, metrics, generator,
+                  client_block):
     """``_segment`` for G grid points: vmapped over the leading grid axis (trials inside)."""
     def one(problem, oracle, sampler, algorithm, state, stepsizes):
         return _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0,
                         stepsizes, local_steps, mode, record_x, per_record, metrics,
-                        generator)
+                        generator, client_block)
 
     return eqx.filter_vmap(one, in_axes=axes + (0, 0))(problem, oracle, sampler, algorithm,
                                                         state, stepsizes)
@@ -207,7 +208,7 @@ def _grid_start(axes, problem, algorithm, x0, metrics):
     """The grid's states at t = 0 and records at t = 0; x0: (G, m, d)."""
     def one(problem, algorithm, x):
         state = _round.init_state(algorithm, x, problem.num_clients)
-        return state, jax.vmap(lambda xr: _record(problem, metrics, xr))(x)
+        return state, _record_trials(problem, metrics, x)
 
     return eqx.filter_vmap(one, in_axes=(axes[0], axes[3], 0))(problem, algorithm, x0)
 
@@ -223,7 +224,7 @@ def _run_group(runs: list[_Run], bar: _Progress, done_before: int, segmented: bo
     first = runs[0]
     G = len(runs)
     plan = make_plan(first.rounds, first.record_every, first.chunk, first.dtype, first.devices,
-                     segmented)
+                     segmented, first.problem.num_clients, first.x0.shape[1])
     _memory.check_run(dataclasses.replace(first, trials=first.trials * G, chunk=first.chunk * G),
                       plan._replace(per_call=plan.per_call * G))
     stacked, axes = _stack([_components(r) for r in runs])
@@ -253,7 +254,8 @@ def _run_group(runs: list[_Run], bar: _Progress, done_before: int, segmented: bo
             state, rec = _grid_segment(axes, problem, oracle, sampler, algorithm, state, ids,
                                        first.key, jnp.asarray(seg.start, jnp.int32), a,
                                        first.local_steps, first.mode, first.record_x,
-                                       seg.per_record, first.metrics, first.generator)
+                                       seg.per_record, first.metrics, first.generator,
+                                       plan.client_block)
             for name, r in zip(names, rec):
                 records[name].append(np.asarray(r)[:, :, seg.keep])
             done += G * seg.blocks * seg.block

@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_abc._problems import _data
-from fedjax_abc._problems._models import (ClientData, DatasetLoss, LogisticRegression, MLP,
+from fedjax_abc._problems._models import (ClientData, DatasetGrad, DatasetLoss, PooledData, LogisticRegression, MLP,
                                           SoftmaxRegression)
 from fedjax_abc._problems._oracles import AbstractOracle, ExactOracle
 from fedjax_abc._problems._problem import Problem
@@ -120,6 +120,13 @@ def _padded(Xs, ys, weights, l2) -> ClientData:
                       jnp.asarray(weights, jnp.float64), jnp.full((n,), float(l2), jnp.float64))
 
 
+def _pooled(model, Xs, ys, weights, l2) -> PooledData:
+    n = len(ys)
+    coef = np.concatenate([np.full(len(y), w / (n * len(y))) for y, w in zip(ys, weights)])
+    return PooledData(model, jnp.asarray(np.concatenate(Xs)), jnp.asarray(np.concatenate(ys)),
+                      jnp.asarray(coef), jnp.asarray(l2 * np.mean(weights), jnp.float64))
+
+
 def learning_problem(model, features, labels, *, l2: float = 1e-3, weighting: str = "uniform",
                      oracle: Optional[AbstractOracle] = None, x0=None, solver_steps: int = 500,
                      name: Optional[str] = None) -> Problem:
@@ -176,8 +183,9 @@ def learning_problem(model, features, labels, *, l2: float = 1e-3, weighting: st
     return Problem(loss=DatasetLoss(model), params=data,
                    local_minima=jnp.asarray(local_f, jnp.float64),
                    f_star=jnp.asarray(f_star, jnp.float64),
-                   x_star=jnp.asarray(x_star, jnp.float64), oracle=oracle, name=label,
-                   certified=bool(model.convex))
+                   x_star=jnp.asarray(x_star, jnp.float64), oracle=oracle,
+                   grad_fn=DatasetGrad(model), name=label, certified=bool(model.convex),
+                   pooled=_pooled(model, Xs, ys, weights, l2))
 
 
 def softmax_regression(features, labels, *, l2: float = 1e-3, weighting: str = "uniform",

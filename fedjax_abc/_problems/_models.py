@@ -34,7 +34,7 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float, Int
 
-__all__ = ["ClientData", "DatasetLoss", "LogisticRegression", "MLP", "SoftmaxRegression"]
+__all__ = ["ClientData", "DatasetGrad", "DatasetLoss", "PooledData", "LogisticRegression", "MLP", "SoftmaxRegression"]
 
 
 class ClientData(eqx.Module):
@@ -59,6 +59,29 @@ class ClientData(eqx.Module):
         """One client's mini-batch: its rows ``rows`` (b,), counted as b samples."""
         return ClientData(self.features[rows], self.labels[rows],
                           jnp.asarray(rows.shape[0], self.count.dtype), self.weight, self.l2)
+
+
+def _fixed_reduce(op, a: Array, axis: int) -> Array:
+    """``op``-reduce along ``axis`` in index order, as explicit element-wise ops up to 64 terms.
+
+    XLA may hand a reduction to a library kernel whose order of operations depends on the
+    size of the whole batch (the trials beside it); element-wise ops keep a trial's numbers
+    its own. Longer axes use ``jnp.sum`` / ``jnp.max``.
+    """
+    size = a.shape[axis]
+    if size > 64:
+        return jnp.sum(a, axis) if op is jnp.add else jnp.max(a, axis)
+    total = jax.lax.index_in_dim(a, 0, axis, keepdims=False)
+    for j in range(1, size):
+        total = op(total, jax.lax.index_in_dim(a, j, axis, keepdims=False))
+    return total
+
+
+def _softmax(logits: Array) -> Array:
+    """softmax over the last axis with the max and the sum in a fixed order (``_fixed_reduce``)."""
+    z = logits - _fixed_reduce(jnp.maximum, logits, -1)[..., None]
+    e = jnp.exp(z)
+    return e / _fixed_reduce(jnp.add, e, -1)[..., None]
 
 
 def _cross_entropy(logits: Array, labels: Array) -> Array:
@@ -104,6 +127,15 @@ class SoftmaxRegression:
 
     def predict(self, x: Array, features: Array) -> Array:
         return jnp.argmax(self.logits(x, features), axis=-1)
+
+    def weighted_grad(self, x: Array, features: Array, labels: Array, coef: Array) -> Array:
+        """sum_j c_j grad ell_j(x), (d,), in closed form: r_j = c_j (softmax(z_j) - e_{y_j}),
+        grad_W = X^T r, grad_b = sum_j r_j."""
+        K = self.num_classes
+        P = _softmax(self.logits(x, features))
+        onehot = (labels[:, None] == jnp.arange(K)).astype(P.dtype)
+        r = coef.astype(P.dtype)[:, None] * (P - onehot)
+        return jnp.concatenate([(features.T @ r).reshape(-1), _fixed_reduce(jnp.add, r, 0)])
 
     def hessian(self, x: Array, features: Array, labels: Array, coef: Array) -> Array:
         """sum_j c_j Hess ell_j(x), (d, d), in closed form, for rows (M, p) with weights c (M,).
@@ -174,6 +206,12 @@ class LogisticRegression:
 
     def predict(self, x: Array, features: Array) -> Array:
         return (self.logits(x, features) > 0).astype(jnp.int32)
+
+    def weighted_grad(self, x: Array, features: Array, labels: Array, coef: Array) -> Array:
+        """sum_j c_j grad ell_j(x), (d,): r_j = c_j (sigmoid(z_j) - y_j), grad = (X^T r, sum r)."""
+        z = self.logits(x, features)
+        r = coef.astype(z.dtype) * (jax.nn.sigmoid(z) - labels.astype(z.dtype))
+        return jnp.concatenate([features.T @ r, _fixed_reduce(jnp.add, r, 0)[None]])
 
     def hessian(self, x: Array, features: Array, labels: Array, coef: Array) -> Array:
         """sum_j c_j sigma_j (1 - sigma_j) X~_j X~_j^T, (d, d), X~ = [X, 1]."""
@@ -258,3 +296,59 @@ class DatasetLoss:
         valid = jnp.arange(rows) < data.count
         mean = jnp.sum(jnp.where(valid, losses, 0)) / data.count.astype(losses.dtype)
         return data.weight * (mean + 0.5 * data.l2 * jnp.sum(x * x))
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetGrad:
+    """grad f_i(x) of :class:`DatasetLoss`: closed form where the model has ``weighted_grad``
+    (softmax and logistic regression), else ``jax.grad``. Called as ``grad(params_i, x)``.
+
+    The closed form's small sums (a mini-batch's rows, the classes) run in a fixed order,
+    so a trial's gradient does not depend on the number of trials computed beside it.
+    """
+
+    model: Any
+
+    def __call__(self, data: ClientData, x: Array) -> Array:
+        if not hasattr(self.model, "weighted_grad"):
+            return jax.grad(DatasetLoss(self.model), argnums=1)(data, x)
+        rows = data.labels.shape[-1]
+        count = data.count.astype(x.dtype)
+        coef = jnp.where(jnp.arange(rows) < data.count, 1 / count, 0).astype(data.features.dtype)
+        g = self.model.weighted_grad(x, data.features, data.labels, coef).astype(x.dtype)
+        return data.weight.astype(x.dtype) * (g + data.l2.astype(x.dtype) * x)
+
+
+class PooledData(eqx.Module):
+    """Every client's rows in one array, for f(x) and grad f(x) in one pass without padding.
+
+    f(x) = (1/n) sum_i f_i(x) = sum_j c_j ell(x; X_j, y_j) + (l2_bar / 2) ||x||^2 with
+    c_j = w_i / (n m_i) for row j of client i and l2_bar = l2 (1/n) sum_i w_i. The padded
+    per-client arrays cost n max_i m_i rows a pass, these sum_i m_i.
+
+    Attributes:
+      model: the model (static).
+      features: (m, p), the clients' rows one after another. labels: (m,).
+      coef: (m,) c_j. l2: () l2_bar.
+    """
+
+    model: Any = eqx.field(static=True)
+    features: Float[Array, "m p"]
+    labels: Int[Array, " m"]
+    coef: Float[Array, " m"]
+    l2: Float[Array, ""]
+
+    def value_and_grad(self, x: Array):
+        """(f(x), grad f(x)), x of shape (d,)."""
+        features = self.features.astype(x.dtype)
+        coef = self.coef.astype(x.dtype)
+        l2 = self.l2.astype(x.dtype)
+
+        def value(x):
+            return (jnp.sum(coef * self.model.sample_losses(x, features, self.labels))
+                    + 0.5 * l2 * jnp.sum(x * x))
+
+        if not hasattr(self.model, "weighted_grad"):
+            return jax.value_and_grad(value)(x)
+        g = self.model.weighted_grad(x, features, self.labels, coef) + l2 * x
+        return value(x), g.astype(x.dtype)

@@ -46,6 +46,9 @@ class Problem(eqx.Module):
         numerical minimisation trusted to float64 precision); False when they are only the
         best values a local search found (a nonconvex learning problem): upper bounds on the
         infima, so f(x) - f* may be negative.
+      pooled: optional, an object whose ``value_and_grad(x)`` gives (f(x), grad f(x)) in one
+        pass over all clients' data (a learning problem's rows without padding); used by
+        :meth:`value_and_grad` and by the records of a run.
     """
 
     loss: Callable[[PyTree, Array], Array] = eqx.field(static=True)
@@ -57,6 +60,7 @@ class Problem(eqx.Module):
     grad_fn: Optional[Callable[[PyTree, Array], Array]] = eqx.field(static=True, default=None)
     name: str = eqx.field(static=True, default="problem")
     certified: bool = eqx.field(static=True, default=True)
+    pooled: Optional[eqx.Module] = None
 
     @property
     def num_clients(self) -> int:
@@ -102,7 +106,9 @@ class Problem(eqx.Module):
         return jax.vmap(lambda i: self.local_grad(self.client(i), x))(idx)
 
     def value_and_grad(self, x: Array):
-        """(f(x), grad f(x)) in one pass over the clients."""
+        """(f(x), grad f(x)) in one pass over the clients (over ``pooled`` data if given)."""
+        if self.pooled is not None:
+            return self.pooled.value_and_grad(x)
         idx = jnp.arange(self.num_clients)
         vals, grads = jax.vmap(lambda i: self.local_value_and_grad(self.client(i), x))(idx)
         return jnp.mean(vals), jnp.mean(grads, axis=0)
