@@ -110,6 +110,7 @@ def test_client_block_rule():
     assert _plan.client_block(30, 256, "float64", "cpu") == 2  # 2 KiB a model
     assert _plan.client_block(2, 256, "float64", "cpu") is None  # a block of every client
     assert _plan.client_block(30, 610, "float64", "gpu") is None
+    assert _plan.client_block(30, 610, "float64", "cpu", closed_form=False) is None
 
 
 @pytest.mark.parametrize("mode", ["mask", "gather"])
@@ -146,3 +147,21 @@ def test_sweep_point_equals_simulate_alone(mode):
     sw = fa.sweep(problem, grid={"stepsize": [0.1, 0.2]}, **kw)
     for alpha in (0.1, 0.2):
         assert fa.simulate(problem, stepsize=alpha, **kw).equals(sw.point(stepsize=alpha))
+
+
+def test_mlp_runs_all_clients_at_once_and_its_trials_keep_their_numbers():
+    """The MLP's gradient is autodiff: no client blocks; its loss sums a mini-batch's rows
+    and the classes in a fixed order, so that trial r does not depend on its neighbours."""
+    data = fa.data.synthetic_data(jax.random.key(4), 1.0, 1.0, num_clients=4, max_samples=40)
+    problem = fa.problems.mlp(jax.random.key(0), data.features, data.labels, width=32,
+                              num_classes=data.num_classes, oracle=fa.MinibatchOracle(5),
+                              solver_steps=5)
+    assert not _plan.closed_form_gradient(problem)
+    assert _plan.make_plan(2, 1, 8, "float64", jax.devices()[:1], False, problem.num_clients,
+                           problem.dim, False).client_block is None
+    kw = dict(num_sampled=2, local_steps=2, stepsize=0.1, rounds=2, record_every=1,
+              x0=problem.loss.model.init(jax.random.key(1)), key=jax.random.key(2), mode="mask")
+    few = fa.simulate(problem, trials=8, **kw)
+    many = fa.simulate(problem, trials=32, **kw)
+    np.testing.assert_array_equal(few.x, many.x[:8])
+    np.testing.assert_array_equal(few.gap, many.gap[:8])

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-__all__ = ["Plan", "Segment", "client_block", "default_record_every", "make_plan", "recorded_rounds",
+__all__ = ["Plan", "Segment", "client_block", "closed_form_gradient", "default_record_every", "make_plan", "recorded_rounds",
            "stepsize_array"]
 
 _LANE_BYTES = 64  # the widest SIMD register in common use (AVX-512)
@@ -170,7 +170,14 @@ class Plan(NamedTuple):
         return tuple(calls)
 
 
-def client_block(num_clients: int, dim: int, dtype, platform: str) -> Optional[int]:
+def closed_form_gradient(problem) -> bool:
+    """Whether the problem's local gradient is a closed form (``grad_fn``) rather than
+    ``jax.grad`` of the loss (a ``grad_fn`` may say so with a ``closed_form`` attribute)."""
+    return bool(getattr(problem.grad_fn, "closed_form", problem.grad_fn is not None))
+
+
+def client_block(num_clients: int, dim: int, dtype, platform: str,
+                 closed_form: bool = True) -> Optional[int]:
     """How many clients run their local steps at once; None for all of them.
 
     On a CPU, a vmap over every client streams all their models (trials x n x d) through
@@ -181,17 +188,21 @@ def client_block(num_clients: int, dim: int, dtype, platform: str) -> Optional[i
 
     The block depends on n, d and the dtype alone, not on the number of trials or devices:
     XLA compiles a block's local steps to the same operations whatever the trials beside
-    it, so trial r's numbers stay its own.
+    it, so trial r's numbers stay its own. That holds for closed-form gradients
+    (``closed_form``: softmax and logistic regression, the paper's problems); autodiff
+    gradients (the MLP) run all clients at once, as XLA may hand their sums over a small
+    block's rows to a library kernel whose order of operations depends on the trials.
     """
     model = dim * np.dtype(dtype).itemsize
-    if platform != "cpu" or model < _BLOCKED_MODEL_BYTES:
+    if platform != "cpu" or not closed_form or model < _BLOCKED_MODEL_BYTES:
         return None
     block = max(1, _CLIENT_BLOCK_BYTES // model)
     return None if block >= num_clients else int(block)
 
 
 def make_plan(rounds: int, record_every: int, chunk: int, dtype, devices,
-              segmented: bool, num_clients: int = 1, dim: int = 1) -> Plan:
+              segmented: bool, num_clients: int = 1, dim: int = 1,
+              closed_form: bool = True) -> Plan:
     """The :class:`Plan` of T = ``rounds`` rounds recorded every k, chunks of ``chunk`` trials.
 
     The trials are the innermost axis, so the compiled loops run along them in SIMD lanes; a
@@ -215,5 +226,5 @@ def make_plan(rounds: int, record_every: int, chunk: int, dtype, devices,
     b = _progress_block(main, record_every) if segmented else record_every
     blocks = main // b
     segment = _segment_records(blocks, 100) if segmented else blocks
-    block_of_clients = client_block(num_clients, dim, dtype, devices[0].platform)
+    block_of_clients = client_block(num_clients, dim, dtype, devices[0].platform, closed_form)
     return Plan(per_call, sharding, b, blocks, record_every // b, segment, tail, block_of_clients)

@@ -36,7 +36,8 @@ from fedjax_abc._engine._run import Run as _Run
 from fedjax_abc._engine._run import checked as _checked
 from fedjax_abc._engine._run import checked_path as _checked_path
 from fedjax_abc._engine._checkpoint import Position
-from fedjax_abc._engine._plan import Plan, make_plan, recorded_rounds, stepsize_array
+from fedjax_abc._engine._plan import (Plan, closed_form_gradient, make_plan, recorded_rounds,
+                                      stepsize_array)
 from fedjax_abc._engine._result import DivergenceWarning, SimResult
 from fedjax_abc._engine._threefry import fold_in_data
 from fedjax_abc._problems._oracles import AbstractOracle
@@ -219,7 +220,9 @@ def simulate(
       x0: initial point, shape (d,) (or () when d = 1), or (trials, d) for one per trial.
       trials: number of independent trials (>= 1). Each device runs a multiple of 8
         (float64) or 16 (float32) trials, the extra ones discarded: trial r's numbers are
-        then the same bit for bit whatever the number of trials, the chunks or the devices.
+        then the same bit for bit whatever the number of trials, the chunks or the devices
+        (with one known exception: an autodiff model, the MLP, in ``gather`` mode with few
+        slots, where XLA may pick a matrix kernel by the batch's size; to rounding there).
       key: a JAX PRNG key of the default threefry2x32 generator; trial r uses
         ``fold_in(key, r)`` whatever the number of trials.
       record_every: k, recording t = 0, k, ..., T; must divide T. Default: about 1000
@@ -290,7 +293,7 @@ def simulate(
                    devices, first_trial, metrics, generator)
     plan = make_plan(run.rounds, run.record_every, run.chunk, run.dtype, run.devices,
                      bool(progress) or path is not None, run.problem.num_clients,
-                     run.x0.shape[1])
+                     run.x0.shape[1], closed_form_gradient(run.problem))
     _memory.check_run(run, plan)
     position, tracker = Position(0, 0, None, {}, ()), None
     if path is not None:

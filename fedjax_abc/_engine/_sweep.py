@@ -28,7 +28,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from fedjax_abc._algorithms._base import AbstractAlgorithm
 from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine import _memory, _round
-from fedjax_abc._engine._plan import make_plan
+from fedjax_abc._engine._plan import closed_form_gradient, make_plan
 from fedjax_abc._engine._result import SimResult, SweepResult
 from fedjax_abc._engine._progress import Progress as _Progress
 from fedjax_abc._engine._run import Run as _Run
@@ -224,7 +224,8 @@ def _run_group(runs: list[_Run], bar: _Progress, done_before: int, segmented: bo
     first = runs[0]
     G = len(runs)
     plan = make_plan(first.rounds, first.record_every, first.chunk, first.dtype, first.devices,
-                     segmented, first.problem.num_clients, first.x0.shape[1])
+                     segmented, first.problem.num_clients, first.x0.shape[1],
+                     closed_form_gradient(first.problem))
     _memory.check_run(dataclasses.replace(first, trials=first.trials * G, chunk=first.chunk * G),
                       plan._replace(per_call=plan.per_call * G))
     stacked, axes = _stack([_components(r) for r in runs])

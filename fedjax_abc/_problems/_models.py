@@ -85,11 +85,12 @@ def _softmax(logits: Array) -> Array:
 
 
 def _cross_entropy(logits: Array, labels: Array) -> Array:
-    """-log softmax(logits)[label] per row."""
-    lse = jax.nn.logsumexp(logits, axis=-1)
+    """-log softmax(logits)[label] per row; the sums over the classes in a fixed order."""
+    top = jax.lax.stop_gradient(_fixed_reduce(jnp.maximum, logits, -1))
+    lse = top + jnp.log(_fixed_reduce(jnp.add, jnp.exp(logits - top[..., None]), -1))
     # a one-hot product, not a gather: its gradient is no scatter (faster to compile and run)
-    picked = jnp.sum(logits * jax.nn.one_hot(labels, logits.shape[-1], dtype=logits.dtype), -1)
-    return lse - picked
+    onehot = jax.nn.one_hot(labels, logits.shape[-1], dtype=logits.dtype)
+    return lse - _fixed_reduce(jnp.add, logits * onehot, -1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,7 +295,9 @@ class DatasetLoss:
         rows = data.labels.shape[-1]
         losses = self.model.sample_losses(x, data.features, data.labels)
         valid = jnp.arange(rows) < data.count
-        mean = jnp.sum(jnp.where(valid, losses, 0)) / data.count.astype(losses.dtype)
+        # a mini-batch's rows in a fixed order (see _fixed_reduce), a client's many with jnp.sum
+        total = _fixed_reduce(jnp.add, jnp.where(valid, losses, 0), 0)
+        mean = total / data.count.astype(losses.dtype)
         return data.weight * (mean + 0.5 * data.l2 * jnp.sum(x * x))
 
 
@@ -309,8 +312,13 @@ class DatasetGrad:
 
     model: Any
 
+    @property
+    def closed_form(self) -> bool:
+        """True for softmax and logistic regression, False for autodiff (the MLP)."""
+        return hasattr(self.model, "weighted_grad")
+
     def __call__(self, data: ClientData, x: Array) -> Array:
-        if not hasattr(self.model, "weighted_grad"):
+        if not self.closed_form:
             return jax.grad(DatasetLoss(self.model), argnums=1)(data, x)
         rows = data.labels.shape[-1]
         count = data.count.astype(x.dtype)
