@@ -72,21 +72,22 @@ def record(problem, metrics: tuple, x) -> tuple:
     the batch's layout, and a trial's records would then change in the last bits with the
     number of trials run beside it or the number of devices.
     """
-    if problem.pooled is not None:
-        f, g = problem.pooled.value_and_grad(x)
-        return (f - problem.f_star, jnp.sum(g * g)) + tuple(
-            jnp.asarray(fn(x)).astype(x.dtype) for fn in metrics)
-    n = problem.num_clients
-    vals, grads = jax.vmap(lambda i: problem.local_value_and_grad(problem.client(i), x))(
-        jnp.arange(n, dtype=jnp.int32))
-    f = ordered_sum(vals) / n
-    g = ordered_sum(grads) / n
-    return (f - problem.f_star, ordered_sum(g * g)) + tuple(
+    if problem.pooled is not None:  # one pass over the pooled rows (record_trials batches it)
+        f, g = problem.value_and_grad(x)
+        grad_norm_sq = jnp.sum(g * g)
+    else:
+        n = problem.num_clients
+        vals, grads = jax.vmap(lambda i: problem.local_value_and_grad(problem.client(i), x))(
+            jnp.arange(n, dtype=jnp.int32))
+        f = ordered_sum(vals) / n
+        g = ordered_sum(grads) / n
+        grad_norm_sq = ordered_sum(g * g)
+    return (f - problem.f_star, grad_norm_sq) + tuple(
         jnp.asarray(fn(x)).astype(x.dtype) for fn in metrics)
 
 
-# trials per batch of a pooled record: a lane's worth, so that XLA compiles the same record
-# whatever the number of trials (every device holds a multiple of 8 or 16 trials)
+# trials per batch of a pooled record, so that XLA compiles the same record whatever the
+# number of trials
 _POOLED_TRIALS = 8
 
 
@@ -98,6 +99,6 @@ def record_trials(problem, metrics: tuple, x):
     data into one matrix product whose order of operations depends on R.
     """
     one = lambda xr: record(problem, metrics, xr)  # noqa: E731
-    if problem.pooled is None or x.shape[0] % _POOLED_TRIALS:
+    if problem.pooled is None:
         return jax.vmap(one)(x)
     return jax.lax.map(one, x, batch_size=_POOLED_TRIALS)

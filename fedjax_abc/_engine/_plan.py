@@ -14,8 +14,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-__all__ = ["Plan", "Segment", "client_block", "closed_form_gradient", "default_record_every", "make_plan", "recorded_rounds",
-           "stepsize_array"]
+__all__ = ["Plan", "Segment", "client_block", "closed_form_gradient", "default_record_every",
+           "make_plan", "recorded_rounds", "stepsize_array"]
 
 _LANE_BYTES = 64  # the widest SIMD register in common use (AVX-512)
 # On a CPU, models of at least _BLOCKED_MODEL_BYTES run their local steps a block of clients
@@ -154,7 +154,7 @@ class Plan(NamedTuple):
     per_record: int
     segment: int
     tail: int = 0
-    client_block: Any = None
+    client_block: Optional[int] = None
 
     @property
     def keep(self) -> slice:

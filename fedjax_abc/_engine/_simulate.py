@@ -5,8 +5,8 @@ records of [one round of all trials: ``vmap`` over clients of [``vmap`` over tri
 [``lax.scan`` over Q local steps]]]], under one ``jit``; the trials are the innermost
 ``vmap`` so that their copies of a client's model lie side by side in memory. On a CPU,
 models of 2 KiB or more (a learning problem's) run a block of clients at a time instead
-(``_plan.client_block``), so that a block's models stay in cache through the Q steps. Shapes (n, S,
-Q, T/k, trials per chunk, mode) are static; the key, x0, the stepsizes, the problem's and
+(``_plan.client_block``), so that a block's models stay in cache through the Q steps.
+Shapes (n, S, Q, T/k, trials per chunk, mode) are static; the key, x0, the stepsizes, the problem's and
 the algorithm's arrays are data, so a new key, stepsize or ``FedProx(mu)`` compiles nothing.
 
 ``simulate`` runs in four named steps: :func:`~fedjax_abc._engine._run.checked` (every

@@ -36,8 +36,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_abc._problems import _data
-from fedjax_abc._problems._models import (ClientData, DatasetGrad, DatasetLoss, PooledData, LogisticRegression, MLP,
-                                          SoftmaxRegression)
+from fedjax_abc._problems._models import (MLP, ClientData, DatasetGrad, DatasetLoss,
+                                          LogisticRegression, PooledData, SoftmaxRegression)
 from fedjax_abc._problems._oracles import AbstractOracle, ExactOracle
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._problems._solve import solve_clients_and_global

@@ -34,7 +34,8 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float, Int
 
-__all__ = ["ClientData", "DatasetGrad", "DatasetLoss", "PooledData", "LogisticRegression", "MLP", "SoftmaxRegression"]
+__all__ = ["ClientData", "DatasetGrad", "DatasetLoss", "LogisticRegression", "MLP", "PooledData",
+           "SoftmaxRegression"]
 
 
 class ClientData(eqx.Module):
@@ -82,6 +83,11 @@ def _softmax(logits: Array) -> Array:
     z = logits - _fixed_reduce(jnp.maximum, logits, -1)[..., None]
     e = jnp.exp(z)
     return e / _fixed_reduce(jnp.add, e, -1)[..., None]
+
+
+def _has_closed_form(model) -> bool:
+    """Whether the model gives its gradients in closed form (``weighted_grad``)."""
+    return hasattr(model, "weighted_grad")
 
 
 def _cross_entropy(logits: Array, labels: Array) -> Array:
@@ -315,7 +321,7 @@ class DatasetGrad:
     @property
     def closed_form(self) -> bool:
         """True for softmax and logistic regression, False for autodiff (the MLP)."""
-        return hasattr(self.model, "weighted_grad")
+        return _has_closed_form(self.model)
 
     def __call__(self, data: ClientData, x: Array) -> Array:
         if not self.closed_form:
@@ -356,7 +362,7 @@ class PooledData(eqx.Module):
             return (jnp.sum(coef * self.model.sample_losses(x, features, self.labels))
                     + 0.5 * l2 * jnp.sum(x * x))
 
-        if not hasattr(self.model, "weighted_grad"):
+        if not _has_closed_form(self.model):
             return jax.value_and_grad(value)(x)
         g = self.model.weighted_grad(x, features, self.labels, coef) + l2 * x
         return value(x), g.astype(x.dtype)
