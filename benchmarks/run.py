@@ -284,7 +284,7 @@ def numba_targets(rows):
                                    v, 1.0, None if v is None else v >= 1.0, "x"))
     for dtype in ("float64", "float32"):
         one = _find(rows, impl="fedjax_abc", mode="gather", dtype=dtype, cores=1, generator=None,
-                    **shape)
+                    cpu_devices=None, **shape)
         two = _find(rows, impl="fedjax_abc", mode="gather", dtype=dtype, cores=None,
                     cpu_devices=ncores, generator=None, **shape)
         v = two["virtual_rate"] / one["virtual_rate"] if one and two else None

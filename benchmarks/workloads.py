@@ -102,7 +102,9 @@ def pinned_package_cases(workload, problem, n, S, Q, T, trials, *, dtypes=("floa
 def multicore_package_cases(workload, problem, n, S, Q, T, trials, *,
                             dtypes=("float64", "float32"), modes=("mask", "gather")):
     """The package on one CPU device per core (``fa.use_cpu_cores``), and with the
-    "splitmix" generator on one core and on every core (when the machine has two or more)."""
+    "splitmix" generator on one core and on every core (when the machine has two or more);
+    pinned to one core also as one CPU device (``fa.use_cpu_cores(1)``: its small loops
+    compiled natively), with either generator."""
     cores = usable_cores()
     if cores < 2:
         return []
@@ -113,6 +115,8 @@ def multicore_package_cases(workload, problem, n, S, Q, T, trials, *,
             out.append(_case(*shape, cpu_devices=cores))
             out.append(_case(*shape, cores=1, generator="splitmix"))
             out.append(_case(*shape, cpu_devices=cores, generator="splitmix"))
+            out.append(_case(*shape, cores=1, cpu_devices=1))
+            out.append(_case(*shape, cores=1, cpu_devices=1, generator="splitmix"))
     return out
 
 

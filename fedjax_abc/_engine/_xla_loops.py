@@ -1,0 +1,55 @@
+"""XLA:CPU may run a loop with little work per iteration as one compiled function.
+
+On a CPU, XLA executes a while loop (``lax.scan``) as a sequence of calls per iteration: a
+fusion, the loop-carry copies, the counter, a few microseconds each. A round of ``gather``
+mode at Table II's size does only tens of microseconds of arithmetic, so this overhead is a
+large part of its time. XLA can instead compile a loop whose iteration moves less than a
+byte limit into one native function (its ``xla_cpu_small_while_loop_byte_threshold``
+option, 1 kB by default); that function runs on one core, where a sequence of calls can
+spread each large operation over all of them. :func:`~fedjax_abc.use_cpu_cores`, which
+gives every core its own device, raises the limit to :data:`LOOP_BYTES` per iteration
+unless the environment variable ``FEDJAX_ABC_XLA_LOOPS`` is ``0`` or ``XLA_FLAGS`` already
+sets the option. XLA reads ``XLA_FLAGS`` once, when JAX starts its backend. The option
+changes how loops are executed, not what they compute: results are the same bits (tested).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import MutableMapping
+
+__all__ = ["LOOP_BYTES", "OPT_OUT", "loop_flags", "set_loop_flags"]
+
+LOOP_BYTES = 4 * 2**20
+OPT_OUT = "FEDJAX_ABC_XLA_LOOPS"  # "0": leave XLA_FLAGS as it is
+_OPTION = "xla_cpu_small_while_loop_byte_threshold"
+_EXTRA = re.compile(r"--xla_backend_extra_options=(\S*)")
+
+
+def loop_flags(flags: str, limit: int = LOOP_BYTES) -> str:
+    """``flags`` (an ``XLA_FLAGS`` value) with the loop limit set to ``limit`` bytes.
+
+    A flags string that already names the option is returned unchanged (the user's setting
+    wins); other backend options are kept.
+
+    Example:
+      >>> loop_flags("--xla_cpu_enable_fast_math=false", 1024)
+      '--xla_cpu_enable_fast_math=false --xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=1024'
+    """
+    if _OPTION in flags:
+        return flags
+    setting = f"{_OPTION}={int(limit)}"
+    match = _EXTRA.search(flags)
+    if match is None:
+        return f"{flags} --xla_backend_extra_options={setting}".strip()
+    value = f"{match.group(1)},{setting}" if match.group(1) else setting
+    return flags[:match.start(1)] + value + flags[match.end(1):]
+
+
+def set_loop_flags(environ: MutableMapping[str, str] = os.environ) -> bool:
+    """Sets the loop limit in ``environ["XLA_FLAGS"]``; False if opted out (``OPT_OUT=0``)."""
+    if environ.get(OPT_OUT, "1").strip() == "0":
+        return False
+    environ["XLA_FLAGS"] = loop_flags(environ.get("XLA_FLAGS", ""))
+    return True
