@@ -49,6 +49,8 @@ def _row_cells(r):
         impl += f" on {r['cores']} core{'s' if r['cores'] > 1 else ''}"
     if r.get("cpu_devices"):
         impl += f" on {r['cpu_devices']} CPU devices"
+    if r.get("native_loops"):
+        impl += ", native loops"
     base = [r["workload"], impl, r["mode"], r["dtype"], str(r["trials"]), str(r["n"]),
             str(r["S"]), str(r["Q"]), str(r["T"])]
     if "error" in r:
@@ -184,7 +186,7 @@ number below is typed by hand).
 ## How to rerun
 
 ```bash
-# all workloads, two passes: about 10 minutes on 2 quiet cores
+# all workloads, two passes: about 35 minutes on 2 quiet cores
 python benchmarks/run.py --json benchmarks/results/latest.json
 python benchmarks/report.py benchmarks/results/latest.json -o docs/performance.md
 python benchmarks/run.py --quick                    # tiny sizes, under a minute
@@ -233,7 +235,11 @@ cases measured in the same run are comparable.
   `tests/test_baseline_numba.py`). They run the package's T, on 1 and on 2 cores (the
   process pinned to them, as many threads); **compile s** is Numba's JIT compilation, out
   of the run time as XLA's is. Rows "on 1 core" are the package with its process pinned to
-  one core before JAX starts (XLA's thread pool then has one thread).
+  one core before JAX starts (XLA's thread pool then has one thread). Rows "on N CPU
+  devices" call `fa.use_cpu_cores(N)` first: N devices that share the trials; with "native
+  loops", `fa.use_cpu_cores(N, native_loops=True)`, whose devices compile their small loops
+  as one native function (`fedjax_abc/_engine/_xla_loops.py`); "on 1 core on 1 CPU
+  devices" is that setting pinned to one core.
 - Baselines run fewer rounds than the package (T column; {baseline_rounds}); throughput is
   compared per client-step, so T only sets the length of a measurement.
 - **x numpy** / **x jax_naive**: the package's virtual client-steps/s divided by the

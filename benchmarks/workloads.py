@@ -8,7 +8,8 @@ installed), mode
 ("huber27", "softplus_huber", "quadratics", "synthetic11": softmax regression on
 Synthetic(1, 1) with a mini-batch oracle, ``batch`` rows), n, d, S, Q, T, trials,
 record_every; optionally cpu_devices (the package on that many CPU devices,
-``fa.use_cpu_cores``), generator (the package's random words) and cores (the worker is
+``fa.use_cpu_cores``; native_loops: its ``native_loops``), generator (the package's random
+words) and cores (the worker is
 pinned to that many cores before it imports
 JAX or Numba; a Numba baseline runs that many threads).
 
@@ -102,9 +103,8 @@ def pinned_package_cases(workload, problem, n, S, Q, T, trials, *, dtypes=("floa
 def multicore_package_cases(workload, problem, n, S, Q, T, trials, *,
                             dtypes=("float64", "float32"), modes=("mask", "gather")):
     """The package on one CPU device per core (``fa.use_cpu_cores``), and with the
-    "splitmix" generator on one core and on every core (when the machine has two or more);
-    pinned to one core also as one CPU device (``fa.use_cpu_cores(1)``: its small loops
-    compiled natively), with either generator."""
+    "splitmix" generator on one core, on every core and on one core as one CPU device, these
+    two with ``native_loops`` (when the machine has two or more cores)."""
     cores = usable_cores()
     if cores < 2:
         return []
@@ -114,9 +114,9 @@ def multicore_package_cases(workload, problem, n, S, Q, T, trials, *,
             shape = (workload, "fedjax_abc", mode, dtype, problem, n, S, Q, T, trials)
             out.append(_case(*shape, cpu_devices=cores))
             out.append(_case(*shape, cores=1, generator="splitmix"))
-            out.append(_case(*shape, cpu_devices=cores, generator="splitmix"))
-            out.append(_case(*shape, cores=1, cpu_devices=1))
-            out.append(_case(*shape, cores=1, cpu_devices=1, generator="splitmix"))
+            out.append(_case(*shape, cpu_devices=cores, generator="splitmix", native_loops=True))
+            out.append(_case(*shape, cores=1, cpu_devices=1, generator="splitmix",
+                             native_loops=True))
     return out
 
 

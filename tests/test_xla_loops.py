@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from fedjax_abc._engine._xla_loops import LOOP_BYTES, OPT_OUT, loop_flags, set_loop_flags
+from fedjax_abc._engine._xla_loops import LOOP_BYTES, loop_flags, set_loop_flags
 
 OPTION = "xla_cpu_small_while_loop_byte_threshold"
 
@@ -23,19 +23,28 @@ def test_loop_flags(flags, expected):
     assert loop_flags(flags, 64) == expected
 
 
-def test_set_and_opt_out():
+def test_set_loop_flags():
     env = {"XLA_FLAGS": "--x=1"}
-    assert set_loop_flags(env) and env["XLA_FLAGS"] == loop_flags("--x=1", LOOP_BYTES)
-    env = {"XLA_FLAGS": "--x=1", OPT_OUT: "0"}
-    assert not set_loop_flags(env) and env["XLA_FLAGS"] == "--x=1"
+    set_loop_flags(env)
+    assert env["XLA_FLAGS"] == loop_flags("--x=1", LOOP_BYTES)
+    env = {}
+    set_loop_flags(env)
+    assert env["XLA_FLAGS"] == loop_flags("", LOOP_BYTES)
+
+
+def test_native_loops_must_be_a_bool():
+    import fedjax_abc as fa
+
+    with pytest.raises(ValueError, match="native_loops must be True or False"):
+        fa.use_cpu_cores(1, native_loops="yes")
 
 
 # A loop of 8 kB per iteration: over XLA's default limit (1 kB), under the package's. Then a
 # run of both modes whose bits the parent compares with its own (default XLA settings).
 SCRIPT = """
 import sys, fedjax_abc as fa, jax, jax.numpy as jnp, numpy as np
-if sys.argv[1] == "cores":
-    fa.use_cpu_cores(1)
+if sys.argv[1] != "plain":
+    fa.use_cpu_cores(1, native_loops=sys.argv[1] == "native")
 f = jax.jit(lambda x: jax.lax.scan(lambda c, _: (jnp.sqrt(c) + 1.0, None), x, None, 100)[0])
 print("native" if "xla_cpu_small_call" in f.lower(jnp.ones(1000)).compile().as_text() else "calls")
 p = fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=5.0)
@@ -46,15 +55,14 @@ for mode in ("mask", "gather"):
 """
 
 
-@pytest.mark.parametrize("how, opt_out, expected", [
-    ("cores", "1", "native"), ("cores", "0", "calls"), ("plain", "1", "calls")])
-def test_use_cpu_cores_makes_small_loops_native_same_numbers(how, opt_out, expected):
+@pytest.mark.parametrize("how, expected", [
+    ("native", "native"), ("cores", "calls"), ("plain", "calls")])
+def test_native_loops_compiled_as_one_function_same_numbers(how, expected):
     import fedjax_abc as fa
     import jax
     import numpy as np
 
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    env[OPT_OUT] = opt_out
     out = subprocess.run([sys.executable, "-c", SCRIPT, how], capture_output=True, text=True,
                          timeout=300, check=True, env=env).stdout.split()
     assert out[0] == expected

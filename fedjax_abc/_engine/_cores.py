@@ -4,8 +4,8 @@ JAX's CPU backend is one device by default. XLA spreads a large array operation 
 cores by itself (``mask`` mode), but ``gather`` mode's small per-round operations run on
 one; as several CPU devices, each runs its share of the trials on its own core (measured:
 1.7x faster ``gather`` mode on two cores). A device then has a core to itself, so its small
-loops are compiled as one native function (:mod:`~fedjax_abc._engine._xla_loops`). Results
-do not depend on the number of devices.
+loops may be compiled as one native function (``native_loops``, see
+:mod:`~fedjax_abc._engine._xla_loops`). Results do not depend on either.
 """
 
 from __future__ import annotations
@@ -27,26 +27,26 @@ def usable_cores() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def use_cpu_cores(cores: Optional[int] = None) -> int:
+def use_cpu_cores(cores: Optional[int] = None, *, native_loops: bool = False) -> int:
     """Makes JAX's CPU backend ``cores`` devices (default: every usable core).
 
     Call it right after ``import jax`` / ``import fedjax_abc``, before any JAX computation:
     ``simulate`` then shards its trials over the CPU devices (its default ``devices`` are all
-    local devices), with the same numbers as on one device. It also lets XLA:CPU compile
-    loops that move under 4 MiB per iteration as one native function
-    (:func:`~fedjax_abc._engine._xla_loops.set_loop_flags`; ``FEDJAX_ABC_XLA_LOOPS=0`` opts
-    out): measured on Table II's workload on two devices, 1.4x faster ``gather`` mode with
-    the ``"splitmix"`` generator, 1.6x in float32, no change with Threefry. On a GPU or TPU
-    machine it changes only the CPU platform.
+    local devices), with the same numbers as on one device. On a GPU or TPU machine it
+    changes only the CPU platform.
 
     Args:
       cores: the number of CPU devices, >= 1; None for :func:`usable_cores`.
+      native_loops: also let XLA:CPU compile loops that move under 4 MiB per iteration as
+        one native function (:mod:`~fedjax_abc._engine._xla_loops`); the same numbers.
+        Measured on Table II's workload: ``gather`` mode with ``generator="splitmix"`` 1.4x
+        to 1.9x faster, but 0.8x with the default Threefry generator.
 
     Returns:
       The number of CPU devices set.
 
     Raises:
-      ValueError: if ``cores`` is not a positive integer.
+      ValueError: if ``cores`` is not a positive integer or ``native_loops`` not a bool.
       RuntimeError: if JAX has already run a computation (its backend is then fixed).
 
     Example:
@@ -57,10 +57,13 @@ def use_cpu_cores(cores: Optional[int] = None) -> int:
     n = usable_cores() if cores is None else cores
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"cores must be an integer >= 1, got {cores!r}")
+    if not isinstance(native_loops, bool):
+        raise ValueError(f"native_loops must be True or False, got {native_loops!r}")
     try:
         jax.config.update("jax_num_cpu_devices", n)
     except RuntimeError:
         raise RuntimeError("use_cpu_cores must be called before any JAX computation (right "
                            "after import); JAX's backend is already running") from None
-    set_loop_flags()  # read when the backend starts, as the device count is
+    if native_loops:
+        set_loop_flags()  # read when the backend starts, as the device count is
     return n

@@ -6,11 +6,15 @@ mode at Table II's size does only tens of microseconds of arithmetic, so this ov
 large part of its time. XLA can instead compile a loop whose iteration moves less than a
 byte limit into one native function (its ``xla_cpu_small_while_loop_byte_threshold``
 option, 1 kB by default); that function runs on one core, where a sequence of calls can
-spread each large operation over all of them. :func:`~fedjax_abc.use_cpu_cores`, which
-gives every core its own device, raises the limit to :data:`LOOP_BYTES` per iteration
-unless the environment variable ``FEDJAX_ABC_XLA_LOOPS`` is ``0`` or ``XLA_FLAGS`` already
-sets the option. XLA reads ``XLA_FLAGS`` once, when JAX starts its backend. The option
-changes how loops are executed, not what they compute: results are the same bits (tested).
+spread each large operation over all of them. ``fa.use_cpu_cores(native_loops=True)``,
+which gives every core its own device, raises the limit to :data:`LOOP_BYTES` per
+iteration unless ``XLA_FLAGS`` already sets the option. XLA reads ``XLA_FLAGS`` once, when
+JAX starts its backend. The option changes how loops are executed, not what they compute:
+results are the same bits (tested).
+
+Measured on Table II's workload (``docs/performance.md``), it pays with the ``"splitmix"``
+generator (``gather`` mode 1.4x to 1.9x faster) and costs with Threefry (``gather`` mode
+0.8x), whose hash XLA compiles less well this way; hence it is not the default.
 """
 
 from __future__ import annotations
@@ -19,10 +23,9 @@ import os
 import re
 from typing import MutableMapping
 
-__all__ = ["LOOP_BYTES", "OPT_OUT", "loop_flags", "set_loop_flags"]
+__all__ = ["LOOP_BYTES", "loop_flags", "set_loop_flags"]
 
 LOOP_BYTES = 4 * 2**20
-OPT_OUT = "FEDJAX_ABC_XLA_LOOPS"  # "0": leave XLA_FLAGS as it is
 _OPTION = "xla_cpu_small_while_loop_byte_threshold"
 _EXTRA = re.compile(r"--xla_backend_extra_options=(\S*)")
 
@@ -47,9 +50,6 @@ def loop_flags(flags: str, limit: int = LOOP_BYTES) -> str:
     return flags[:match.start(1)] + value + flags[match.end(1):]
 
 
-def set_loop_flags(environ: MutableMapping[str, str] = os.environ) -> bool:
-    """Sets the loop limit in ``environ["XLA_FLAGS"]``; False if opted out (``OPT_OUT=0``)."""
-    if environ.get(OPT_OUT, "1").strip() == "0":
-        return False
+def set_loop_flags(environ: MutableMapping[str, str] = os.environ) -> None:
+    """Sets the loop limit in ``environ["XLA_FLAGS"]`` (see :func:`loop_flags`)."""
     environ["XLA_FLAGS"] = loop_flags(environ.get("XLA_FLAGS", ""))
-    return True
