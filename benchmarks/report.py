@@ -163,7 +163,9 @@ def machine_section(m) -> str:
         f"- run on {m.get('date')}, {m.get('total_s', 0):.0f} s in all; load average (1, 5, 15 "
         f"min) {_load(m.get('loadavg_start'))} at the start, {_load(m.get('loadavg_end'))} at "
         f"the end",
-    ]
+    ] + [f"- rerun at commit {_git(r.get('git'))} on {r.get('date')} ({r.get('cases')} cases, "
+         f"{r.get('total_s', 0):.0f} s), whose rows replace the first run's: {r.get('why')}"
+         for r in m.get("reruns", ())]
     return "\n".join(lines)
 
 
