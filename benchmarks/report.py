@@ -151,7 +151,8 @@ def machine_section(m) -> str:
     lines = [
         f"- CPU: {m.get('cpu_model')} ({m.get('cpu_count')} logical CPUs, {cores} core(s) per "
         f"socket x {sockets} socket(s), {m.get('threads_per_core')} thread(s) per core; "
-        f"{m.get('cpus_usable')} usable by this process)",
+        f"{m.get('cpus_usable')} usable by this process"
+        + (f"; widest SIMD: {m['simd']})" if m.get("simd") else ")"),
         f"- memory: {m.get('mem_total_gb')} GB; platform: {m.get('platform')}",
     ] + ([f"- JAX device(s): {m['device']}"] if m.get("device") else []) + [
         f"- Python {m.get('python')}, jax {m.get('jax')}, jaxlib {m.get('jaxlib')}, "

@@ -68,6 +68,10 @@ def machine_info() -> dict:
         info["cores_per_socket"] = fields.get("Core(s) per socket")
         info["threads_per_core"] = fields.get("Thread(s) per core")
         info["sockets"] = fields.get("Socket(s)")
+        # the widest vector instructions: a SIMD kernel's speed (Numba's, XLA's) depends on them
+        flags = set(fields.get("Flags", "").split())
+        info["simd"] = next((f for f in ("avx512f", "avx2", "avx", "sse2", "asimd")
+                             if f in flags), None)
     except (OSError, subprocess.SubprocessError):
         info["cpu_model"] = platform.processor() or None
     info["git"] = git_state()
