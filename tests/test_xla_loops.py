@@ -4,8 +4,11 @@ import os
 import subprocess
 import sys
 
+import jax
+import numpy as np
 import pytest
 
+import fedjax_abc as fa
 from fedjax_abc._engine._xla_loops import LOOP_BYTES, loop_flags, set_loop_flags
 
 OPTION = "xla_cpu_small_while_loop_byte_threshold"
@@ -33,8 +36,6 @@ def test_set_loop_flags():
 
 
 def test_native_loops_must_be_a_bool():
-    import fedjax_abc as fa
-
     with pytest.raises(ValueError, match="native_loops must be True or False"):
         fa.use_cpu_cores(1, native_loops="yes")
 
@@ -55,19 +56,21 @@ for mode in ("mask", "gather"):
 """
 
 
+@pytest.fixture(scope="module")
+def here():
+    """This process's bits of the script's two runs (XLA's default loop settings)."""
+    p = fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=5.0)
+    return [float(np.sum(fa.simulate(p, num_sampled=2, local_steps=3, stepsize=0.1, rounds=5,
+                                     x0=1.0, trials=9, key=jax.random.key(1), mode=mode,
+                                     generator="splitmix").gap)).hex()
+            for mode in ("mask", "gather")]
+
+
 @pytest.mark.parametrize("how, expected", [
     ("native", "native"), ("cores", "calls"), ("plain", "calls")])
-def test_native_loops_compiled_as_one_function_same_numbers(how, expected):
-    import fedjax_abc as fa
-    import jax
-    import numpy as np
-
+def test_native_loops_compiled_as_one_function_same_numbers(how, expected, here):
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     out = subprocess.run([sys.executable, "-c", SCRIPT, how], capture_output=True, text=True,
                          timeout=300, check=True, env=env).stdout.split()
     assert out[0] == expected
-    p = fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=5.0)
-    for mode, bits in zip(("mask", "gather"), out[1:]):
-        res = fa.simulate(p, num_sampled=2, local_steps=3, stepsize=0.1, rounds=5, x0=1.0,
-                          trials=9, key=jax.random.key(1), mode=mode, generator="splitmix")
-        assert float(np.sum(res.gap)).hex() == bits
+    assert out[1:] == here
