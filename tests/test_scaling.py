@@ -4,7 +4,8 @@ does not grow with T, and a new key compiles nothing.
 - ``trial_chunk=`` gives results bit for bit identical to one chunk.
 - Sharding the trials over 2 CPU devices (a subprocess with
   ``XLA_FLAGS=--xla_force_host_platform_device_count=2``) gives results bit for bit identical
-  to one device (``devices=[jax.devices()[0]]``).
+  to one device (``devices=[jax.devices()[0]]``), and each device computes its own trials
+  alone: the compiled programs (dumped by XLA) hold no collective operation.
 - Peak resident memory during a run (a subprocess per T, ``benchmarks/_worker.py``) is the
   same at T and 4T when recording every k rounds, although keeping the local models of
   every round would have added far more than the tolerance.
@@ -69,33 +70,71 @@ SHARD_SCRIPT = textwrap.dedent("""
     import jax, numpy as np
     import fedjax_abc as fa
     sys.path.insert(0, {tests!r})
-    from test_scaling import FIELDS, _identical, _kwargs
+    from test_scaling import FIELDS, _identical, _kwargs, _learning
     out = {{"devices": [str(d) for d in jax.devices()]}}
-    for name, mode in (("eq27", "mask"), ("eq27", "gather"), ("quadratics", "mask")):
-        p, kw = _kwargs(name)
-        sharded = fa.simulate(p, mode=mode, **kw)  # 7 trials: padded to 8 on 2 devices
-        one = fa.simulate(p, mode=mode, devices=[jax.devices()[0]], **kw)
+    cases = [("eq27", "mask", None), ("eq27", "gather", None), ("quadratics", "mask", None),
+             ("eq27", "mask", fa.algorithms.Scaffold()), ("eq27", "gather", fa.algorithms.Scaffold()),
+             ("softmax", "mask", None), ("softmax", "gather", None)]
+    for name, mode, algorithm in cases:
+        p, kw = _learning() if name == "softmax" else _kwargs(name)
+        kw = dict(kw, mode=mode, algorithm=algorithm)
+        sharded = fa.simulate(p, **kw)  # 7 trials: padded to 8 on 2 devices
+        one = fa.simulate(p, devices=[jax.devices()[0]], **kw)
         r = dict(one_device=_identical(sharded, one), used=sharded.config["devices"])
-        if mode == "mask":  # chunks of 3, each padded to 4 on 2 devices
-            r["chunked"] = _identical(sharded, fa.simulate(p, mode=mode, trial_chunk=3, **kw))
-        out[name + " " + mode] = r
+        if (name, mode, algorithm) == ("eq27", "mask", None):  # chunks of 3, padded to 4
+            r["chunked"] = _identical(sharded, fa.simulate(p, trial_chunk=3, **kw))
+        out[" ".join((name, mode, type(algorithm).__name__))] = r
     print("@@" + json.dumps(out))
 """)
 
+COLLECTIVES = ("all-gather", "all-reduce", "all-to-all", "collective-permute", "reduce-scatter",
+               "collective-broadcast")
 
-def test_sharding_over_two_devices_is_bit_identical():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
-               JAX_PLATFORMS="cpu")
+
+def _learning():
+    """A softmax regression on 4 clients' data (records of the pooled rows, 8 trials a time)."""
+    data = fa.data.synthetic_data(jax.random.key(4), 1.0, 1.0, num_clients=4, max_samples=40)
+    p = fa.problems.softmax_regression(data.features, data.labels, l2=1e-3,
+                                       num_classes=data.num_classes,
+                                       oracle=fa.MinibatchOracle(5))
+    return p, dict(num_sampled=2, local_steps=2, stepsize=1e-2, rounds=6, x0=np.zeros(p.dim),
+                   trials=9, key=jax.random.key(5), record_every=2)
+
+
+@pytest.fixture(scope="module")
+def two_devices(tmp_path_factory):
+    """The script's output on 2 CPU devices, and the optimized HLO of every program it ran."""
+    dump = tmp_path_factory.mktemp("hlo")
+    env = dict(os.environ, JAX_PLATFORMS="cpu",
+               XLA_FLAGS=f"--xla_force_host_platform_device_count=2 --xla_dump_to={dump} "
+                         "--xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*(segment|records|grid).*")
     script = SHARD_SCRIPT.format(tests=os.path.join(REPO, "tests"))
     proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("@@")][-1][2:])
+    programs = {f.name: f.read_text() for f in dump.glob("*after_optimizations.txt")}
+    return out, programs
+
+
+def test_sharding_over_two_devices_is_bit_identical(two_devices):
+    out, _ = two_devices
     assert len(out.pop("devices")) == 2
     for case, r in out.items():
         assert len(r["used"]) == 2, (case, r["used"])  # trials really were sharded
         assert all(r["one_device"].values()), (case, r["one_device"])
         assert all(r.get("chunked", {}).values()), (case, r["chunked"])
+
+
+def test_each_device_runs_its_own_trials_without_collectives(two_devices):
+    _, programs = two_devices
+    sharded = {name: text for name, text in programs.items() if "num_partitions=2" in text}
+    # the segments and the initial records of every case above (not only one-device runs)
+    assert sum("segment" in name for name in sharded) >= 7, sorted(programs)
+    assert any("initial_records" in name for name in sharded), sorted(programs)
+    for name, text in sharded.items():
+        found = [op for op in COLLECTIVES if f" {op}(" in text or f" {op}-start(" in text]
+        assert not found, (name, found)
 
 
 def _peak(T, trials, n, k=5):

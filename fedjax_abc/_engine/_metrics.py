@@ -91,14 +91,21 @@ def record(problem, metrics: tuple, x) -> tuple:
 _POOLED_TRIALS = 8
 
 
-def record_trials(problem, metrics: tuple, x):
+def record_trials(problem, metrics: tuple, x, groups: int = 1):
     """:func:`record` of every trial, x of shape (R, d): a ``vmap`` over the trials.
 
     With ``problem.pooled`` (a learning problem's data in one array), the trials go 8 at a
     time: a vmap over all of them would let XLA fuse the trials' products with the shared
-    data into one matrix product whose order of operations depends on R.
+    data into one matrix product whose order of operations depends on R. ``groups``: the
+    devices the trials are sharded over; each group of R / groups trials goes 8 at a time on
+    its own device (a loop over all R would first gather every device's trials to each).
     """
     one = lambda xr: record(problem, metrics, xr)  # noqa: E731
     if problem.pooled is None:
         return jax.vmap(one)(x)
-    return jax.lax.map(one, x, batch_size=_POOLED_TRIALS)
+    R = x.shape[0]
+    if groups == 1 or R % (groups * _POOLED_TRIALS):
+        return jax.lax.map(one, x, batch_size=_POOLED_TRIALS)
+    by_group = jax.vmap(lambda xg: jax.lax.map(one, xg, batch_size=_POOLED_TRIALS))(
+        x.reshape((groups, R // groups) + x.shape[1:]))
+    return jax.tree_util.tree_map(lambda a: a.reshape((R,) + a.shape[2:]), by_group)

@@ -157,6 +157,11 @@ class Plan(NamedTuple):
     client_block: Optional[int] = None
 
     @property
+    def groups(self) -> int:
+        """The devices a call's trials are sharded over."""
+        return len(self.sharding.device_set)
+
+    @property
     def keep(self) -> slice:
         """Which block records are records of the run (every per_record-th)."""
         return slice(self.per_record - 1, None, self.per_record)

@@ -80,10 +80,18 @@ def fedavg_round(problem, oracle, sampler, x: Array, t, stepsize, trial_key: Arr
     return state.server.x[0]
 
 
+# Per-trial gathers and scatters along the client axis, written as a vmap over the trials
+# (axis 1): XLA's partitioner then sees the trial axis as a batch axis and keeps each
+# device's trials on that device. Indexed as a[idx, arange(R)] instead, the arrays of all
+# devices would be gathered to every device at each round.
+_take = jax.vmap(lambda a, i: a[i], in_axes=(1, 1), out_axes=1)
+_put = jax.vmap(lambda a, i, v: a.at[i].set(v), in_axes=(1, 1, 1), out_axes=1)
+_add = jax.vmap(lambda a, i, v: a.at[i].add(v), in_axes=(1, 1, 1), out_axes=1)
+
+
 def _at_slots(tree, idx: Array):
     """Leaves (n, R, ...) -> the sampled slots' (m, R, ...), slot j of trial r at idx[j, r]."""
-    trials = jnp.arange(idx.shape[1])[None, :]
-    return jax.tree_util.tree_map(lambda a: a[idx, trials], tree)
+    return jax.tree_util.tree_map(lambda a: _take(a, idx), tree)
 
 
 def _weighted_mean(messages, w: Array, total: Array):
@@ -156,17 +164,15 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
             (jnp.arange(n, dtype=jnp.int32), clients), client_block)  # (n, R, ...)
         messages = _at_slots(messages, idx)  # the sampled: (m, R, ...)
         if jax.tree_util.tree_leaves(clients):
-            weight = jnp.zeros((n, R), w.dtype).at[idx, jnp.arange(R)[None, :]].add(w)
+            weight = _add(jnp.zeros((n, R), w.dtype), idx, w)
             clients = _keep_where(weight > 0, new_clients, clients)
     else:  # the sampled clients only, slot by slot
         messages, new_slots = _over_clients(
             lambda i, c: jax.vmap(local, in_axes=(0, 0, 0, 1))(i, server, c, key_data),
             (idx, _at_slots(clients, idx)), client_block)  # (m, R, ...)
         if jax.tree_util.tree_leaves(clients):
-            trials = jnp.arange(R)[None, :]
             new_slots = _keep_where(w > 0, new_slots, _at_slots(clients, idx))
-            clients = jax.tree_util.tree_map(lambda c, s: c.at[idx, trials].set(s),
-                                             clients, new_slots)
+            clients = jax.tree_util.tree_map(lambda c, s: _put(c, idx, s), clients, new_slots)
     w = w.astype(x.dtype)  # (m, R)
     total = ordered_sum(w)
     mean = _weighted_mean(messages, w, total)

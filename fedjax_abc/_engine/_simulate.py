@@ -47,8 +47,8 @@ from fedjax_abc._problems._samplers import AbstractSampler
 __all__ = ["simulate", "stepsize_array"]
 
 @eqx.filter_jit
-def _initial_records(problem, metrics, x):
-    return _record_trials(problem, metrics, x)
+def _initial_records(problem, metrics, x, groups=1):
+    return _record_trials(problem, metrics, x, groups)
 
 
 @eqx.filter_jit
@@ -58,7 +58,7 @@ def _init_state(algorithm, x0, num_clients):
 
 def _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0, stepsizes,
              local_steps, mode, record_x, per_record=1, metrics=(), generator="threefry",
-             client_block=None):
+             client_block=None, groups=1):
     """Rounds t0 .. t0 + s*b - 1 of every trial in s blocks of b rounds; a record per block.
 
     state: the trials' RoundState (leaves with a trials axis of m); trial_ids: (m,);
@@ -71,7 +71,7 @@ def _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0, ste
     trial_keys = fold_in_data(jax.random.key_data(key), trial_ids)  # (2, m): fold_in(key, r)
 
     def record(x_next):
-        return _record_trials(problem, metrics, x_next)
+        return _record_trials(problem, metrics, x_next, groups)
 
     def skip(x_next):
         zero = jnp.zeros(x_next.shape[:1], x_next.dtype)
@@ -134,7 +134,7 @@ def _run_chunk(run: _Run, plan: Plan, c: int, bar: _Progress, resume: Optional[P
     names = run.record_names
     state = _init_state(run.algorithm, x_c, run.problem.num_clients)
     if resume is None or resume.state is None:
-        first = _initial_records(run.problem, run.metrics, x_c) + (x_c,)
+        first = _initial_records(run.problem, run.metrics, x_c, plan.groups) + (x_c,)
         records = {name: (_host(r)[:, None],) for name, r in zip(names, first)}
         next_segment = 0
     else:
@@ -149,7 +149,8 @@ def _run_chunk(run: _Run, plan: Plan, c: int, bar: _Progress, resume: Optional[P
         new_state, rec = _run_segment(run.problem, run.oracle, run.sampler, run.algorithm, state,
                                       ids, run.key, jnp.asarray(seg.start, jnp.int32), alphas,
                                       run.local_steps, run.mode, run.record_x, seg.per_record,
-                                      run.metrics, run.generator, plan.client_block)
+                                      run.metrics, run.generator, plan.client_block,
+                                      plan.groups)
         kept = tuple(_host(r)[:, seg.keep] for r in rec)
         records = {name: records[name] + (r,) for name, r in zip(names, kept)}
         state = new_state

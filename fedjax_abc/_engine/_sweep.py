@@ -192,23 +192,23 @@ def _stack(trees: list):
 @eqx.filter_jit
 def _grid_segment(axes, problem, oracle, sampler, algorithm, state, trial_ids, key, t0,
                   stepsizes, local_steps, mode, record_x, per_record, metrics, generator,
-                  client_block):
+                  client_block, groups):
     """``_segment`` for G grid points: vmapped over the leading grid axis (trials inside)."""
     def one(problem, oracle, sampler, algorithm, state, stepsizes):
         return _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0,
                         stepsizes, local_steps, mode, record_x, per_record, metrics,
-                        generator, client_block)
+                        generator, client_block, groups)
 
     return eqx.filter_vmap(one, in_axes=axes + (0, 0))(problem, oracle, sampler, algorithm,
                                                         state, stepsizes)
 
 
 @eqx.filter_jit
-def _grid_start(axes, problem, algorithm, x0, metrics):
+def _grid_start(axes, problem, algorithm, x0, metrics, groups):
     """The grid's states at t = 0 and records at t = 0; x0: (G, m, d)."""
     def one(problem, algorithm, x):
         state = _round.init_state(algorithm, x, problem.num_clients)
-        return state, _record_trials(problem, metrics, x)
+        return state, _record_trials(problem, metrics, x, groups)
 
     return eqx.filter_vmap(one, in_axes=(axes[0], axes[3], 0))(problem, algorithm, x0)
 
@@ -247,7 +247,7 @@ def _run_group(runs: list[_Run], bar: _Progress, done_before: int, segmented: bo
         ids = jax.device_put(jnp.arange(start, start + plan.per_call, dtype=jnp.int32),
                              plan.sharding)
         x_c = jax.device_put(jnp.asarray(x_c, first.dtype), sharding)
-        state, start = _grid_start(axes, problem, algorithm, x_c, first.metrics)
+        state, start = _grid_start(axes, problem, algorithm, x_c, first.metrics, plan.groups)
         records = {name: [np.asarray(r)[:, :, None]] for name, r in zip(names, start + (x_c,))}
         for seg in plan.segments():
             a = jnp.asarray(alphas[:, seg.start: seg.stop].reshape(G, seg.blocks, seg.block),
@@ -256,7 +256,7 @@ def _run_group(runs: list[_Run], bar: _Progress, done_before: int, segmented: bo
                                        first.key, jnp.asarray(seg.start, jnp.int32), a,
                                        first.local_steps, first.mode, first.record_x,
                                        seg.per_record, first.metrics, first.generator,
-                                       plan.client_block)
+                                       plan.client_block, plan.groups)
             for name, r in zip(names, rec):
                 records[name].append(np.asarray(r)[:, :, seg.keep])
             done += G * seg.blocks * seg.block
