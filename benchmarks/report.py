@@ -165,7 +165,7 @@ def machine_section(m) -> str:
         f"min) {_load(m.get('loadavg_start'))} at the start, {_load(m.get('loadavg_end'))} at "
         f"the end",
     ] + [f"- rerun at commit {_git(r.get('git'))} on {r.get('date')} ({r.get('cases')} cases, "
-         f"{r.get('total_s', 0):.0f} s), whose rows replace the first run's: {r.get('why')}"
+         f"{r.get('total_s', 0):.0f} s), whose rows replace those of the runs above: {r.get('why')}"
          for r in m.get("reruns", ())]
     return "\n".join(lines)
 

@@ -74,7 +74,7 @@ SHARD_SCRIPT = textwrap.dedent("""
     out = {{"devices": [str(d) for d in jax.devices()]}}
     cases = [("eq27", "mask", None), ("eq27", "gather", None), ("quadratics", "mask", None),
              ("eq27", "mask", fa.algorithms.Scaffold()), ("eq27", "gather", fa.algorithms.Scaffold()),
-             ("softmax", "mask", None), ("softmax", "gather", None)]
+             ("softmax", "mask", None)]
     for name, mode, algorithm in cases:
         p, kw = _learning() if name == "softmax" else _kwargs(name)
         kw = dict(kw, mode=mode, algorithm=algorithm)
@@ -130,7 +130,7 @@ def test_each_device_runs_its_own_trials_without_collectives(two_devices):
     _, programs = two_devices
     sharded = {name: text for name, text in programs.items() if "num_partitions=2" in text}
     # the segments and the initial records of every case above (not only one-device runs)
-    assert sum("segment" in name for name in sharded) >= 7, sorted(programs)
+    assert sum("segment" in name for name in sharded) >= 6, sorted(programs)
     assert any("initial_records" in name for name in sharded), sorted(programs)
     for name, text in sharded.items():
         found = [op for op in COLLECTIVES if f" {op}(" in text or f" {op}-start(" in text]
