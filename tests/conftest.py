@@ -6,6 +6,9 @@ persistent XLA compilation cache in a temporary folder, made here before any of 
 and removed when the session ends, so each program is compiled once per session. A cached
 program is the same executable: no number changes. A cache folder of the caller's own
 (``JAX_COMPILATION_CACHE_DIR``) is used as it is and kept.
+
+On a GPU, JAX would let each worker take most of the device's memory at start; the workers
+allocate as they need instead (unless the caller set ``XLA_PYTHON_CLIENT_PREALLOCATE``).
 """
 
 import os
@@ -19,6 +22,7 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:  # set before JAX is imported
     os.environ[_OWN] = os.environ["JAX_COMPILATION_CACHE_DIR"]
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # several workers, one GPU
 
 
 def pytest_unconfigure(config):
