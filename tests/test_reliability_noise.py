@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import fedjax_abc as fa
-from fedjax_abc._problems._oracles import normals_from_words
+from fedjax_abc._problems._oracles import nonnegative, normals_from_words
 
 EXTREME = np.array([0, 1, 2, 63, 64, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 65, 2 ** 32 - 64,
                     2 ** 32 - 2, 2 ** 32 - 1], dtype=np.uint32)
@@ -88,3 +88,18 @@ def test_float32_simulation_has_no_nan():
                       x0=p.x_star + 1, trials=64, key=jax.random.key(1), dtype="float32",
                       record_every=100)
     assert np.all(np.isfinite(res.gap)) and np.all(np.isfinite(res.x_final))
+
+
+def test_nonnegative_is_maximum_with_zero_and_keeps_nan():
+    a = np.array([-2.0, -1e-300, -0.0, 0.0, 1e-300, 3.0, np.inf, -np.inf, np.nan])
+    for dtype in DTYPES:
+        got = np.asarray(nonnegative(jnp.asarray(a, dtype)))
+        want = np.maximum(a.astype(dtype), 0)
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got, want)  # NaN where NaN, -0.0 == 0.0
+
+
+def test_oracle_magnitude_of_nan_value_is_nan():
+    p = fa.problems.huber_offsets(offsets=[0.0, 4.0])
+    m = fa.RademacherOracle().magnitude(p, p.client(0), jnp.array([0.0]), jnp.array(np.nan))
+    assert np.isnan(m)

@@ -19,7 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_abc._problems import _minimize
-from fedjax_abc._problems._oracles import AbstractOracle, GaussianOracle, RademacherOracle
+from fedjax_abc._problems._oracles import (AbstractOracle, GaussianOracle, RademacherOracle,
+                                          nonnegative)
 from fedjax_abc._problems._problem import Problem
 
 __all__ = [
@@ -68,7 +69,7 @@ def _softplus_huber_grad(params, x):
 def _oracle26_magnitude(problem, client, x, value):
     """Oracle (26): sqrt(|x|) for the Huber client 1, sqrt(f_i(x)) for the softplus clients."""
     params = client.params
-    return jnp.where(params[0] == 0, jnp.sqrt(jnp.abs(x[0])), jnp.sqrt(jnp.maximum(value, 0)))
+    return jnp.where(params[0] == 0, jnp.sqrt(jnp.abs(x[0])), jnp.sqrt(nonnegative(value)))
 
 
 def softplus_huber(n: int = 16) -> Problem:
