@@ -4,8 +4,8 @@ JAX's CPU backend is one device by default. XLA spreads a large array operation 
 cores by itself (``mask`` mode), but ``gather`` mode's small per-round operations run on
 one; as several CPU devices, each runs its share of the trials on its own core, with no
 exchange between devices during a run (measured on two cores, Table II's workload:
-``gather`` mode 1.5-1.7x faster than on one core, ``mask`` mode 1.5x faster than one device
-with XLA's threads). A device then has a core to itself, so its small loops may be
+``gather`` mode 1.5-1.9x faster than on one core, ``mask`` mode 1.4-1.5x faster than one
+device with XLA's threads). A device then has a core to itself, so its small loops may be
 compiled as one native function (``native_loops``, see
 :mod:`~fedjax_abc._engine._xla_loops`). Results do not depend on either.
 """
