@@ -107,7 +107,7 @@ def two_devices(tmp_path_factory):
     dump = tmp_path_factory.mktemp("hlo")
     env = dict(os.environ, JAX_PLATFORMS="cpu",
                XLA_FLAGS=f"--xla_force_host_platform_device_count=2 --xla_dump_to={dump} "
-                         "--xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*(segment|records|grid).*")
+                         "--xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*(segment|records).*")
     script = SHARD_SCRIPT.format(tests=os.path.join(REPO, "tests"))
     proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=600)
