@@ -1,6 +1,7 @@
 """The "splitmix" generator of the random words, and a battery of statistical tests.
 
-- its words are those of a SplitMix64 generator seeded with the round key (a plain-Python
+- its round keys are the outputs of a SplitMix64 generator seeded with the trial key, and
+  its words those of a SplitMix64 generator seeded with the round key (a plain-Python
   SplitMix64 written here from Steele, Lea and Flood 2014), a client's words their slice;
 - a battery (frequency, serial across neighbouring words, clients, trials and rounds,
   Marsaglia's birthday spacings) passes for both generators on words drawn the way the
@@ -53,6 +54,19 @@ def test_words_are_a_splitmix64_sequence():
     assert np.asarray(_random.stream_words(jnp.asarray(k), 1, 5, "splitmix")).tolist() == expected1
 
 
+def test_round_keys_are_a_splitmix64_sequence_of_the_trial_key():
+    trial = np.array([[0x12345678, 7], [0x9ABCDEF0, 11]], np.uint32)  # two trials, a column each
+    rounds = 6
+    got = np.stack([np.asarray(_random.round_keys(jnp.asarray(trial), jnp.int32(t), "splitmix"))
+                    for t in range(rounds)])  # (rounds, 2, trials)
+    for r in range(trial.shape[1]):
+        expected = splitmix64_sequence(key_int(trial[:, r]), rounds)
+        assert [key_int(got[t, :, r]) for t in range(rounds)] == expected
+    # the default generator keeps Threefry's fold_in
+    np.testing.assert_array_equal(np.asarray(_random.round_keys(jnp.asarray(trial), 3)),
+                                  np.asarray(fold_in_data(jnp.asarray(trial), 3)))
+
+
 @pytest.mark.parametrize("W", [1, 3, 8, 33])
 def test_client_words_are_their_slice(W):
     k = jnp.asarray(np.array([7, 11], np.uint32))
@@ -73,7 +87,7 @@ def simulator_words(generator: str, trials: int, rounds: int, clients: int) -> n
     trial_keys = fold_in_data(key, jnp.arange(trials, dtype=jnp.uint32))  # (2, trials)
 
     def one(k, t):
-        k_t = fold_in_data(k, t)
+        k_t = _random.round_keys(k, t, generator)
         return _random.client_words(k_t, jnp.arange(clients, dtype=jnp.int32), 1, generator)[:, 0]
 
     by_round = jax.vmap(one, in_axes=(None, 0))

@@ -1,8 +1,9 @@
 """Client sampling is uniform in float32 with ``jax_enable_x64`` switched off after import.
 
 A uint64 product silently becomes uint32 without x64, which made ``_uniform_below`` return 0
-for every word (the same clients every round). It now multiplies 16-bit halves in uint32:
-the same integers as the exact product in both modes.
+for every word (the same clients every round). Without x64 it now multiplies 16-bit halves
+in uint32 (with x64, one uint64 product): the same integers as the exact product in both
+modes.
 """
 
 import warnings

@@ -183,17 +183,42 @@ def _floyd_numpy(words, n, S):
     return chosen
 
 
-@pytest.mark.parametrize("n,S", [(40, 4), (1000, 10), (20, 16), (20, 17), (64, 40)])
+@pytest.mark.parametrize("n,S", [(40, 4), (1000, 10), (20, 16), (20, 17), (64, 40), (6, 6)])
 def test_floyd_picks_match_a_plain_implementation(n, S):
-    """Both code paths (written out for S <= 16, a loop beyond) pick what Floyd's algorithm picks."""
+    """Both code paths (written out for S <= 16, a loop beyond) pick what Floyd's algorithm picks,
+    one round at a time (``from_words``) and for many trials at once (``from_words_batched``,
+    what the simulator calls: a trial a column)."""
     words = np.random.default_rng(n + S).integers(0, 2 ** 32, size=(300, S), dtype=np.uint32)
     # small words collide often: exercise the "already taken" branch
     words[:100] = np.random.default_rng(1).integers(0, 2 ** 27, size=(100, S), dtype=np.uint32)
     sampler = fa.UniformWithoutReplacement(S)
     idx, _ = jax.jit(jax.vmap(lambda w: sampler.from_words(w, n)))(jax.numpy.asarray(words))
-    expected = np.array([_floyd_numpy(w, n, S) for w in words])
+    expected = np.array([_floyd_numpy(w, n, S) for w in words] if S < n else
+                        [list(range(n))] * len(words))
     np.testing.assert_array_equal(np.asarray(idx), expected)
+    batched, weights = jax.jit(lambda w: sampler.from_words_batched(w, n))(
+        jax.numpy.asarray(words.T))
+    np.testing.assert_array_equal(np.asarray(batched), expected.T)
+    np.testing.assert_array_equal(np.asarray(weights), np.ones((S, len(words))))
     assert np.mean([len(set(e)) < S for e in expected]) == 0
+    if S == n:
+        return
     taken = sum(int((w * ((n - S + k) + 1)) >> 32) in row[:k]  # the j branch was used
                 for row, ws in zip(expected, words) for k, w in enumerate(ws.astype(object)))
     assert taken > 0
+
+
+class _Reversed(fa.UniformWithoutReplacement):
+    """Floyd's slots in reverse order: a subclass that changes ``from_words`` only."""
+
+    def from_words(self, words, n):
+        idx, w = super().from_words(words, n)
+        return idx[::-1], w
+
+
+def test_batched_slots_follow_a_subclass_from_words():
+    n, S = 40, 4
+    words = np.random.default_rng(3).integers(0, 2 ** 32, size=(S, 50), dtype=np.uint32)
+    plain, _ = fa.UniformWithoutReplacement(S).from_words_batched(jax.numpy.asarray(words), n)
+    got, _ = _Reversed(S).from_words_batched(jax.numpy.asarray(words), n)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(plain)[::-1])

@@ -1,12 +1,12 @@
 """Counter-based random streams: a client's draws are a function of (trial key, t, i) alone.
 
-Round t of a trial has the key ``fold_in(trial_key, t)``; from its data k_t, the
-Threefry-2x32 hash of the counter pair (s, j) gives words 2j and 2j + 1 of stream s
-(generator ``"threefry"``, the default). Generator ``"splitmix"`` hashes instead the 64-bit
-key k_t plus the counter (s 2^32 + g + 1) times the golden-ratio increment with SplitMix64's
-finaliser (Steele, Lea and Flood, OOPSLA 2014) and keeps the upper 32 bits: word g of stream
-s is then the value of a SplitMix64 generator seeded with k_t at position s 2^32 + g, about
-a quarter of Threefry's arithmetic per word. Round keys stay Threefry's under both.
+Round t of a trial has the key data k_t. With generator ``"threefry"`` (the default) it is
+that of ``fold_in(trial_key, t)``, and the Threefry-2x32 hash of the counter pair (s, j)
+under k_t gives words 2j and 2j + 1 of stream s. Generator ``"splitmix"`` uses SplitMix64
+(Steele, Lea and Flood, OOPSLA 2014) for both: k_t is output t of a SplitMix64 generator
+seeded with the trial key's 64 bits, and word g of stream s is the upper half of output
+s 2^32 + g of a SplitMix64 generator seeded with k_t (its finaliser applied to k_t plus
+the counter times the golden-ratio increment), about a quarter of Threefry's arithmetic.
 Stream 0 feeds the sampler; stream 1 is cut into consecutive pieces of W words, piece i
 being client i's (W = what the oracle asks for Q steps, 1 word for up to 32 sign flips). A
 client's noise does not depend on the mode or on which other clients were sampled, so
@@ -25,8 +25,8 @@ from jaxtyping import Array
 
 from fedjax_abc._engine._threefry import fold_in_data, threefry2x32
 
-__all__ = ["GENERATORS", "client_noise", "client_words", "round_key_data", "splitmix64",
-           "stream_words"]
+__all__ = ["GENERATORS", "client_noise", "client_words", "round_key_data", "round_keys",
+           "splitmix64", "stream_words"]
 
 _GAMMA = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio, SplitMix64's increment
 _MIX = (np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
@@ -39,17 +39,35 @@ def splitmix64(z: Array) -> Array:
     return z ^ (z >> np.uint64(31))
 
 
+def _as_uint64(key_data: Array) -> Array:
+    """The 64 bits of key data (2, ...) as uint64 (...): the first word the upper half."""
+    return (key_data[0].astype(jnp.uint64) << np.uint64(32)) | key_data[1].astype(jnp.uint64)
+
+
 def _splitmix_words(key_data: Array, stream, g: Array) -> Array:
     """Words g of counter stream ``stream`` under key data k_t, generator "splitmix"."""
-    k = (key_data[0].astype(jnp.uint64) << np.uint64(32)) | key_data[1].astype(jnp.uint64)
     counter = (jnp.asarray(stream, jnp.uint64) << np.uint64(32)) + g.astype(jnp.uint64) \
         + np.uint64(1)
-    return (splitmix64(k + counter * _GAMMA) >> np.uint64(32)).astype(jnp.uint32)
+    return (splitmix64(_as_uint64(key_data) + counter * _GAMMA) >> np.uint64(32)).astype(jnp.uint32)
 
 
-def round_key_data(trial_key: Array, t) -> Array:
-    """k_t: the uint32[2] key data of round t of a trial (that of ``fold_in(trial_key, t)``)."""
-    return fold_in_data(jax.random.key_data(trial_key), t)
+def round_keys(trial_key_data: Array, t, generator: str = "threefry") -> Array:
+    """k_t, the key data of round t, from a trial's key data: uint32 (2,) or (2, R) for R trials.
+
+    "threefry": that of ``fold_in(trial_key, t)``. "splitmix": output t of a SplitMix64
+    generator seeded with the trial key's 64 bits, split into two uint32 (one hash, where
+    ``fold_in`` costs a Threefry-2x32-20).
+    """
+    if generator != "splitmix":
+        return fold_in_data(trial_key_data, t)
+    position = jnp.asarray(t).astype(jnp.uint64) + np.uint64(1)
+    k = splitmix64(_as_uint64(trial_key_data) + position * _GAMMA)
+    return jnp.stack([(k >> np.uint64(32)).astype(jnp.uint32), k.astype(jnp.uint32)])
+
+
+def round_key_data(trial_key: Array, t, generator: str = "threefry") -> Array:
+    """k_t: the uint32[2] key data of round t of a trial with key ``trial_key`` (a JAX key)."""
+    return round_keys(jax.random.key_data(trial_key), t, generator)
 
 
 def _words(key_data: Array, stream, g: Array) -> Array:
@@ -83,8 +101,13 @@ GENERATORS = tuple(_WORD_HASH)
 
 
 def stream_words(key_data: Array, stream, num_words: int, generator: str = "threefry") -> Array:
-    """Words 0 .. num_words - 1 of counter stream ``stream`` under key data k_t."""
-    return _WORD_HASH[generator](key_data, stream, jnp.arange(num_words, dtype=jnp.uint32))
+    """Words 0 .. num_words - 1 of counter stream ``stream`` under key data k_t.
+
+    ``key_data`` is uint32[2] (words of shape (num_words,)) or uint32[2, R], the keys of R
+    trials (words of shape (num_words, R), a trial a column).
+    """
+    g = jnp.arange(num_words, dtype=jnp.uint32)
+    return _WORD_HASH[generator](key_data, stream, g if key_data.ndim == 1 else g[:, None])
 
 
 def client_words(key_data: Array, clients: Array, num_words: int,

@@ -23,8 +23,7 @@ from jaxtyping import Array
 
 from fedjax_abc._algorithms._base import RoundInfo
 from fedjax_abc._algorithms._fedavg import FedAvg
-from fedjax_abc._engine._random import client_words, round_key_data, stream_words
-from fedjax_abc._engine._threefry import fold_in_data
+from fedjax_abc._engine._random import client_words, round_key_data, round_keys, stream_words
 
 __all__ = ["RoundState", "batched_round", "fedavg_round", "init_state", "ordered_sum",
            "run_rounds"]
@@ -73,7 +72,7 @@ def fedavg_round(problem, oracle, sampler, x: Array, t, stepsize, trial_key: Arr
       round has no participant.
     """
     algorithm = FedAvg() if algorithm is None else algorithm
-    k_t = round_key_data(trial_key, t)
+    k_t = round_key_data(trial_key, t, generator)
     state = init_state(algorithm, x[None], problem.num_clients)
     state = batched_round(problem, oracle, sampler, algorithm, state, k_t[:, None], stepsize,
                           local_steps, mode, generator)
@@ -144,8 +143,8 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
         raise ValueError(f"mode ({mode!r}) must be one of {MODES}")
     n = problem.num_clients
     num_sampler_words = sampler.num_words(n)
-    idx, w = jax.vmap(lambda k: sampler.from_words(
-        stream_words(k, 0, num_sampler_words, generator), n), in_axes=1, out_axes=1)(key_data)
+    idx, w = sampler.from_words_batched(
+        stream_words(key_data, 0, num_sampler_words, generator), n)  # (m, R) each
     server, clients = state
     x = server.x
     shape = (local_steps,) + x.shape[1:]
@@ -208,7 +207,7 @@ def run_rounds(problem, oracle, sampler, algorithm, state: RoundState, trial_key
     trial's key (a column each); client_block: see :func:`batched_round`.
     """
     def keys(t):
-        return fold_in_data(trial_key_data, t)
+        return round_keys(trial_key_data, t, generator)
 
     # k_{t+1} travels in the loop state: read from memory, it is hashed once per round,
     # where computed in place XLA would hash it again inside every fusion that uses it.

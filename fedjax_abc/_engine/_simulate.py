@@ -263,8 +263,9 @@ def simulate(
         (trials, records). The functions must be traceable by JAX; their values do not
         count towards divergence.
       generator: the hash of the random words (sampling and oracle noise): "threefry"
-        (Threefry-2x32-20, the default) or "splitmix" (SplitMix64's finaliser, about a
-        quarter of the arithmetic per word; tested against a battery of statistical tests).
+        (Threefry-2x32-20, the default) or "splitmix" (SplitMix64 for the round keys and
+        the words, about a quarter of the arithmetic per word; tested against a battery of
+        statistical tests).
         Both keep every contract above (mask = gather, trials independent of their
         neighbours); the numbers of the two differ, their distributions do not.
 

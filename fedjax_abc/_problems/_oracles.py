@@ -186,7 +186,7 @@ class GaussianOracle(AbstractOracle):
 
     def gradient(self, problem, client, x, noise):
         f, g = problem.local_value_and_grad(client, x)
-        var = self.C * nonnegative(f - client.local_min) + self.D
+        var = self.C * nonnegative(like_model(f, x) - client.local_min) + self.D
         return g + noise * jnp.sqrt(var / x.shape[-1])
 
 
@@ -205,6 +205,18 @@ def nonnegative(a: Array) -> Array:
     return jnp.where(a < 0, jnp.zeros((), a.dtype), a)
 
 
+def like_model(value: Array, x: Array) -> Array:
+    """A client's number ``value`` (f_i(x), say) in the shape of x when x has one entry.
+
+    XLA updates a local step's model in place only if every use of it keeps its shape. The
+    value f_i(x) sums over the model's entries; for d = 1 the sum is a reshape, and put
+    back in x's shape the whole step stays elementwise, so the loop needs no copy of the
+    models at every step (a tenth of a local step of problem (27)). Larger models keep the
+    scalar, which a broadcast would recompute d times.
+    """
+    return jnp.broadcast_to(value, x.shape) if x.size == 1 else value
+
+
 def objective_gap_magnitude(problem, client, x, value):
     """sqrt(f_i(x) - f_i*): the magnitude of the oracle of problem (27)."""
     return jnp.sqrt(nonnegative(value - client.local_min))
@@ -221,7 +233,9 @@ class RademacherOracle(AbstractOracle):
     of one client costs one counter-based hash.
 
     Attributes:
-      magnitude: static ``magnitude(problem, client, x, f_i(x)) -> m_i(x)``.
+      magnitude: static ``magnitude(problem, client, x, f_i(x)) -> m_i(x)``, elementwise
+        in the value f_i(x), which comes as a scalar, or for d = 1 in x's shape
+        (:func:`like_model`).
     """
 
     magnitude: Callable = eqx.field(static=True, default=objective_gap_magnitude)
@@ -248,5 +262,5 @@ class RademacherOracle(AbstractOracle):
 
     def gradient(self, problem, client, x, noise):
         f, g = problem.local_value_and_grad(client, x)
-        m = self.magnitude(problem, client, x, f)
+        m = self.magnitude(problem, client, x, like_model(f, x))
         return g + noise * m / jnp.sqrt(jnp.asarray(x.shape[-1], g.dtype))

@@ -38,16 +38,19 @@ _LOW16 = np.uint32(0xFFFF)
 _SHIFT16 = np.uint32(16)
 
 
-def _uniform_below(words: Array, bound: Array) -> Array:
+def _uniform_below(words: Array, bound) -> Array:
     """floor(words * bound / 2^32): an integer in [0, bound) from a uint32 word.
 
-    The high 32 bits of the 64-bit product, computed exactly from 16-bit halves in uint32
-    arithmetic: the same integers with or without ``jax_enable_x64`` (a uint64 product
-    silently becomes uint32 without it) and no slower in a simulation. The bias is below
+    The high 32 bits of the 64-bit product: one uint64 multiply with ``jax_enable_x64`` on,
+    otherwise exactly from 16-bit halves in uint32 arithmetic (a uint64 product silently
+    becomes uint32 without it), the same integers either way. The bias is below
     bound / 2^32 (about 1e-8 for n = 40): invisible to any Monte Carlo run of practical
     length.
     """
     a = words.astype(jnp.uint32)
+    if jax.config.jax_enable_x64:
+        b = jnp.asarray(bound).astype(jnp.uint64)
+        return ((a.astype(jnp.uint64) * b) >> np.uint64(32)).astype(jnp.int32)
     b = jnp.asarray(bound).astype(jnp.uint32)
     a0, a1 = a & _LOW16, a >> _SHIFT16
     b0, b1 = b & _LOW16, b >> _SHIFT16
@@ -91,6 +94,16 @@ class AbstractSampler(eqx.Module):
         """The round's slots from ``num_words(n)`` random words (default: a key of two)."""
         return self(jax.random.wrap_key_data(words[:2]), n)
 
+    def from_words_batched(self, words: Array, n: int) -> tuple[Int[Array, "m R"],
+                                                                Float[Array, "m R"]]:
+        """The slots of R trials' rounds at once: words (num_words(n), R) -> (m, R) each.
+
+        The simulator calls this; by default it maps :meth:`from_words` over the columns.
+        A sampler may compute it directly, trial by trial in every row (see
+        :class:`UniformWithoutReplacement`), with the same result.
+        """
+        return jax.vmap(lambda w: self.from_words(w, n), in_axes=1, out_axes=1)(words)
+
 
 class UniformWithoutReplacement(AbstractSampler):
     """S of n clients uniformly without replacement (Assumption 3).
@@ -118,29 +131,43 @@ class UniformWithoutReplacement(AbstractSampler):
         return 0 if self.num_sampled == n else self.num_sampled
 
     def from_words(self, words, n):
-        S = self.num_sampled
-        if S == n:
-            return jnp.arange(n, dtype=jnp.int32), jnp.ones((n,))
+        idx, w = self._floyd(words[:, None], n)
+        return idx[:, 0], w[:, 0]
 
-        if S > 16:  # a loop keeps the program small; each step compares with all S slots
+    def from_words_batched(self, words, n):
+        if type(self).from_words is not UniformWithoutReplacement.from_words:
+            return super().from_words_batched(words, n)  # a subclass changed the slots
+        return self._floyd(words, n)
+
+    def _floyd(self, words, n):
+        """Floyd's algorithm for R trials at once: words (S, R) -> slots (S, R), weights 1.
+
+        Row k (slot k of every trial) is an elementwise function of the rows before it, so
+        the work runs along the trials. Up to 16 slots it is written out (step k compares
+        with the k taken so far); beyond, a loop keeps the program small.
+        """
+        S = self.num_sampled
+        R = words.shape[1]
+        if S == n:
+            return jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32)[:, None], (n, R)), \
+                jnp.ones((n, R))
+        if S > 16:
             def body(k, chosen):
                 j = n - S + k
-                t = _uniform_below(words[k], jnp.asarray(j + 1))
-                taken = jnp.any((chosen == t) & (jnp.arange(S) < k))
+                t = _uniform_below(words[k], j + 1)
+                taken = jnp.any((chosen == t[None]) & (jnp.arange(S) < k)[:, None], axis=0)
                 return chosen.at[k].set(jnp.where(taken, j, t))
 
-            chosen = jax.lax.fori_loop(0, S, body, jnp.zeros((S,), jnp.int32))
-            return chosen, jnp.ones((S,))
-        # written out, step k compares with the k taken so far; the slots stay (1,)-shaped
-        # and are concatenated, which under vmap compiles with fewer transposes than a stack
+            chosen = jax.lax.fori_loop(0, S, body, jnp.zeros((S, R), jnp.int32))
+            return chosen, jnp.ones((S, R))
         chosen = []
         for k in range(S):
             j = n - S + k
-            t = _uniform_below(words[k:k + 1], jnp.asarray(j + 1))
+            t = _uniform_below(words[k], j + 1)
             taken = functools.reduce(jnp.logical_or, [c == t for c in chosen],
-                                     jnp.zeros((1,), bool))
+                                     jnp.zeros(t.shape, bool))
             chosen.append(jnp.where(taken, j, t))
-        return jnp.concatenate(chosen), jnp.ones((S,))
+        return jnp.stack(chosen), jnp.ones((S, R))
 
 
 class FullParticipation(AbstractSampler):
