@@ -233,9 +233,7 @@ class RademacherOracle(AbstractOracle):
     of one client costs one counter-based hash.
 
     Attributes:
-      magnitude: static ``magnitude(problem, client, x, f_i(x)) -> m_i(x)``, elementwise
-        in the value f_i(x), which comes as a scalar, or for d = 1 in x's shape
-        (:func:`like_model`).
+      magnitude: static ``magnitude(problem, client, x, f_i(x)) -> m_i(x)``.
     """
 
     magnitude: Callable = eqx.field(static=True, default=objective_gap_magnitude)
@@ -262,5 +260,7 @@ class RademacherOracle(AbstractOracle):
 
     def gradient(self, problem, client, x, noise):
         f, g = problem.local_value_and_grad(client, x)
-        m = self.magnitude(problem, client, x, like_model(f, x))
+        if self.magnitude is objective_gap_magnitude:  # elementwise in f: in x's shape (d = 1)
+            f = like_model(f, x)
+        m = self.magnitude(problem, client, x, f)
         return g + noise * m / jnp.sqrt(jnp.asarray(x.shape[-1], g.dtype))

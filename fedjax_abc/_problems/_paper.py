@@ -68,9 +68,8 @@ def _softplus_huber_grad(params, x):
 
 def _oracle26_magnitude(problem, client, x, value):
     """Oracle (26): sqrt(|x|) for the Huber client 1, sqrt(f_i(x)) for the softplus clients."""
-    params = client.params  # d = 1: |x| in the value's shape, x's in a local step (like_model)
-    return jnp.where(params[0] == 0, jnp.sqrt(jnp.abs(x).reshape(jnp.shape(value))),
-                     jnp.sqrt(nonnegative(value)))
+    params = client.params
+    return jnp.where(params[0] == 0, jnp.sqrt(jnp.abs(x[0])), jnp.sqrt(nonnegative(value)))
 
 
 def softplus_huber(n: int = 16) -> Problem:
