@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import fedjax_abc as fa
-from fedjax_abc._problems._oracles import nonnegative, normals_from_words
+from fedjax_abc._problems._oracles import like_model, nonnegative, normals_from_words
 
 EXTREME = np.array([0, 1, 2, 63, 64, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 65, 2 ** 32 - 64,
                     2 ** 32 - 2, 2 ** 32 - 1], dtype=np.uint32)
@@ -103,3 +103,27 @@ def test_oracle_magnitude_of_nan_value_is_nan():
     p = fa.problems.huber_offsets(offsets=[0.0, 4.0])
     m = fa.RademacherOracle().magnitude(p, p.client(0), jnp.array([0.0]), jnp.array(np.nan))
     assert np.isnan(m)
+
+
+def test_like_model_puts_a_one_entry_models_value_in_its_shape_only():
+    v = jnp.asarray(2.5)
+    assert like_model(v, jnp.zeros(1)).shape == (1,)
+    assert like_model(v, jnp.zeros(3)).shape == ()  # d > 1: the scalar, not d copies
+    assert float(like_model(v, jnp.zeros(1))[0]) == 2.5
+
+
+@pytest.mark.parametrize("dim", [1, 3])
+def test_rademacher_gradient_is_the_formula_whatever_the_shape_of_the_value(dim):
+    """g + eps sqrt(f_i - f_i*) / sqrt(d), written here from Section IV-B, for d = 1 (where
+    the default magnitude gets f_i in x's shape) and d = 3."""
+    p = fa.problems.quadratics(jax.random.key(1), n=3, d=dim)
+    oracle = fa.RademacherOracle()
+    x = jnp.linspace(-1.0, 2.0, dim)
+    eps = jnp.where(jnp.arange(dim) % 2 == 0, 1.0, -1.0)
+    for i in range(3):
+        c = p.client(i)
+        f, g = p.local_value_and_grad(c, x)
+        want = g + eps * np.sqrt(float(f) - float(c.local_min)) / np.sqrt(dim)
+        got = oracle.gradient(p, c, x, eps)
+        assert got.shape == (dim,)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-14)
