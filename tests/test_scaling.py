@@ -107,7 +107,7 @@ def two_devices(tmp_path_factory):
     dump = tmp_path_factory.mktemp("hlo")
     env = dict(os.environ, JAX_PLATFORMS="cpu",
                XLA_FLAGS=f"--xla_force_host_platform_device_count=2 --xla_dump_to={dump} "
-                         "--xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*(segment|records).*")
+                         "--xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*(segment|start).*")
     script = SHARD_SCRIPT.format(tests=os.path.join(REPO, "tests"))
     proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=600)
@@ -129,9 +129,10 @@ def test_sharding_over_two_devices_is_bit_identical(two_devices):
 def test_each_device_runs_its_own_trials_without_collectives(two_devices):
     _, programs = two_devices
     sharded = {name: text for name, text in programs.items() if "num_partitions=2" in text}
-    # the segments and the initial records of every case above (not only one-device runs)
+    # the segments and the starts (state and records at t = 0) of every case above (not only
+    # one-device runs)
     assert sum("segment" in name for name in sharded) >= 6, sorted(programs)
-    assert any("initial_records" in name for name in sharded), sorted(programs)
+    assert any("start" in name for name in sharded), sorted(programs)
     for name, text in sharded.items():
         found = [op for op in COLLECTIVES if f" {op}(" in text or f" {op}-start(" in text]
         assert not found, (name, found)

@@ -23,7 +23,8 @@ from fedjax_abc._engine._plan import default_record_every, stepsize_array
 from fedjax_abc._engine._random import GENERATORS
 from fedjax_abc._problems._checks import check_components
 from fedjax_abc._problems._oracles import AbstractOracle
-from fedjax_abc._problems._problem import Problem, cast_floating
+from fedjax_abc._problems._problem import (Problem, cast_floating,
+                                          with_constant_zero_minima)
 from fedjax_abc._problems._samplers import (AbstractSampler, FullParticipation,
                                             UniformWithoutReplacement)
 
@@ -186,7 +187,7 @@ def checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key
         config["generator"] = generator
     return Run(
         # the name is static: drop it so problems differing only in name share one compilation
-        problem=dataclasses.replace(problem.astype(jdtype), name=""),
+        problem=with_constant_zero_minima(dataclasses.replace(problem.astype(jdtype), name="")),
         oracle=cast_floating(oracle, jdtype), sampler=sampler,
         algorithm=cast_floating(algorithm, jdtype), alphas=alphas, x0=x0, key=key,
         local_steps=Q, rounds=T, trials=R, record_every=k, mode=mode, dtype=jdtype, chunk=chunk,

@@ -23,13 +23,13 @@ import sys
 import warnings
 from typing import Callable, Mapping, Optional, Sequence, Union
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from fedjax_abc._algorithms._base import AbstractAlgorithm
 from fedjax_abc._engine import _checkpoint, _memory, _round
+from fedjax_abc._engine._jit import flat_jit
 from fedjax_abc._engine._metrics import record_trials as _record_trials
 from fedjax_abc._engine._progress import Progress as _Progress
 from fedjax_abc._engine._run import Run as _Run
@@ -46,14 +46,11 @@ from fedjax_abc._problems._samplers import AbstractSampler
 
 __all__ = ["simulate", "stepsize_array"]
 
-@eqx.filter_jit
-def _initial_records(problem, metrics, x, groups=1):
-    return _record_trials(problem, metrics, x, groups)
-
-
-@eqx.filter_jit
-def _init_state(algorithm, x0, num_clients):
-    return _round.init_state(algorithm, x0, num_clients)
+@flat_jit
+def _start(problem, algorithm, metrics, x0, groups=1):
+    """The state at t = 0 of trials started at x0 (R, d), and their records at t = 0."""
+    return (_round.init_state(algorithm, x0, problem.num_clients),
+            _record_trials(problem, metrics, x0, groups))
 
 
 def _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0, stepsizes,
@@ -95,23 +92,22 @@ def _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0, ste
     return state, tuple(jnp.moveaxis(r, 0, 1) for r in records)
 
 
-_run_segment = eqx.filter_jit(_segment)
+_run_segment = flat_jit(_segment)
 
 
-def _put(values: np.ndarray, dtype, sharding) -> jax.Array:
-    """Host values onto the trials' sharding (over other processes' devices too, from the
-    same values in every process)."""
-    if sharding.is_fully_addressable:
-        return jax.device_put(jnp.asarray(values, dtype), sharding)
-    return jax.device_put(np.asarray(values).astype(dtype), sharding)
+def _put(values: Sequence[np.ndarray], dtypes: Sequence, sharding) -> list:
+    """Host arrays onto the trials' sharding, cast on the host and copied in one call (over
+    other processes' devices too, from the same values in every process)."""
+    return jax.device_put([np.asarray(v).astype(t) for v, t in zip(values, dtypes)], sharding)
 
 
-def _host(array: jax.Array) -> np.ndarray:
-    """A device array on the host; gathered from every process where it spans several."""
-    if array.is_fully_addressable:
-        return np.asarray(array)
+def _host(arrays: Sequence[jax.Array]) -> list:
+    """Device arrays on the host, their copies started together; gathered from every
+    process where one spans several."""
+    if all(a.is_fully_addressable for a in arrays):
+        return [np.asarray(a) for a in jax.device_get(list(arrays))]
     from jax.experimental import multihost_utils
-    return np.asarray(multihost_utils.process_allgather(array, tiled=True))
+    return [np.asarray(multihost_utils.process_allgather(a, tiled=True)) for a in arrays]
 
 
 def _run_chunk(run: _Run, plan: Plan, c: int, bar: _Progress, resume: Optional[Position] = None,
@@ -128,37 +124,39 @@ def _run_chunk(run: _Run, plan: Plan, c: int, bar: _Progress, resume: Optional[P
     x_c = np.zeros((plan.per_call, run.x0.shape[1]))
     x_c[:m] = run.x0[start:stop]
     x_c[m:] = run.x0[start]
-    ids = _put(np.arange(run.first_trial + start, run.first_trial + start + plan.per_call),
-               jnp.int32, plan.sharding)
-    x_c = _put(x_c, run.dtype, plan.sharding)
+    ids, x_c = _put([np.arange(run.first_trial + start, run.first_trial + start + plan.per_call),
+                     x_c], [np.int32, run.dtype], plan.sharding)
     names = run.record_names
-    state = _init_state(run.algorithm, x_c, run.problem.num_clients)
+    # the records at t = 0 are copied to the host once the first segment is under way
+    state, first = _start(run.problem, run.algorithm, run.metrics, x_c, plan.groups)
     if resume is None or resume.state is None:
-        first = _initial_records(run.problem, run.metrics, x_c, plan.groups) + (x_c,)
-        records = {name: (_host(r)[:, None],) for name, r in zip(names, first)}
+        first = first + (x_c,)
+        records = {}
         next_segment = 0
     else:
-        state = _checkpoint.restored(state, resume.state)
+        state, first = _checkpoint.restored(state, resume.state), None
         records = dict(resume.records)
         next_segment = resume.segment
     segments = plan.segments()
     for i in range(next_segment, len(segments)):
         seg = segments[i]
-        alphas = jnp.asarray(run.alphas[seg.start: seg.stop].reshape(seg.blocks, seg.block),
-                             run.dtype)
+        alphas = run.alphas[seg.start: seg.stop].reshape(seg.blocks, seg.block).astype(run.dtype)
         new_state, rec = _run_segment(run.problem, run.oracle, run.sampler, run.algorithm, state,
-                                      ids, run.key, jnp.asarray(seg.start, jnp.int32), alphas,
+                                      ids, run.key, np.int32(seg.start), alphas,
                                       run.local_steps, run.mode, run.record_x, seg.per_record,
                                       run.metrics, run.generator, plan.client_block,
                                       plan.groups)
-        kept = tuple(_host(r)[:, seg.keep] for r in rec)
+        if first is not None:
+            records = {name: (r[:, None],) for name, r in zip(names, _host(first))}
+            first = None
+        kept = tuple(r[:, seg.keep] for r in _host(rec))
         records = {name: records[name] + (r,) for name, r in zip(names, kept)}
         state = new_state
         if commit is not None:
             commit(Position(c, i + 1, state, records, None))
         bar.update(seg.blocks * seg.block, c * run.rounds + seg.stop)
     out = {name: np.concatenate(parts, axis=1)[:m] for name, parts in records.items()}
-    out["x_final"] = _host(state.server.x)[:m]
+    out["x_final"] = _host([state.server.x])[0][:m]
     return out
 
 
