@@ -4,8 +4,8 @@
   structure and static leaves, a new trace for a new static leaf, none for new array values;
 - the component checks run once per structure, never skipped for one that failed or for
   a sampler with array leaves;
-- f_i* that are all +0 become a compile-time 0 in the simulator's copy of a problem, with
-  the same numbers bit for bit as the f_i* read from the array.
+- f_i* that are all +0 become a compile-time 0 in the simulator's copy of a problem (with
+  native loops), with the same numbers bit for bit as the f_i* read from the array.
 """
 
 import dataclasses
@@ -19,6 +19,8 @@ import pytest
 import fedjax_abc as fa
 from fedjax_abc._engine import _round
 from fedjax_abc._engine._jit import flat_jit
+from fedjax_abc._engine._run import checked
+from fedjax_abc._engine._xla_loops import loop_flags
 from fedjax_abc._problems import _checks
 from fedjax_abc._problems._checks import check_components
 from fedjax_abc._problems._problem import Problem, with_constant_zero_minima
@@ -165,3 +167,17 @@ def test_other_minima_keep_the_problem():
         dataclasses.replace(p, local_minima=m))) or m)(jnp.zeros(N))  # traced
     assert type(seen[0]) is Problem
 
+
+
+@pytest.mark.parametrize("flags, constant", [
+    ("", False),
+    ("--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=1024", False),
+    (loop_flags(""), True),  # what use_cpu_cores(native_loops=True) sets
+])
+def test_the_simulator_uses_the_constant_in_native_loops_only(monkeypatch, flags, constant):
+    monkeypatch.setenv("XLA_FLAGS", flags)
+    p = fa.problems.huber_offsets(jax.random.key(0), n=N)
+    run = checked(p, 3, 2, 0.1, 4, p.x_star, 8, jax.random.key(0), 2, "gather", None, None, None,
+                  "float64", None, True, None)
+    assert (type(run.problem) is not Problem) == constant
+    assert isinstance(run.problem, Problem)

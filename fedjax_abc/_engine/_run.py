@@ -21,6 +21,7 @@ from fedjax_abc._engine import _memory, _round
 from fedjax_abc._engine._metrics import check_metrics
 from fedjax_abc._engine._plan import default_record_every, stepsize_array
 from fedjax_abc._engine._random import GENERATORS
+from fedjax_abc._engine._xla_loops import native_loops
 from fedjax_abc._problems._checks import check_components
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import (Problem, cast_floating,
@@ -185,9 +186,12 @@ def checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key
         config["metrics"] = list(metric_names)
     if generator != "threefry":  # the default is left out, as in results saved before it
         config["generator"] = generator
+    # the name is static: drop it so problems differing only in name share one compilation
+    run_problem = dataclasses.replace(problem.astype(jdtype), name="")
+    if native_loops():  # a lighter local step pays in a native loop (see with_constant_zero_minima)
+        run_problem = with_constant_zero_minima(run_problem)
     return Run(
-        # the name is static: drop it so problems differing only in name share one compilation
-        problem=with_constant_zero_minima(dataclasses.replace(problem.astype(jdtype), name="")),
+        problem=run_problem,
         oracle=cast_floating(oracle, jdtype), sampler=sampler,
         algorithm=cast_floating(algorithm, jdtype), alphas=alphas, x0=x0, key=key,
         local_steps=Q, rounds=T, trials=R, record_every=k, mode=mode, dtype=jdtype, chunk=chunk,

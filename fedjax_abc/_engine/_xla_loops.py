@@ -23,11 +23,13 @@ import os
 import re
 from typing import MutableMapping
 
-__all__ = ["LOOP_BYTES", "loop_flags", "set_loop_flags"]
+__all__ = ["LOOP_BYTES", "loop_flags", "native_loops", "set_loop_flags"]
 
 LOOP_BYTES = 4 * 2**20
 _OPTION = "xla_cpu_small_while_loop_byte_threshold"
 _EXTRA = re.compile(r"--xla_backend_extra_options=(\S*)")
+_LIMIT = re.compile(_OPTION + r"=(\d+)")
+_DEFAULT_LIMIT = 1024  # XLA's own
 
 
 def loop_flags(flags: str, limit: int = LOOP_BYTES) -> str:
@@ -53,3 +55,11 @@ def loop_flags(flags: str, limit: int = LOOP_BYTES) -> str:
 def set_loop_flags(environ: MutableMapping[str, str] = os.environ) -> None:
     """Sets the loop limit in ``environ["XLA_FLAGS"]`` (see :func:`loop_flags`)."""
     environ["XLA_FLAGS"] = loop_flags(environ.get("XLA_FLAGS", ""))
+
+
+def native_loops(environ: MutableMapping[str, str] = os.environ) -> bool:
+    """Whether ``XLA_FLAGS`` raises the loop limit above XLA's default (as
+    :func:`set_loop_flags` does): loops then run as native functions (read when JAX started
+    its backend, so this tells what the backend does if the flags were not changed since)."""
+    match = _LIMIT.search(environ.get("XLA_FLAGS", ""))
+    return match is not None and int(match.group(1)) > _DEFAULT_LIMIT

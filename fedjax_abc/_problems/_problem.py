@@ -136,9 +136,13 @@ class _ZeroMinima(Problem):
     checked (:func:`with_constant_zero_minima`): client i's f_i* is then the constant 0.
 
     An oracle's f_i(x) - f_i* then compiles to f_i(x), bit for bit the same value, without a
-    per-round gather of the f_i* and a load of them at every local step (7% of a round of
-    problem (27) in ``gather`` mode). Private to the simulator: only its own copy of a
-    problem is one, so no later change of the leaves can leave the constant stale.
+    per-round gather of the f_i* and a load of them at every local step: 8% of problem
+    (27)'s ``gather`` mode in a native loop (``use_cpu_cores(native_loops=True)``). The
+    simulator uses it there only: run op by op, the lighter step crosses XLA:CPU's
+    threshold for splitting an operation over its threads (more arithmetic than bytes),
+    and problem (27)'s float32 ``gather`` mode ran 1.2x-1.4x slower, split at every local
+    step. Private to the simulator: only its own copy of a problem is one, so no later
+    change of the leaves can leave the constant stale.
     """
 
     def client(self, i) -> Client:
