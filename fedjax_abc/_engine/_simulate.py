@@ -105,7 +105,7 @@ def _host(arrays: Sequence[jax.Array]) -> list:
     """Device arrays on the host, their copies started together; gathered from every
     process where one spans several."""
     if all(a.is_fully_addressable for a in arrays):
-        return [np.asarray(a) for a in jax.device_get(list(arrays))]
+        return jax.device_get(list(arrays))
     from jax.experimental import multihost_utils
     return [np.asarray(multihost_utils.process_allgather(a, tiled=True)) for a in arrays]
 
