@@ -25,6 +25,7 @@ from typing import NamedTuple, Optional
 import jax
 import numpy as np
 
+from fedjax_abc._engine._memo import remembered
 from fedjax_abc._engine._plan import recorded_rounds
 
 __all__ = ["Estimate", "StateSizes", "available_bytes", "check", "check_run", "estimate",
@@ -146,9 +147,9 @@ def check(est: Estimate, *, record_x: bool, rounds: int, trials: int, chunk: int
       device_available: an accelerator's bytes (``est.device`` is checked against it).
     """
     available = available_bytes() if available is None else available
-    breakdown = (f"results {format_bytes(est.results)}, stepsizes {format_bytes(est.stepsizes)}, "
-                 f"working set {format_bytes(est.states + est.call)}")
     if available is not None and est.host > available:
+        breakdown = (f"results {format_bytes(est.results)}, stepsizes {format_bytes(est.stepsizes)}, "
+                     f"working set {format_bytes(est.states + est.call)}")
         raise ValueError(f"memory: the run needs about {format_bytes(est.host)} ({breakdown}), "
                          f"more than the {format_bytes(available)} available; pass "
                          f"{_advice(est, record_x, rounds, trials, chunk, record_every)}")
@@ -191,6 +192,14 @@ def state_sizes(algorithm, d: int, dtype) -> StateSizes:
     return _STATE_SIZES[signature]
 
 
+def _num_slots(sampler, n: int) -> int:
+    return sampler.num_slots(n)
+
+
+def _num_words(oracle, shape: tuple) -> int:
+    return oracle.num_words(shape)
+
+
 def check_run(run, plan) -> None:
     """:func:`check` of a checked run (``_run.Run``) cut up by ``plan``."""
     n, d = run.problem.num_clients, run.problem.dim
@@ -200,8 +209,9 @@ def check_run(run, plan) -> None:
         trials=run.trials, records=len(recorded_rounds(run.rounds, run.record_every)), dim=d,
         itemsize=np.dtype(run.dtype).itemsize, record_x=run.record_x, rounds=run.rounds,
         per_call=plan.per_call, call_records=plan.segment + 1,
-        participants=n if run.mode == "mask" else run.sampler.num_slots(n),
-        local_steps=run.local_steps, noise_words=run.oracle.num_words((run.local_steps, d)),
+        participants=n if run.mode == "mask" else remembered(_num_slots, (run.sampler,), n),
+        local_steps=run.local_steps,
+        noise_words=remembered(_num_words, (run.oracle,), (run.local_steps, d)),
         server_bytes=sizes.server_bytes, client_bytes=sizes.client_bytes if sizes.client_states else 0,
         num_clients=n, host_only=on_device)
     device = device_bytes(run.devices[0]) if on_device else None

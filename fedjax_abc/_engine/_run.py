@@ -8,6 +8,7 @@ checkpoint path. ``sweep`` checks each grid point with the same function.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from typing import Any, Optional
 
@@ -18,6 +19,7 @@ import numpy as np
 from fedjax_abc._algorithms._base import AbstractAlgorithm
 from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine import _memory, _round
+from fedjax_abc._engine._memo import remembered
 from fedjax_abc._engine._metrics import check_metrics
 from fedjax_abc._engine._plan import default_record_every, stepsize_array
 from fedjax_abc._engine._random import GENERATORS
@@ -124,21 +126,21 @@ def checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key
     k = default_record_every(T) if k is None else k
     if sampler is None:
         if num_sampled is None:
-            sampler = FullParticipation()
+            sampler = _default_sampler(None)
         else:
             S = _check_int("num_sampled (S)", num_sampled)
             if not 1 <= S <= n:
                 raise ValueError(f"num_sampled (S={S}) must be in [1, n={n}]")
-            sampler = UniformWithoutReplacement(S)
+            sampler = _default_sampler(S)
     elif num_sampled is not None:
         raise ValueError("give num_sampled or sampler, not both")
     if not isinstance(sampler, AbstractSampler):
         raise ValueError(f"sampler must be a fedjax_abc.AbstractSampler, got {type(sampler).__name__}")
-    sampler.validate(n)
+    remembered(_validate, (sampler,), n)
     oracle = problem.oracle if oracle is None else oracle
     if not isinstance(oracle, AbstractOracle):
         raise ValueError(f"oracle must be a fedjax_abc.AbstractOracle, got {type(oracle).__name__}")
-    algorithm = FedAvg() if algorithm is None else algorithm
+    algorithm = _default_algorithm() if algorithm is None else algorithm
     if not isinstance(algorithm, AbstractAlgorithm):
         raise ValueError("algorithm must be a fedjax_abc.algorithms.AbstractAlgorithm, got "
                          f"{type(algorithm).__name__}")
@@ -163,7 +165,7 @@ def checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key
     if str(jax.random.key_impl(key)) != "threefry2x32":
         raise ValueError("key must be a threefry2x32 key (the default, jax.random.key(seed)); "
                          f"got a {jax.random.key_impl(key)} key")
-    check_components(problem, oracle, sampler, Q, dtype)
+    remembered(check_components, (problem, oracle, sampler), Q, dtype)
     devices = _resolve_devices(devices)
     jdtype = DTYPES[dtype]
     metric_names, metric_fns = check_metrics(metrics, d, jdtype)
@@ -177,7 +179,7 @@ def checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key
         algorithm=describe(algorithm), local_steps=Q, rounds=T, trials=R, record_every=k,
         mode=mode, dtype=dtype, trial_chunk=chunk,
         stepsize=float(alphas[0]) if np.all(alphas == alphas[0]) else "schedule",
-        key=np.asarray(jax.random.key_data(key)).tolist(), devices=[str(dv) for dv in devices],
+        key=list(remembered(_key_data, (key,))), devices=[str(dv) for dv in devices],
         jax_version=jax.__version__,
     )
     if first_trial:
@@ -186,17 +188,43 @@ def checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key
         config["metrics"] = list(metric_names)
     if generator != "threefry":  # the default is left out, as in results saved before it
         config["generator"] = generator
-    # the name is static: drop it so problems differing only in name share one compilation
-    run_problem = dataclasses.replace(problem.astype(jdtype), name="")
-    if native_loops():  # a lighter local step pays in a native loop (see with_constant_zero_minima)
-        run_problem = with_constant_zero_minima(run_problem)
     return Run(
-        problem=run_problem,
-        oracle=cast_floating(oracle, jdtype), sampler=sampler,
-        algorithm=cast_floating(algorithm, jdtype), alphas=alphas, x0=x0, key=key,
+        problem=remembered(_run_problem, (problem,), jdtype, native_loops()),
+        oracle=remembered(cast_floating, (oracle,), jdtype), sampler=sampler,
+        algorithm=remembered(cast_floating, (algorithm,), jdtype), alphas=alphas, x0=x0, key=key,
         local_steps=Q, rounds=T, trials=R, record_every=k, mode=mode, dtype=jdtype, chunk=chunk,
         record_x=record_x, devices=devices, config=config, first_trial=first_trial,
         metric_names=metric_names, metrics=metric_fns, generator=generator)
+
+
+@functools.lru_cache(maxsize=64)
+def _default_sampler(num_sampled: Optional[int]) -> AbstractSampler:
+    """S clients uniformly without replacement, or all of them for None (one object per S,
+    so that what is prepared for it is remembered)."""
+    return FullParticipation() if num_sampled is None else UniformWithoutReplacement(num_sampled)
+
+
+@functools.lru_cache(maxsize=None)
+def _default_algorithm() -> AbstractAlgorithm:
+    """Algorithm 1 (one object, made at the first run)."""
+    return FedAvg()
+
+
+def _validate(sampler: AbstractSampler, n: int) -> None:
+    sampler.validate(n)
+
+
+def _key_data(key: jax.Array) -> tuple:
+    """A key's data as ints (for the result's config)."""
+    return tuple(np.asarray(jax.random.key_data(key)).tolist())
+
+
+def _run_problem(problem: Problem, dtype, native: bool) -> Problem:
+    """The simulator's copy of a problem: cast to dtype, its name dropped (static: problems
+    differing only in name share one compilation), f_i* = 0 a constant in native loops,
+    where a lighter local step pays (see ``with_constant_zero_minima``)."""
+    run_problem = dataclasses.replace(problem.astype(dtype), name="")
+    return with_constant_zero_minima(run_problem) if native else run_problem
 
 
 def describe(algorithm: AbstractAlgorithm) -> str:

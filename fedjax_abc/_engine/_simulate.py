@@ -127,36 +127,40 @@ def _run_chunk(run: _Run, plan: Plan, c: int, bar: _Progress, resume: Optional[P
     ids, x_c = _put([np.arange(run.first_trial + start, run.first_trial + start + plan.per_call),
                      x_c], [np.int32, run.dtype], plan.sharding)
     names = run.record_names
-    # the records at t = 0 are copied to the host once the first segment is under way
     state, first = _start(run.problem, run.algorithm, run.metrics, x_c, plan.groups)
     if resume is None or resume.state is None:
-        first = first + (x_c,)
-        records = {}
+        first = list(first) + [x_c]
+        records = {name: () for name in names}
         next_segment = 0
     else:
-        state, first = _checkpoint.restored(state, resume.state), None
+        state, first = _checkpoint.restored(state, resume.state), []
         records = dict(resume.records)
         next_segment = resume.segment
     segments = plan.segments()
+    x_final = None
     for i in range(next_segment, len(segments)):
         seg = segments[i]
         alphas = run.alphas[seg.start: seg.stop].reshape(seg.blocks, seg.block).astype(run.dtype)
-        new_state, rec = _run_segment(run.problem, run.oracle, run.sampler, run.algorithm, state,
-                                      ids, run.key, np.int32(seg.start), alphas,
-                                      run.local_steps, run.mode, run.record_x, seg.per_record,
-                                      run.metrics, run.generator, plan.client_block,
-                                      plan.groups)
-        if first is not None:
-            records = {name: (r[:, None],) for name, r in zip(names, _host(first))}
-            first = None
-        kept = tuple(r[:, seg.keep] for r in _host(rec))
-        records = {name: records[name] + (r,) for name, r in zip(names, kept)}
-        state = new_state
+        state, rec = _run_segment(run.problem, run.oracle, run.sampler, run.algorithm, state,
+                                  ids, run.key, np.int32(seg.start), alphas,
+                                  run.local_steps, run.mode, run.record_x, seg.per_record,
+                                  run.metrics, run.generator, plan.client_block, plan.groups)
+        # one copy to the host per segment: the records at t = 0 with the first segment's,
+        # the final iterates with the last's
+        last = i == len(segments) - 1
+        got = _host(first + list(rec) + ([state.server.x] if last else []))
+        if first:
+            records = {name: (r[:, None],) for name, r in zip(names, got)}
+            got = got[len(first):]
+            first = []
+        if last:
+            x_final = got.pop()
+        records = {name: records[name] + (r[:, seg.keep],) for name, r in zip(names, got)}
         if commit is not None:
             commit(Position(c, i + 1, state, records, None))
         bar.update(seg.blocks * seg.block, c * run.rounds + seg.stop)
     out = {name: np.concatenate(parts, axis=1)[:m] for name, parts in records.items()}
-    out["x_final"] = _host([state.server.x])[0][:m]
+    out["x_final"] = (_host([state.server.x])[0] if x_final is None else x_final)[:m]
     return out
 
 

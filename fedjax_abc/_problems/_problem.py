@@ -162,8 +162,14 @@ def with_constant_zero_minima(problem: Problem) -> Problem:
 
 
 def cast_floating(tree, dtype):
+    """``tree`` with every floating array leaf cast to ``dtype`` (a JAX array already of that
+    dtype, strongly typed, is kept as it is)."""
+    dtype = jnp.dtype(dtype)
+
     def cast(leaf):
         if isinstance(leaf, (jax.Array, np.ndarray)) and jnp.issubdtype(leaf.dtype, jnp.floating):
+            if isinstance(leaf, jax.Array) and leaf.dtype == dtype and not leaf.weak_type:
+                return leaf
             return jnp.asarray(leaf, dtype)
         return leaf
 
