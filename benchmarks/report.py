@@ -32,7 +32,8 @@ WORKLOAD_TITLES = {
 COLUMNS = ("workload", "implementation", "mode", "dtype", "trials", "n", "S", "Q", "T",
            "compile s", "run s", "cores", "virtual client-steps/s", "sampled client-steps/s",
            "peak MB",
-           "x numpy", "x jax_naive", "x torch", "x numba 1 core", "x numba 2 cores", "target")
+           "x numpy", "x jax_naive", "x torch", "x numba 1 core", "x numba 2 cores", "target",
+           "run")
 
 
 def _f(v, fmt):
@@ -54,7 +55,7 @@ def _row_cells(r):
     base = [r["workload"], impl, r["mode"], r["dtype"], str(r["trials"]), str(r["n"]),
             str(r["S"]), str(r["Q"]), str(r["T"])]
     if "error" in r:
-        return base + ["error (below)"] + [""] * (len(COLUMNS) - len(base) - 1)
+        return base + ["error (below)"] + [""] * (len(COLUMNS) - len(base) - 2) + [_run(r)]
     return base + [
         _f(r.get("compile_s"), ".2f"),
         _f(r.get("run_s"), ".3f"),
@@ -68,7 +69,12 @@ def _row_cells(r):
         _f(r.get("ratio_numba_1"), ".2f"),
         _f(r.get("ratio_numba_2"), ".2f"),
         r.get("status", ""),
+        _run(r),
     ]
+
+
+def _run(r):
+    return "—" if r.get("run") is None else str(r["run"])
 
 
 def markdown_table(rows, console: bool = False, columns=COLUMNS) -> str:
@@ -116,10 +122,16 @@ def _limit(t):
     return f"< {v:g} {unit}"
 
 
+def _runs(t):
+    """The runs of a target's rows: one number, or several (a ratio across runs)."""
+    runs = sorted({r for r in t.get("runs", ()) if r is not None})
+    return ", ".join(map(str, runs)) if runs else "—"
+
+
 def targets_table(targets) -> str:
-    lines = ["| target | measured | required | status |", "|---|---|---|---|"]
+    lines = ["| target | measured | required | status | run(s) |", "|---|---|---|---|---|"]
     for t in targets:
-        lines.append(f"| {t['name']} | {_value(t)} | {_limit(t)} | {t['status']} |")
+        lines.append(f"| {t['name']} | {_value(t)} | {_limit(t)} | {t['status']} | {_runs(t)} |")
     return "\n".join(lines)
 
 
@@ -161,12 +173,13 @@ def machine_section(m) -> str:
         f"- fedjax_abc at commit {_git(m.get('git'))}"
         + ("" if m.get("git_end") == m.get("git") else
            f" at the start, {_git(m.get('git_end'))} at the end (changed during the run)"),
-        f"- run on {m.get('date')}, {m.get('total_s', 0):.0f} s in all; load average (1, 5, 15 "
+        f"- run 0: on {m.get('date')}, {m.get('total_s', 0):.0f} s in all; load average (1, 5, 15 "
         f"min) {_load(m.get('loadavg_start'))} at the start, {_load(m.get('loadavg_end'))} at "
         f"the end",
-    ] + [f"- rerun at commit {_git(r.get('git'))} on {r.get('date')} ({r.get('cases')} cases, "
-         f"{r.get('total_s', 0):.0f} s), whose rows replace those of the runs above: {r.get('why')}"
-         for r in m.get("reruns", ())]
+    ] + [f"- run {r.get('run', i + 1)}: a rerun at commit {_git(r.get('git'))} on "
+         f"{r.get('date')} ({r.get('cases')} cases, {r.get('total_s', 0):.0f} s), whose rows "
+         f"replace those of the same cases above: {r.get('why')}"
+         for i, r in enumerate(m.get("reruns", ()))]
     return "\n".join(lines)
 
 
@@ -195,6 +208,9 @@ python benchmarks/report.py benchmarks/results/latest.json -o docs/performance.m
 python benchmarks/run.py --quick                    # tiny sizes, under a minute
 python benchmarks/run.py --only table2 --repeat 3   # one workload, at least 3 timed calls
 python benchmarks/run.py --only table2 --num-sampled 4 --impl fedjax_abc --impl numba
+# a partial run replaces the rows of its cases in the full file, as run k (below)
+python benchmarks/run.py --only fig1 --json partial.json
+python benchmarks/merge.py partial.json --why "the Fig. 1 rows after ..."
 python benchmarks/gpu.py --require-gpu    # on an accelerator: docs/performance_gpu.md
 ```
 
@@ -256,6 +272,10 @@ cases measured in the same run are comparable.
   2 cores, for every package row, pinned or not.
 - **target**: PASS / FAIL of the targets naming the row (compile time < 5 s for every
   package row).
+- **run**: the run that measured the row: 0 the full run, k the k-th rerun listed under
+  Machine (`benchmarks/merge.py`). The targets' **run(s)** column lists the runs of the
+  rows each one compares; a target over rows of several runs also compares the machine's
+  state at different times.
 """
 
 

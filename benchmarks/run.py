@@ -8,6 +8,7 @@ Run from the repository root::
     python benchmarks/run.py --only table2 --num-sampled 4 --impl fedjax_abc --impl numba
     python benchmarks/run.py --json benchmarks/results/latest.json
     python benchmarks/report.py benchmarks/results/latest.json -o docs/performance.md
+    python benchmarks/merge.py partial.json --why "..."   # a partial run into latest.json
 
 Every case runs in its own subprocess (``benchmarks/_worker.py``), so its peak memory is
 its own: the first call with key 1 compiles and runs, the next ones with new keys are timed
@@ -191,9 +192,11 @@ def add_ratios(rows):
 
 
 def _target(name, rows_used, value, limit, passed, unit=""):
+    """A target's record; ``runs``: which run measured each row used (see ``merge.py``)."""
     return dict(name=name, value=value, limit=limit, unit=unit,
                 status="not measured" if passed is None else ("PASS" if passed else "FAIL"),
-                rows=[None if r is None else r["id"] for r in rows_used])
+                rows=[None if r is None else r["id"] for r in rows_used],
+                runs=[None if r is None else r.get("run") for r in rows_used])
 
 
 def evaluate_targets(rows):
@@ -432,7 +435,7 @@ def run_cases(todo, *, passes: int, timeout: float, repeat: int = 1, info=None):
             else:
                 print(f"{what}: run {row['run_s']:.3f} s, {row['virtual_rate']:.3g} virtual "
                       "steps/s", file=sys.stderr, flush=True)
-    rows = [dict(best[c["id"]], run_s_passes=pass_times[c["id"]]) for c in todo]
+    rows = [dict(best[c["id"]], run_s_passes=pass_times[c["id"]], run=0) for c in todo]
     info["loadavg_end"] = os.getloadavg()
     info["git_end"] = git_state()
     if info["git_end"] != info["git"]:

@@ -157,3 +157,69 @@ def test_ratios_against_numba_match_mode_dtype_and_cores():
     assert (rows[1]["ratio_numba_1"], rows[1]["ratio_numba_2"]) == (None, 0.5)
     assert (rows[2]["ratio_numba_1"], rows[2]["ratio_numba_2"]) == (1.5, 0.75)
     assert rows[3]["ratio_numpy"] == 2.0 and rows[3]["ratio_numba_1"] is None
+
+
+def _bench_row(impl, mode, dtype, rate, id_, **extra):
+    case = dict(workload="table2", problem="huber27", n=40, d=1, S=4, Q=10, T=2000, trials=1000,
+                record_every=200, impl=impl, mode=mode, dtype=dtype)
+    case.update(extra)
+    return dict(case, id=id_, virtual_rate=rate, run_s=1.0 / rate, compile_s=None)
+
+
+def _bench_doc(rows, cpu="cpu A", quick=False):
+    return dict(machine=dict(cpu_model=cpu, cpu_count=2, date="d", git=None, total_s=1.0),
+                quick=quick, targets=[], results=rows)
+
+
+def test_merge_replaces_cases_numbers_runs_and_names_the_right_rows():
+    from benchmarks import merge, report
+
+    numba = _bench_row("numba_sampled", "sampled", "float64", 10.0, 0, cores=1)
+    old_pkg = _bench_row("fedjax_abc", "gather", "float64", 5.0, 1, cores=1)
+    other = _bench_row("numpy_sampled", "sampled", "float64", 1.0, 2, T=200)
+    full = _bench_doc([numba, old_pkg, other])
+    # the partial run numbers its rows from 0 too: id 0 is numba's id in the full file
+    new_pkg = _bench_row("fedjax_abc", "gather", "float64", 12.0, 0, cores=1)
+    added = _bench_row("fedjax_abc", "mask", "float64", 3.0, 1, cores=1)
+    partial = _bench_doc([new_pkg, added])
+    before = json.dumps([full, partial], sort_keys=True)
+
+    doc = merge.merge(full, partial, "the package rows after a change")
+    assert json.dumps([full, partial], sort_keys=True) == before  # inputs untouched
+    rows = doc["results"]
+    assert [(r["impl"], r["mode"], r["virtual_rate"]) for r in rows] == [
+        ("numba_sampled", "sampled", 10.0), ("fedjax_abc", "gather", 12.0),
+        ("numpy_sampled", "sampled", 1.0), ("fedjax_abc", "mask", 3.0)]
+    assert [r["id"] for r in rows] == [0, 1, 2, 3]
+    assert [r["run"] for r in rows] == [0, 1, 0, 1]
+    assert doc["machine"]["reruns"][-1]["run"] == 1
+    assert doc["machine"]["reruns"][-1]["why"] == "the package rows after a change"
+    name = ("Table II: gather float64 on 1 core(s) >= 1.0x numba_sampled "
+            "(fastest package configuration)")
+    (t,) = [t for t in doc["targets"] if t["name"] == name]
+    assert t["value"] == 12.0 / 10.0 and t["status"] == "PASS"
+    assert t["rows"] == [1, 0] and t["runs"] == [1, 0]
+    assert rows[1]["status"] == "PASS" and rows[0]["status"] == ""  # the package row, not numba's
+    assert rows[1]["ratio_numba_1"] == 12.0 / 10.0
+
+    text = report.render(doc)
+    assert f"| {name} | 1.20x | >= 1x | PASS | 0, 1 |" in text
+    assert "- run 1: a rerun at commit" in text and "the package rows after a change" in text
+
+    again = merge.merge(doc, _bench_doc([_bench_row("numba_sampled", "sampled", "float64", 24.0,
+                                                    0, cores=1)]), "numba again")
+    (t,) = [t for t in again["targets"] if t["name"] == name]
+    assert t["value"] == 0.5 and t["status"] == "FAIL" and t["runs"] == [1, 2]
+    assert [r["run"] for r in again["results"]] == [2, 1, 0, 1]
+
+
+def test_merge_refuses_other_machines_quick_sizes_and_no_reason():
+    from benchmarks import merge
+
+    full = _bench_doc([_bench_row("fedjax_abc", "mask", "float64", 1.0, 0)])
+    with pytest.raises(ValueError, match="another machine"):
+        merge.merge(full, _bench_doc([], cpu="cpu B"), "why")
+    with pytest.raises(ValueError, match="--quick"):
+        merge.merge(full, _bench_doc([], quick=True), "why")
+    with pytest.raises(ValueError, match="--why"):
+        merge.merge(full, _bench_doc([]), "  ")
