@@ -32,7 +32,6 @@ from benchmarks.workloads import cases  # noqa: E402
 LATEST = os.path.join(runner.REPO, "benchmarks", "results", "latest.json")
 # what must agree for two runs' rows to share one table
 SAME_MACHINE = ("cpu_model", "cpu_count", "device")
-_DERIVED = ("id", "status", "compile_ok")
 
 
 def case_fields() -> tuple:
@@ -77,15 +76,8 @@ def merge(full: dict, partial: dict, why: str) -> dict:
         rows.append(new.pop(case_key(r, fields), None) or dict(r, run=r.get("run", 0)))
     rows += new.values()
     for i, r in enumerate(rows):
-        for k in [k for k in r if k.startswith("ratio_") or k in _DERIVED]:
-            del r[k]
-        r["id"] = i
-    runner.add_ratios(rows)
-    targets, mem = runner.evaluate_targets(rows)
-    mem.pop("rows_used", None)
-    if out.get("quick"):
-        for t in targets:
-            t["status"] += " (quick sizes)"
+        r["id"] = i  # the ratios, statuses and compile_ok are all written again below
+    targets, mem = runner.evaluate(rows, quick=bool(out.get("quick")))
     out["results"], out["targets"] = rows, targets
     if mem.get("passed") is not None:
         out["memory"] = mem
@@ -107,9 +99,9 @@ def main(argv=None) -> int:
     except ValueError as e:
         ap.error(str(e))
     runner.write_json(args.into, doc)
-    replaced = len(partial["results"]) - (len(doc["results"]) - len(full["results"]))
-    print(f"{args.into}: {replaced} rows replaced, {len(doc['results']) - len(full['results'])} "
-          f"added (run {doc['machine']['reruns'][-1]['run']})")
+    added = len(doc["results"]) - len(full["results"])
+    print(f"{args.into}: {len(partial['results']) - added} rows replaced, {added} added "
+          f"(run {doc['machine']['reruns'][-1]['run']})")
     return 0
 
 

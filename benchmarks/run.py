@@ -445,14 +445,20 @@ def run_cases(todo, *, passes: int, timeout: float, repeat: int = 1, info=None):
     return rows, info
 
 
-def summarise(rows, info, *, quick: bool):
-    """Adds the ratios, evaluates the targets and prints the tables; returns (targets, memory)."""
+def evaluate(rows, *, quick: bool):
+    """Adds the ratios to the rows and evaluates the targets; returns (targets, memory)."""
     add_ratios(rows)
     targets, mem = evaluate_targets(rows)
     mem.pop("rows_used", None)
     if quick:  # the targets are defined on the full sizes
         for t in targets:
             t["status"] += " (quick sizes)"
+    return targets, mem
+
+
+def summarise(rows, info, *, quick: bool):
+    """:func:`evaluate`, and prints the tables; returns (targets, memory)."""
+    targets, mem = evaluate(rows, quick=quick)
     print_table(rows, targets)
     if mem.get("passed") is not None:
         print(f"\nmemory: peak at T={mem['T_high']} minus at T={mem['T_low']}: "

@@ -170,7 +170,7 @@ def _run_chunk(run: _Run, plan: Plan, c: int, bar: _Progress, resume: Optional[P
     state, first = _start(run.problem, run.algorithm, run.metrics, x_c, plan.groups)
     if resume is None or resume.state is None:
         first = list(first) + ([x_c] if run.record_x else [])
-        records = {name: () for name in names}
+        records = {}  # filled from the first segment's copy, with the records at t = 0
         next_segment = 0
     else:
         state, first = _checkpoint.restored(state, resume.state), []
