@@ -159,7 +159,8 @@ def test_complete_file_is_kept_and_returns_the_result(problem, tmp_path, monkeyp
     first = fa.simulate(problem, **kw, checkpoint=path)
     with np.load(path, allow_pickle=False) as z:
         assert json.loads(str(z["header"]))["complete"] is True
-    monkeypatch.setattr(_simulate, "_run_segment", lambda *a, **k: pytest.fail("ran again"))
+    for name in ("_run_segment", "_run_first"):
+        monkeypatch.setattr(_simulate, name, lambda *a, **k: pytest.fail("ran again"))
     assert_same(fa.simulate(problem, **kw, checkpoint=path), first)
 
 
@@ -190,7 +191,8 @@ def test_checkpoint_of_another_run_is_refused(problem, tmp_path, monkeypatch, ch
     path = tmp_path / "run.npz"
     with pytest.raises(KeyboardInterrupt):
         fa.simulate(problem, **kw, checkpoint=path, progress=stop_after(3))
-    monkeypatch.setattr(_simulate, "_run_segment", lambda *a, **k: pytest.fail("started"))
+    for name in ("_run_segment", "_run_first"):
+        monkeypatch.setattr(_simulate, name, lambda *a, **k: pytest.fail("started"))
     with pytest.raises(ValueError, match=r"written for another run: ") as err:
         fa.simulate(problem, **dict(kw, **change), checkpoint=path)
     message = str(err.value)

@@ -54,12 +54,12 @@ import fedjax_abc as fa, jax
 fa.use_cpu_cores(2)
 from fedjax_abc._engine import _simulate
 seen = []
-segment = _simulate._run_segment
+segment = _simulate._run_first  # a run of one segment: its only program
 def spy(problem, *args):
     arrays = [leaf for leaf in jax.tree_util.tree_leaves(problem) if isinstance(leaf, jax.Array)]
     seen.append(([len(a.sharding.device_set) for a in arrays], [id(a) for a in arrays]))
     return segment(problem, *args)
-_simulate._run_segment = spy
+_simulate._run_first = spy
 kw = dict(num_sampled=2, local_steps=2, stepsize=0.1, rounds=4, x0=1.0, trials=20,
           key=jax.random.key(1), mode="gather")
 small = fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=5.0)

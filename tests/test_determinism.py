@@ -88,6 +88,27 @@ def test_progress_segments_give_the_same_numbers():
     assert all(d1 < d2 for (d1, _), (d2, _) in zip(seen, seen[1:]))
 
 
+@pytest.mark.parametrize("problem, mode, dtype", [("table2", "gather", "float64"),
+                                                   ("quadratics", "mask", "float32")])
+def test_one_program_start_gives_the_same_numbers(problem, mode, dtype):
+    """A chunk of one segment starts inside the segment's program (x_0 broadcast there, the
+    ids made there); the records at t = 0 and after are those of the separate start, for a
+    shared x0 and for the same x0 given per trial, over chunks and from a first_trial."""
+    if problem == "table2":  # with the start's records reordered, t = 0's grad_norm_sq differs
+        p, S, x0 = fa.problems.huber_offsets(jax.random.key(0), n=40, d_max=200.0), 4, 10.0
+    else:
+        p, S, x0 = fa.problems.quadratics(jax.random.key(1), n=6, d=5), 2, 1.0
+    x0 = np.asarray(p.x_star) + x0
+    kw = dict(num_sampled=S, trials=11, trial_chunk=8, first_trial=5, mode=mode, dtype=dtype,
+              rounds=8, record_every=2, metrics={"sq": lambda x: (x * x).sum()})
+    one = run(p, x0=x0, **kw)
+    rows = run(p, x0=np.tile(x0, (11, 1)), **kw)
+    segmented = run(p, x0=x0, progress=lambda *a: None, **kw)  # start, then 4 segments
+    for other in (rows, segmented):
+        assert_same(one, other)
+        np.testing.assert_array_equal(one.metrics["sq"], other.metrics["sq"])
+
+
 def test_x0_per_trial():
     """x0 of shape (trials, d): trial r starts from x0[r] (exact oracle, so x_T depends on x0 only)."""
     p = offsets_problem()

@@ -205,7 +205,7 @@ def _kw(**changes):
 ])
 def test_simulate_rejects_before_the_run(monkeypatch, changes, match):
     entered = []
-    for attr in ("_run_segment", "_start"):
+    for attr in ("_run_segment", "_start", "_run_first"):
         original = getattr(_simulate, attr)
         monkeypatch.setattr(_simulate, attr,
                             lambda *a, _o=original, _n=attr, **k: (entered.append(_n), _o(*a, **k))[1])

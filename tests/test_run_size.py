@@ -32,7 +32,7 @@ def no_work(monkeypatch):
     def refuse(name):
         return lambda *a, **k: pytest.fail(f"{name} called before the size was refused")
 
-    for name in ("stepsize_array", "_run_segment", "_start"):
+    for name in ("stepsize_array", "_run_segment", "_start", "_run_first"):
         monkeypatch.setattr(_simulate, name, refuse(name))
 
 

@@ -83,6 +83,8 @@ SHARD_SCRIPT = textwrap.dedent("""
         r = dict(one_device=_identical(sharded, one), used=sharded.config["devices"])
         if (name, mode, algorithm) == ("eq27", "mask", None):  # chunks of 3, padded to 4
             r["chunked"] = _identical(sharded, fa.simulate(p, trial_chunk=3, **kw))
+        if algorithm is None and name != "quadratics":  # a start, then a segment per block
+            r["segmented"] = _identical(sharded, fa.simulate(p, progress=lambda *a: None, **kw))
         out[" ".join((name, mode, type(algorithm).__name__))] = r
     print("@@" + json.dumps(out))
 """)
@@ -124,15 +126,18 @@ def test_sharding_over_two_devices_is_bit_identical(two_devices):
         assert len(r["used"]) == 2, (case, r["used"])  # trials really were sharded
         assert all(r["one_device"].values()), (case, r["one_device"])
         assert all(r.get("chunked", {}).values()), (case, r["chunked"])
+        assert all(r.get("segmented", {}).values()), (case, r["segmented"])
 
 
 def test_each_device_runs_its_own_trials_without_collectives(two_devices):
     _, programs = two_devices
     sharded = {name: text for name, text in programs.items() if "num_partitions=2" in text}
-    # the segments and the starts (state and records at t = 0) of every case above (not only
-    # one-device runs)
+    # the segments of every case above (not only one-device runs); a chunk of one segment
+    # starts in it (state and records at t = 0, the trials' ids and x_0 made on the devices),
+    # a chunk of several in a program of its own
     assert sum("segment" in name for name in sharded) >= 6, sorted(programs)
-    assert any("start" in name for name in sharded), sorted(programs)
+    assert any("first_segment" in name for name in sharded), sorted(programs)
+    assert any("start" in name and "segment" not in name for name in sharded), sorted(programs)
     for name, text in sharded.items():
         found = [op for op in COLLECTIVES if f" {op}(" in text or f" {op}-start(" in text]
         assert not found, (name, found)

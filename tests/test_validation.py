@@ -44,7 +44,7 @@ def nothing_compiled(monkeypatch, allow_eager_ops=False):
         if name in ("/jax/core/compile/backend_compile_duration", "/jax/core/compile/jaxpr_trace_duration"):
             events.append(name)
 
-    for attr in ("_run_segment", "_start"):
+    for attr in ("_run_segment", "_start", "_run_first"):
         original = getattr(_simulate, attr)
         monkeypatch.setattr(_simulate, attr,
                             lambda *a, _o=original, _n=attr, **k: (entered.append(_n), _o(*a, **k))[1])

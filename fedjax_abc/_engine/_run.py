@@ -78,6 +78,7 @@ class Run:
     metric_names: tuple = ()  # the user metrics' names and functions, in the order given
     metrics: tuple = ()
     generator: str = "threefry"
+    key_words: tuple = ()  # the key's two uint32 words, as ints
 
     @property
     def record_names(self) -> tuple:
@@ -166,6 +167,7 @@ def checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key
         raise ValueError("key must be a threefry2x32 key (the default, jax.random.key(seed)); "
                          f"got a {jax.random.key_impl(key)} key")
     remembered(check_components, (problem, oracle, sampler), Q, dtype)
+    key_words = remembered(_key_data, (key,))
     devices = _resolve_devices(devices)
     jdtype = DTYPES[dtype]
     metric_names, metric_fns = check_metrics(metrics, d, jdtype)
@@ -179,7 +181,7 @@ def checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key
         algorithm=describe(algorithm), local_steps=Q, rounds=T, trials=R, record_every=k,
         mode=mode, dtype=dtype, trial_chunk=chunk,
         stepsize=float(alphas[0]) if np.all(alphas == alphas[0]) else "schedule",
-        key=list(remembered(_key_data, (key,))), devices=[str(dv) for dv in devices],
+        key=list(key_words), devices=[str(dv) for dv in devices],
         jax_version=jax.__version__,
     )
     if first_trial:
@@ -194,7 +196,7 @@ def checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key
         algorithm=remembered(cast_floating, (algorithm,), jdtype), alphas=alphas, x0=x0, key=key,
         local_steps=Q, rounds=T, trials=R, record_every=k, mode=mode, dtype=jdtype, chunk=chunk,
         record_x=record_x, devices=devices, config=config, first_trial=first_trial,
-        metric_names=metric_names, metrics=metric_fns, generator=generator)
+        metric_names=metric_names, metrics=metric_fns, generator=generator, key_words=key_words)
 
 
 @functools.lru_cache(maxsize=64)

@@ -97,6 +97,38 @@ def _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0, ste
 _run_segment = flat_jit(_segment)
 
 
+def _first_segment(problem, oracle, sampler, algorithm, x0, ints, stepsizes, local_steps, mode,
+                   record_x, per_record, metrics, generator, client_block, per_call, sharding):
+    """:func:`_start` and the first :func:`_segment` of a chunk as one program: ``(state,
+    records at t = 0 (x_0 too where record_x), the segment's records)``.
+
+    A call then passes two small host arrays, where the two programs take the trials' ids
+    and x_0 copied to the devices, the key and the stepsizes: on two CPU devices every host
+    or single-device argument is a copy to each device at every call, 0.05-0.1 ms apiece.
+    ``ints`` = (the key's two words, the chunk's first trial id) as uint32; ``x0`` is either
+    one starting point (d,), shared by every trial, or the chunk's (per_call, d), sharded.
+    The ids and the broadcast x_0 are made on the devices, laid out as ``sharding``; the
+    same numbers as the two programs.
+    """
+    ids = ints[2].astype(jnp.int32) + jnp.arange(per_call, dtype=jnp.int32)
+    x_c = jnp.broadcast_to(x0, (per_call,) + x0.shape) if x0.ndim == 1 else x0
+    groups = len(sharding.device_set)
+    if groups > 1:
+        ids, x_c = jax.lax.with_sharding_constraint((ids, x_c), sharding)
+    # seen through, a broadcast x_0 lets XLA reorder the sums of the records at t = 0
+    x_c = jax.lax.optimization_barrier(x_c)
+    state = _round.init_state(algorithm, x_c, problem.num_clients)
+    first = _record_trials(problem, metrics, x_c, groups)
+    key = jax.random.wrap_key_data(ints[:2], impl="threefry2x32")
+    state, records = _segment(problem, oracle, sampler, algorithm, state, ids, key, 0, stepsizes,
+                              local_steps, mode, record_x, per_record, metrics, generator,
+                              client_block, groups)
+    return state, first + ((x_c,) if record_x else ()), records
+
+
+_run_first = flat_jit(_first_segment)
+
+
 def _put(values: Sequence[np.ndarray], dtypes: Sequence, sharding) -> list:
     """Host arrays onto the trials' sharding, cast on the host and copied in one call (over
     other processes' devices too, from the same values in every process)."""
@@ -150,6 +182,23 @@ def _host(arrays: Sequence[jax.Array]) -> list:
     return [np.asarray(multihost_utils.process_allgather(a, tiled=True)) for a in arrays]
 
 
+def _first_x0(run: _Run, plan: Plan, start: int):
+    """x_0 of chunk ``start`` for :func:`_first_segment`: the shared starting point (d,) in
+    the run's dtype, or the chunk's rows (padded with its first) copied to the devices."""
+    if run.x0.strides[0] == 0:  # one x0 broadcast to every trial (checked)
+        return run.x0[0].astype(run.dtype)
+    return _put([_chunk_rows(run, plan, start)], [run.dtype], plan.sharding)[0]
+
+
+def _chunk_rows(run: _Run, plan: Plan, start: int) -> np.ndarray:
+    """x_0 of the chunk's trials from ``start``, padded to ``plan.per_call`` with its first."""
+    m = min(run.chunk, run.trials - start)
+    x_c = np.zeros((plan.per_call, run.x0.shape[1]))
+    x_c[:m] = run.x0[start:start + m]
+    x_c[m:] = run.x0[start]
+    return x_c
+
+
 def _run_chunk(run: _Run, plan: Plan, c: int, bar: _Progress, resume: Optional[Position] = None,
                commit: Optional[Callable[[Position], None]] = None) -> dict:
     """Chunk c: trials c * chunk ... (padded to plan.per_call), segment by segment.
@@ -159,32 +208,37 @@ def _run_chunk(run: _Run, plan: Plan, c: int, bar: _Progress, resume: Optional[P
     chunk's kept records, x_final too.
     """
     start = c * run.chunk
-    stop = min(start + run.chunk, run.trials)
-    m = stop - start
-    x_c = np.zeros((plan.per_call, run.x0.shape[1]))
-    x_c[:m] = run.x0[start:stop]
-    x_c[m:] = run.x0[start]
-    ids, x_c = _put([np.arange(run.first_trial + start, run.first_trial + start + plan.per_call),
-                     x_c], [np.int32, run.dtype], plan.sharding)
+    m = min(run.chunk, run.trials - start)
     names = run.record_names
-    state, first = _start(run.problem, run.algorithm, run.metrics, x_c, plan.groups)
-    if resume is None or resume.state is None:
-        first = list(first) + ([x_c] if run.record_x else [])
-        records = {}  # filled from the first segment's copy, with the records at t = 0
-        next_segment = 0
-    else:
-        state, first = _checkpoint.restored(state, resume.state), []
-        records = dict(resume.records)
-        next_segment = resume.segment
     segments = plan.segments()
+    records, next_segment = {}, 0  # records filled from the first segment's copy (t = 0 too)
+    if len(segments) == 1 and (resume is None or resume.state is None):
+        state = ids = None  # the start runs in the segment's program (_first_segment)
+    else:
+        ids, x_c = _put([np.arange(run.first_trial + start,
+                                   run.first_trial + start + plan.per_call),
+                         _chunk_rows(run, plan, start)], [np.int32, run.dtype], plan.sharding)
+        state, first = _start(run.problem, run.algorithm, run.metrics, x_c, plan.groups)
+        first = list(first) + ([x_c] if run.record_x else [])
+        if resume is not None and resume.state is not None:
+            state, first = _checkpoint.restored(state, resume.state), []
+            records, next_segment = dict(resume.records), resume.segment
     x_final = None
     for i in range(next_segment, len(segments)):
         seg = segments[i]
         alphas = run.alphas[seg.start: seg.stop].reshape(seg.blocks, seg.block).astype(run.dtype)
-        state, rec = _run_segment(run.problem, run.oracle, run.sampler, run.algorithm, state,
-                                  ids, run.key, np.int32(seg.start), alphas,
-                                  run.local_steps, run.mode, run.record_x, seg.per_record,
-                                  run.metrics, run.generator, plan.client_block, plan.groups)
+        if state is None:  # the chunk's only segment
+            state, first, rec = _run_first(
+                run.problem, run.oracle, run.sampler, run.algorithm, _first_x0(run, plan, start),
+                np.array(run.key_words + (run.first_trial + start,), np.uint32), alphas,
+                run.local_steps, run.mode, run.record_x, seg.per_record, run.metrics,
+                run.generator, plan.client_block, plan.per_call, plan.sharding)
+            first = list(first)
+        else:
+            state, rec = _run_segment(run.problem, run.oracle, run.sampler, run.algorithm, state,
+                                      ids, run.key, np.int32(seg.start), alphas,
+                                      run.local_steps, run.mode, run.record_x, seg.per_record,
+                                      run.metrics, run.generator, plan.client_block, plan.groups)
         # one copy to the host per segment: the records at t = 0 with the first segment's,
         # the final iterates with the last's
         last = i == len(segments) - 1
