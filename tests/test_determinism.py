@@ -68,6 +68,17 @@ def test_trial_does_not_depend_on_its_neighbours(mode, dtype):
             np.testing.assert_array_equal(getattr(a, name), getattr(b, name)[:3], err_msg=name)
 
 
+def test_records_of_a_model_with_several_entries_do_not_depend_on_the_neighbours():
+    """f(x) sums over d inside a client's loss: vmapped over all the trials, XLA vectorises
+    that sum by their number, and the gap of the same x_t differed in its last bits (d = 10,
+    n = 20; 3 trials against 21). Records of models with d > 1 go 8 trials at a time."""
+    p = fa.problems.quadratics(jax.random.key(1), n=20, d=10)
+    a = run(p, num_sampled=4, trials=3, mode="gather", x0=p.x_star + 1.0)
+    b = run(p, num_sampled=4, trials=21, mode="gather", x0=p.x_star + 1.0)
+    for name in ("x", "gap", "grad_norm_sq", "x_final"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name)[:3], err_msg=name)
+
+
 def test_trial_chunk_gives_the_same_numbers():
     p = offsets_problem()
     a = run(p, num_sampled=3, trials=10)
