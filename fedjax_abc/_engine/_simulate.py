@@ -102,9 +102,10 @@ def _first_segment(problem, oracle, sampler, algorithm, x0, ints, stepsizes, loc
     """:func:`_start` and the first :func:`_segment` of a chunk as one program: ``(state,
     records at t = 0 (x_0 too where record_x), the segment's records)``.
 
-    A call then passes two small host arrays, where the two programs take the trials' ids
-    and x_0 copied to the devices, the key and the stepsizes: on two CPU devices every host
-    or single-device argument is a copy to each device at every call, 0.05-0.1 ms apiece.
+    A call then passes three small host arrays (x_0, ``ints``, the stepsizes), where the two
+    programs take five (the trials' ids and x_0, the key, t0, the stepsizes): on two CPU
+    devices every host or single-device argument is a copy to each device at every call,
+    0.05-0.1 ms apiece.
     ``ints`` = (the key's two words, the chunk's first trial id) as uint32; ``x0`` is either
     one starting point (d,), shared by every trial, or the chunk's (per_call, d), sharded.
     The ids and the broadcast x_0 are made on the devices, laid out as ``sharding``; the
@@ -318,8 +319,10 @@ def simulate(
       trials: number of independent trials (>= 1). Each device runs a multiple of 8
         (float64) or 16 (float32) trials, the extra ones discarded: trial r's numbers are
         then the same bit for bit whatever the number of trials, the chunks or the devices
-        (with one known exception: an autodiff model, the MLP, in ``gather`` mode with few
-        slots, where XLA may pick a matrix kernel by the batch's size; to rounding there).
+        (known exceptions, to rounding: an autodiff model, the MLP, in ``gather`` mode with
+        few slots, where XLA may pick a matrix kernel by the batch's size; in ``mask`` mode,
+        a loss summing over d > 1 entries inside the local steps, as the quadratics' with
+        d = 10 and n = 20, whose x_T differ in the last bit between 3 and 21 trials).
       key: a JAX PRNG key of the default threefry2x32 generator; trial r uses
         ``fold_in(key, r)`` whatever the number of trials.
       record_every: k, recording t = 0, k, ..., T; must divide T. Default: about 1000
