@@ -48,11 +48,13 @@ from fedjax_abc._problems._samplers import AbstractSampler
 
 __all__ = ["simulate", "stepsize_array"]
 
-@flat_jit
-def _start(problem, algorithm, metrics, x0, groups=1):
+def _start_state(problem, algorithm, metrics, x0, groups=1):
     """The state at t = 0 of trials started at x0 (R, d), and their records at t = 0."""
     return (_round.init_state(algorithm, x0, problem.num_clients),
             _record_trials(problem, metrics, x0, groups))
+
+
+_start = flat_jit(_start_state)
 
 
 def _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0, stepsizes,
@@ -99,7 +101,7 @@ _run_segment = flat_jit(_segment)
 
 def _first_segment(problem, oracle, sampler, algorithm, x0, ints, stepsizes, local_steps, mode,
                    record_x, per_record, metrics, generator, client_block, per_call, sharding):
-    """:func:`_start` and the first :func:`_segment` of a chunk as one program: ``(state,
+    """:func:`_start_state` and the first :func:`_segment` of a chunk as one program: ``(state,
     records at t = 0 (x_0 too where record_x), the segment's records)``.
 
     A call then passes three small host arrays (x_0, ``ints``, the stepsizes), where the two
@@ -118,8 +120,7 @@ def _first_segment(problem, oracle, sampler, algorithm, x0, ints, stepsizes, loc
         ids, x_c = jax.lax.with_sharding_constraint((ids, x_c), sharding)
     # seen through, a broadcast x_0 lets XLA reorder the sums of the records at t = 0
     x_c = jax.lax.optimization_barrier(x_c)
-    state = _round.init_state(algorithm, x_c, problem.num_clients)
-    first = _record_trials(problem, metrics, x_c, groups)
+    state, first = _start_state(problem, algorithm, metrics, x_c, groups)
     key = jax.random.wrap_key_data(ints[:2], impl="threefry2x32")
     state, records = _segment(problem, oracle, sampler, algorithm, state, ids, key, 0, stepsizes,
                               local_steps, mode, record_x, per_record, metrics, generator,

@@ -27,14 +27,14 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from fedjax_abc._algorithms._base import AbstractAlgorithm
 from fedjax_abc._algorithms._fedavg import FedAvg
-from fedjax_abc._engine import _memory, _round
+from fedjax_abc._engine import _memory
 from fedjax_abc._engine._plan import closed_form_gradient, make_plan
 from fedjax_abc._engine._result import SimResult, SweepResult
 from fedjax_abc._engine._progress import Progress as _Progress
 from fedjax_abc._engine._run import Run as _Run
 from fedjax_abc._engine._run import checked as _checked
 from fedjax_abc._engine._run import describe as _describe
-from fedjax_abc._engine._simulate import _assemble, _record_trials, _segment, _warn_divergence
+from fedjax_abc._engine._simulate import _assemble, _segment, _start_state, _warn_divergence
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._problems._samplers import AbstractSampler
@@ -207,8 +207,7 @@ def _grid_segment(axes, problem, oracle, sampler, algorithm, state, trial_ids, k
 def _grid_start(axes, problem, algorithm, x0, metrics, groups):
     """The grid's states at t = 0 and records at t = 0; x0: (G, m, d)."""
     def one(problem, algorithm, x):
-        state = _round.init_state(algorithm, x, problem.num_clients)
-        return state, _record_trials(problem, metrics, x, groups)
+        return _start_state(problem, algorithm, metrics, x, groups)
 
     return eqx.filter_vmap(one, in_axes=(axes[0], axes[3], 0))(problem, algorithm, x0)
 
