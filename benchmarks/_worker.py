@@ -306,7 +306,7 @@ def main(argv=None):
     if case.get("cpu_devices"):  # before any JAX computation
         import fedjax_abc as fa
 
-        fa.use_cpu_cores(case["cpu_devices"], native_loops=case.get("native_loops", False))
+        fa.use_cpu_cores(case["cpu_devices"], native_loops=case.get("native_loops"))
     out = run_case(case)
     if case.get("cores"):
         out["cpus_pinned"] = sorted(os.sched_getaffinity(0))

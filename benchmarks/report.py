@@ -52,6 +52,8 @@ def _row_cells(r):
         impl += f" on {r['cpu_devices']} CPU devices"
     if r.get("native_loops"):
         impl += ", native loops"
+    elif r.get("native_loops") is False:
+        impl += ", loops as calls"
     base = [r["workload"], impl, r["mode"], r["dtype"], str(r["trials"]), str(r["n"]),
             str(r["S"]), str(r["Q"]), str(r["T"])]
     if "error" in r:
@@ -255,10 +257,12 @@ cases measured in the same run are comparable.
   process pinned to them, as many threads); **compile s** is Numba's JIT compilation, out
   of the run time as XLA's is. Rows "on 1 core" are the package with its process pinned to
   one core before JAX starts (XLA's thread pool then has one thread). Rows "on N CPU
-  devices" call `fa.use_cpu_cores(N)` first: N devices that share the trials; with "native
-  loops", `fa.use_cpu_cores(N, native_loops=True)`, whose devices compile their small loops
-  as one native function (`fedjax_abc/_engine/_xla_loops.py`); "on 1 core on 1 CPU
-  devices" is that setting pinned to one core.
+  devices" call `fa.use_cpu_cores(N)` first: N devices that share the trials, whose small
+  loops compile as one native function (`fedjax_abc/_engine/_xla_loops.py`), its default
+  on more than one device since run 13 (earlier runs' rows ran them as calls); "loops as
+  calls" is `fa.use_cpu_cores(N, native_loops=False)`; "native loops" names
+  `native_loops=True`, and "on 1 core on 1 CPU devices" is that setting pinned to one
+  core.
 - Baselines run fewer rounds than the package (T column; {baseline_rounds}); throughput is
   compared per client-step, so T only sets the length of a measurement.
 - **x numpy** / **x jax_naive**: the package's virtual client-steps/s divided by the

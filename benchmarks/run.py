@@ -147,7 +147,7 @@ def learning_targets(rows):
     for dtype in ("float64", "float32"):
         for mode in ("mask", "gather"):
             row = _find(rows, workload="learning", impl="fedjax_abc", mode=mode, dtype=dtype,
-                        cpu_devices=ncores)
+                        cpu_devices=ncores, native_loops=None)
             for base, limit, key in (("NumPy", 5, "ratio_numpy"), ("PyTorch", 1, "ratio_torch")):
                 v = row.get(key) if row else None
                 if base == "PyTorch" and v is None:
@@ -291,9 +291,9 @@ def numba_targets(rows):
                                    v, 1.0, None if v is None else v >= 1.0, "x"))
     for dtype in ("float64", "float32"):
         one = _find(rows, impl="fedjax_abc", mode="gather", dtype=dtype, cores=1, generator=None,
-                    cpu_devices=None, **shape)
+                    cpu_devices=None, native_loops=None, **shape)
         two = _find(rows, impl="fedjax_abc", mode="gather", dtype=dtype, cores=None,
-                    cpu_devices=ncores, generator=None, **shape)
+                    cpu_devices=ncores, generator=None, native_loops=None, **shape)
         v = two["virtual_rate"] / one["virtual_rate"] if one and two else None
         out.append(_target(f"Table II: gather {dtype} on {ncores} cores (one CPU device each) "
                            f">= {TWO_CORE_SPEEDUP:g}x on one core", [two, one], v,

@@ -8,7 +8,7 @@ installed), mode
 ("huber27", "softplus_huber", "quadratics", "synthetic11": softmax regression on
 Synthetic(1, 1) with a mini-batch oracle, ``batch`` rows), n, d, S, Q, T, trials,
 record_every; optionally cpu_devices (the package on that many CPU devices,
-``fa.use_cpu_cores``; native_loops: its ``native_loops``), generator (the package's random
+``fa.use_cpu_cores``; native_loops: its ``native_loops``, absent for its default), generator (the package's random
 words) and cores (the worker is pinned to that many cores before it imports JAX or Numba; a
 Numba baseline runs that many threads).
 
@@ -101,9 +101,10 @@ def pinned_package_cases(workload, problem, n, S, Q, T, trials, *, dtypes=("floa
 
 def multicore_package_cases(workload, problem, n, S, Q, T, trials, *,
                             dtypes=("float64", "float32"), modes=("mask", "gather")):
-    """The package on one CPU device per core (``fa.use_cpu_cores``), and with the
-    "splitmix" generator on one core, on every core and on one core as one CPU device, these
-    two with ``native_loops`` (when the machine has two or more cores)."""
+    """The package on one CPU device per core (``fa.use_cpu_cores``: native loops, its
+    default there) and with its loops run as XLA's calls (``native_loops=False``), and with
+    the "splitmix" generator on one core, on every core and on one core as one CPU device,
+    these two with ``native_loops`` (when the machine has two or more cores)."""
     cores = usable_cores()
     if cores < 2:
         return []
@@ -112,6 +113,7 @@ def multicore_package_cases(workload, problem, n, S, Q, T, trials, *,
         for mode in modes:
             shape = (workload, "fedjax_abc", mode, dtype, problem, n, S, Q, T, trials)
             out.append(_case(*shape, cpu_devices=cores))
+            out.append(_case(*shape, cpu_devices=cores, native_loops=False))
             out.append(_case(*shape, cores=1, generator="splitmix"))
             out.append(_case(*shape, cpu_devices=cores, generator="splitmix", native_loops=True))
             out.append(_case(*shape, cores=1, cpu_devices=1, generator="splitmix",
@@ -202,8 +204,8 @@ def cases(quick: bool = False, only=None):
 
 
 def learning_cases(quick: bool):
-    """Package (mask, gather; one device and one CPU device per core) and NumPy / PyTorch
-    baselines, float64 and float32."""
+    """Package (mask, gather; one device, and one CPU device per core with native loops and
+    with loops as calls) and NumPy / PyTorch baselines, float64 and float32."""
     L = dict(LEARNING)
     T, bT, R = (4, 2, 16) if quick else (L["T"], BASELINE_ROUNDS["learning"], L["trials"])
     common = dict(n=L["n"], S=L["S"], Q=L["Q"], trials=R, d=L["d"], batch=L["batch"])
@@ -215,8 +217,10 @@ def learning_cases(quick: bool):
             out.append(_case("learning", "fedjax_abc", mode, dtype, "synthetic11", T=T,
                              record_every=T, **common))
             if cores >= 2:  # one CPU device per core, as fa.use_cpu_cores() and the CLI run
-                out.append(_case("learning", "fedjax_abc", mode, dtype, "synthetic11", T=T,
-                                 record_every=T, cpu_devices=cores, **common))
+                for native in (None, False):  # the default (native loops), loops as calls
+                    extra = {} if native is None else {"native_loops": native}
+                    out.append(_case("learning", "fedjax_abc", mode, dtype, "synthetic11", T=T,
+                                     record_every=T, cpu_devices=cores, **common, **extra))
         for bmode in ("all", "sampled"):
             out.append(_case("learning", "numpy_softmax", bmode, dtype, "synthetic11", T=bT,
                              **common))

@@ -36,17 +36,23 @@ def test_set_loop_flags():
     assert env["XLA_FLAGS"] == loop_flags("", LOOP_BYTES)
 
 
-def test_native_loops_must_be_a_bool():
-    with pytest.raises(ValueError, match="native_loops must be True or False"):
-        fa.use_cpu_cores(1, native_loops="yes")
+@pytest.mark.parametrize("bad", ["yes", 1, 0])
+def test_native_loops_must_be_a_bool_or_none(bad):
+    with pytest.raises(ValueError, match="native_loops must be True, False or None"):
+        fa.use_cpu_cores(1, native_loops=bad)
 
 
 # A loop of 8 kB per iteration: over XLA's default limit (1 kB), under the package's. Then a
 # run of both modes whose bits the parent compares with its own (default XLA settings).
 SCRIPT = """
 import sys, fedjax_abc as fa, jax, jax.numpy as jnp, numpy as np
-if sys.argv[1] != "plain":
-    fa.use_cpu_cores(1, native_loops=sys.argv[1] == "native")
+how = sys.argv[1]
+if how in ("native", "cores"):
+    fa.use_cpu_cores(1, native_loops=how == "native")
+elif how == "calls2":
+    fa.use_cpu_cores(2, native_loops=False)
+elif how.startswith("default"):  # default1, default2: native loops on more than one device
+    fa.use_cpu_cores(int(how[-1]))
 f = jax.jit(lambda x: jax.lax.scan(lambda c, _: (jnp.sqrt(c) + 1.0, None), x, None, 100)[0])
 print("native" if "xla_cpu_small_call" in f.lower(jnp.ones(1000)).compile().as_text() else "calls")
 
@@ -76,12 +82,13 @@ def here():
 
 
 @pytest.mark.parametrize("how, expected", [
-    ("native", "native"), ("cores", "calls"), ("plain", "calls")])
+    ("native", "native"), ("cores", "calls"), ("plain", "calls"), ("default2", "native"),
+    ("default1", "calls"), ("calls2", "calls")])
 def test_native_loops_compiled_as_one_function_same_numbers(how, expected, here):
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     out = subprocess.run([sys.executable, "-c", SCRIPT, how], capture_output=True, text=True,
                          timeout=300, check=True, env=env).stdout.split()
     assert out[0] == expected
-    if how == "native":  # the layout copy of a gathered loop invariant is a bitcast
+    if expected == "native":  # the layout copy of a gathered loop invariant is a bitcast
         assert out[1] == "in-place"
     assert out[2:] == here

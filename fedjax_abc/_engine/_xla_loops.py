@@ -6,15 +6,17 @@ mode at Table II's size does only tens of microseconds of arithmetic, so this ov
 large part of its time. XLA can instead compile a loop whose iteration moves less than a
 byte limit into one native function (its ``xla_cpu_small_while_loop_byte_threshold``
 option, 1 kB by default); that function runs on one core, where a sequence of calls can
-spread each large operation over all of them. ``fa.use_cpu_cores(native_loops=True)``,
-which gives every core its own device, raises the limit to :data:`LOOP_BYTES` per
-iteration unless ``XLA_FLAGS`` already sets the option. XLA reads ``XLA_FLAGS`` once, when
-JAX starts its backend. The option changes how loops are executed, not what they compute:
-results are the same bits (tested).
+spread each large operation over all of them. ``fa.use_cpu_cores()``, which gives every
+core its own device, raises the limit to :data:`LOOP_BYTES` per iteration when it makes
+more than one device (``native_loops=None``; ``True`` or ``False`` choose), unless
+``XLA_FLAGS`` already sets the option. XLA reads ``XLA_FLAGS`` once, when JAX starts its
+backend. The option changes how loops are executed, not what they compute: results are
+the same bits (tested).
 
-Measured on Table II's workload (``docs/performance.md``), it pays with the ``"splitmix"``
-generator (``gather`` mode 1.4x to 1.9x faster) and costs with Threefry (``gather`` mode
-0.8x), whose hash XLA compiles less well this way; hence it is not the default.
+On several devices a native loop also keeps each device's work on its own thread: run as
+calls, XLA splits a large operation into tasks on the thread pool that all devices share
+(:mod:`~fedjax_abc._engine._cores`). On one device it gives up XLA's spreading of large
+operations over the cores, so it is not the default there.
 
 The same flags turn off XLA:CPU's tiled emitter for copies (``xla_cpu_disable_tiled_emitter``).
 It wraps a copy that changes an array's layout in a fusion of its own before the copies
