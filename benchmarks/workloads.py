@@ -8,9 +8,9 @@ installed), mode
 ("huber27", "softplus_huber", "quadratics", "synthetic11": softmax regression on
 Synthetic(1, 1) with a mini-batch oracle, ``batch`` rows), n, d, S, Q, T, trials,
 record_every; optionally cpu_devices (the package on that many CPU devices,
-``fa.use_cpu_cores``; native_loops: its ``native_loops``, absent for its default), generator (the package's random
-words) and cores (the worker is pinned to that many cores before it imports JAX or Numba; a
-Numba baseline runs that many threads).
+``fa.use_cpu_cores``; native_loops: its ``native_loops``, absent for its default),
+generator (the package's random words) and cores (the worker is pinned to that many cores
+before it imports JAX or Numba; a Numba baseline runs that many threads).
 
 Baselines run fewer rounds than the package where noted (``BASELINE_ROUNDS``): throughput
 is compared per client-step, so T only sets how long a measurement lasts.

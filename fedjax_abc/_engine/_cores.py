@@ -3,18 +3,19 @@
 JAX's CPU backend is one device by default. XLA spreads a large array operation over the
 cores by itself (``mask`` mode), but ``gather`` mode's small per-round operations run on
 one; as several CPU devices, each runs its share of the trials on its own core, with no
-exchange between devices during a run. Results do not depend on the number of devices.
+exchange between devices during a run, and the same results as on one device
+(``simulate``'s docstring lists the known exceptions).
 
 With more than one device, loops that move under 4 MiB per iteration are compiled as one
 native function by default (``native_loops``, see :mod:`~fedjax_abc._engine._xla_loops`).
 Run as XLA's sequence of calls per iteration, a loop's operations execute on a thread pool
-that every device shares, and XLA splits an operation it rates as more than about 100 us of
-work into tasks on that pool (the Threefry hash of a round's 4 x 504 sampler words on Table
-II's workload); with every core busy with a device, a device's round then waits for the
-other devices' tasks. On Table II's workload (1000 trials, float64, two devices) ``gather``
-mode's calls ran at 0.104-0.14 s per call, varying from call to call, against 0.19 s on
-one core; with native loops, 0.092-0.10 s. A native loop runs on its device's thread, and
-the numbers are the same bits either way.
+that every device shares, and XLA splits the operations its cost model rates as large into
+tasks on that pool (on Table II's workload, the Threefry hash of a round's 4 x 504 sampler
+words); with every core busy with a device, a device's round then waits for the others'
+tasks. Table II's workload (1000 trials, float64, two devices) took 0.124 s per call with
+its loops as calls (0.107-0.16 s from call to call in one process) and 0.099 s with native
+loops (benchmark run 13), against 0.19-0.22 s on one core. A native loop runs on
+its device's thread; the numbers are the same bits either way.
 """
 
 from __future__ import annotations
