@@ -391,9 +391,12 @@ def main(argv=None):
     if passes < 1:
         ap.error("--passes must be at least 1")
 
-    todo = [c for c in cases(quick=args.quick, only=args.only)
+    chosen = cases(quick=args.quick, only=args.only)
+    todo = [c for c in chosen
             if (not args.impl or c["impl"].startswith(tuple(args.impl)))
             and (not args.S or c["S"] in args.S)]
+    for w in left_out(chosen, todo):
+        print(f"warning: no {w} case left after --impl / --num-sampled", file=sys.stderr)
     rows, info = run_cases(todo, passes=passes,
                            timeout=args.timeout, repeat=args.repeat)
     targets, mem = summarise(rows, info, quick=args.quick)
@@ -403,6 +406,12 @@ def main(argv=None):
                                    baseline_rounds=BASELINE_ROUNDS, targets=targets, memory=mem,
                                    results=rows))
     return 1 if any("error" in r for r in rows) else 0
+
+
+def left_out(chosen, todo) -> list:
+    """The workloads of ``chosen`` (cases) of which ``todo`` keeps no case, in order."""
+    kept = {c["workload"] for c in todo}
+    return list(dict.fromkeys(c["workload"] for c in chosen if c["workload"] not in kept))
 
 
 def run_cases(todo, *, passes: int, timeout: float, repeat: int = 1, info=None):

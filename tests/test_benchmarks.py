@@ -223,3 +223,14 @@ def test_merge_refuses_other_machines_quick_sizes_and_no_reason():
         merge.merge(full, _bench_doc([], quick=True), "why")
     with pytest.raises(ValueError, match="--why"):
         merge.merge(full, _bench_doc([]), "  ")
+
+
+def test_runner_names_the_workloads_a_filter_empties():
+    from benchmarks.run import left_out
+    from benchmarks.workloads import cases
+
+    chosen = cases(quick=True, only=["table2", "learning"])
+    todo = [c for c in chosen if c["S"] == 4]  # as --num-sampled 4: learning has S = 10
+    assert {c["workload"] for c in todo} == {"table2"}
+    assert left_out(chosen, todo) == ["learning"]
+    assert left_out(chosen, chosen) == []
