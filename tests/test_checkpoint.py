@@ -84,11 +84,17 @@ def test_interrupted_run_resumes_bit_for_bit(problem, tmp_path, capsys, algorith
 
 
 CTRL_C_SCRIPT = """
-import sys, jax, fedjax_abc as fa
+import sys, time, jax, fedjax_abc as fa
 p = fa.problems.huber_offsets(jax.random.key(0), n=8, d_max=10.0)
 kw = dict(num_sampled=3, local_steps=3, stepsize=0.05, rounds=4000, x0=p.x_star + 3.0,
           trials=10, trial_chunk=4, key=jax.random.key(0), record_every=20)
-fa.simulate(p, **kw, checkpoint=sys.argv[1], progress=lambda done, *a: print(done, flush=True))
+lines = []
+def progress(done, *args):
+    print(done, flush=True)
+    lines.append(done)
+    if len(lines) == 150:  # wait for the parent's SIGINT: a fast run could end before it
+        time.sleep(120)
+fa.simulate(p, **kw, checkpoint=sys.argv[1], progress=progress)
 """
 
 
