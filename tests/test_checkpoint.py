@@ -84,7 +84,8 @@ def test_interrupted_run_resumes_bit_for_bit(problem, tmp_path, capsys, algorith
 
 
 CTRL_C_SCRIPT = """
-import sys, time, jax, fedjax_abc as fa
+import signal, sys, time, jax, fedjax_abc as fa
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a shell's background job ignores it
 p = fa.problems.huber_offsets(jax.random.key(0), n=8, d_max=10.0)
 kw = dict(num_sampled=3, local_steps=3, stepsize=0.05, rounds=4000, x0=p.x_star + 3.0,
           trials=10, trial_chunk=4, key=jax.random.key(0), record_every=20)
