@@ -217,8 +217,7 @@ def learning_cases(quick: bool):
             out.append(_case("learning", "fedjax_abc", mode, dtype, "synthetic11", T=T,
                              record_every=T, **common))
             if cores >= 2:  # one CPU device per core, as fa.use_cpu_cores() and the CLI run
-                for native in (None, False):  # the default (native loops), loops as calls
-                    extra = {} if native is None else {"native_loops": native}
+                for extra in ({}, {"native_loops": False}):  # the default; loops as calls
                     out.append(_case("learning", "fedjax_abc", mode, dtype, "synthetic11", T=T,
                                      record_every=T, cpu_devices=cores, **common, **extra))
         for bmode in ("all", "sampled"):

@@ -75,6 +75,8 @@ def use_cpu_cores(cores: Optional[int] = None, *, native_loops: Optional[bool] =
     except RuntimeError:
         raise RuntimeError("use_cpu_cores must be called before any JAX computation (right "
                            "after import); JAX's backend is already running") from None
-    if n > 1 if native_loops is None else native_loops:
+    if native_loops is None:
+        native_loops = n > 1
+    if native_loops:
         set_loop_flags()  # read when the backend starts, as the device count is
     return n
