@@ -254,6 +254,26 @@ def test_fedavg_round_is_the_simulators_round(mode):
     assert np.unique(res.x_final).size == 5
 
 
+@pytest.mark.parametrize("generator", ["threefry", "splitmix"])
+@pytest.mark.parametrize("mode", ["mask", "gather"])
+def test_rounds_chained_one_by_one_are_the_simulators_trajectory(mode, generator):
+    """simulate hashes each round's keys and sampler words one round ahead, in its loop
+    state; fedavg_round hashes them in place. Chained over 8 rounds, recorded every 4 (the
+    loop restarting at t = 4), both give every trial's x_8."""
+    p = offsets_problem()
+    key = jax.random.key(4)
+    res = fa.simulate(p, num_sampled=3, local_steps=2, stepsize=0.05, rounds=8, record_every=4,
+                      x0=p.x_star + 3.0, trials=4, key=key, mode=mode, generator=generator)
+    sampler = fa.UniformWithoutReplacement(3)
+    for r in range(4):
+        x = p.x_star + 3.0
+        for t in range(8):
+            x = fa.fedavg_round(p, p.oracle, sampler, x, t, 0.05, jax.random.fold_in(key, r), 2,
+                                mode, generator=generator)
+        np.testing.assert_allclose(np.asarray(x), res.x_final[r], rtol=1e-14, atol=0)
+    assert np.unique(res.x_final).size == 4
+
+
 def test_records_do_not_depend_on_the_number_of_trials_at_paper_size():
     """The recorded f(x) - f* sums the n = 40 clients in a fixed order: with the sum left to
     XLA, trial r's gap changed in the last bits between 100 trials and 50 (the iterates did

@@ -327,3 +327,18 @@ def test_make_problem_known_optimum_is_kept():
 
 def test_custom_oracle_is_an_equinox_module():
     assert isinstance(UniformNoise(0.1), eqx.Module)
+
+
+def test_a_client_index_outside_the_clients_is_refused():
+    """Problem.client reads rows with a clipping gather (taken as in range when traced): an
+    int outside 0..n-1, which NumPy indexing would wrap or clamp, is refused in one line."""
+    p = fa.problems.huber_offsets(jax.random.key(0), n=5, d_max=10.0)
+    for i in (-1, 5, np.int64(7)):
+        with pytest.raises(ValueError, match=r"client index .* outside 0\.\.4"):
+            p.client(i)
+    for i in (0, np.int32(4)):
+        c = p.client(i)
+        np.testing.assert_array_equal(np.asarray(c.params), np.asarray(p.params)[int(i)])
+        assert float(c.local_min) == float(p.local_minima[int(i)])
+    traced = jax.jit(lambda i: p.client(i).params)(jnp.int32(3))
+    np.testing.assert_array_equal(np.asarray(traced), np.asarray(p.params)[3])

@@ -128,7 +128,8 @@ def _over_clients(fn, args, block: Optional[int]):
 
 def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_data: Array,
                   stepsize, local_steps: int, mode: str,
-                  generator: str = "threefry", client_block: Optional[int] = None) -> RoundState:
+                  generator: str = "threefry", client_block: Optional[int] = None,
+                  sampler_words: Optional[Array] = None) -> RoundState:
     """One round of R trials: their state and k_t (2, R) -> the state at t + 1.
 
     The trials are the innermost ``vmap`` and the second axis of every per-client array: a
@@ -138,13 +139,15 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
     change only for clients with a positive weight this round. ``generator``: the random
     words' hash (:data:`~fedjax_abc._engine._random.GENERATORS`). ``client_block``: how many
     clients (slots) run their local steps at once, None for all (see :func:`_over_clients`).
+    ``sampler_words``: the sampler's words of the round, (num_words, R), if already hashed
+    from k_t (see :func:`run_rounds`); None hashes them here.
     """
     if mode not in MODES:
         raise ValueError(f"mode ({mode!r}) must be one of {MODES}")
     n = problem.num_clients
-    num_sampler_words = sampler.num_words(n)
-    idx, w = sampler.from_words_batched(
-        stream_words(key_data, 0, num_sampler_words, generator), n)  # (m, R) each
+    if sampler_words is None:
+        sampler_words = stream_words(key_data, 0, sampler.num_words(n), generator)
+    idx, w = sampler.from_words_batched(sampler_words, n)  # (m, R) each
     server, clients = state
     x = server.x
     shape = (local_steps,) + x.shape[1:]
@@ -206,18 +209,30 @@ def run_rounds(problem, oracle, sampler, algorithm, state: RoundState, trial_key
     state: the trials' :class:`RoundState`; trial_key_data: (2, R), the key data of each
     trial's key (a column each); client_block: see :func:`batched_round`.
     """
+    num_words = sampler.num_words(problem.num_clients)
+
     def keys(t):
         return round_keys(trial_key_data, t, generator)
 
-    # k_{t+1} travels in the loop state: read from memory, it is hashed once per round,
-    # where computed in place XLA would hash it again inside every fusion that uses it.
+    def sampler_words(k):
+        return stream_words(k, 0, num_words, generator)
+
+    # The random words that several computations read travel in the loop state, hashed
+    # from memory one round ahead: k_{t+1}, and the sampler's words of round t + 1 (from
+    # k_{t+1} of the state, so that round t hashes k_{t+2}). Computed in place, XLA fuses
+    # a hash into every consumer and every element that reads it: k_t into each fusion
+    # that uses it, and the sampler's word j into the slots j, ..., m - 1 of Floyd's
+    # algorithm, each of which checks the slots before it (m (m + 1) / 2 hashes a trial
+    # instead of m). The same words, the same results.
     def body(carry, inputs):
-        state_t, k_t = carry
+        state_t, k_t, words_t, k_next = carry
         t, alpha = inputs
         state_next = batched_round(problem, oracle, sampler, algorithm, state_t, k_t, alpha,
-                                   local_steps, mode, generator, client_block)
-        return (state_next, keys(t + 1)), None
+                                   local_steps, mode, generator, client_block, words_t)
+        return (state_next, k_next, sampler_words(k_next), keys(t + 2)), None
 
     ts = t0 + jnp.arange(stepsizes.shape[0], dtype=jnp.int32)
-    (state, _), _ = jax.lax.scan(body, (state, keys(t0)), (ts, stepsizes))
+    k_0 = keys(t0)
+    (state, *_), _ = jax.lax.scan(body, (state, k_0, sampler_words(k_0), keys(t0 + 1)),
+                                  (ts, stepsizes))
     return state

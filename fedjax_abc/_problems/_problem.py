@@ -31,6 +31,13 @@ class Client(NamedTuple):
     index: Int[Array, ""]
 
 
+def _row(a: Array, i) -> Array:
+    """a[i] along the leading (client) axis, i in range. ``take`` with clipping makes a
+    lighter gather than NumPy indexing, which also wraps negative indices: 2% of problem
+    (27)'s ``gather`` mode, which reads the sampled clients' rows every round."""
+    return jnp.take(a, i, axis=0, mode="clip")
+
+
 class Problem(eqx.Module):
     """n local objectives f_i(x) = ``loss(params_i, x)`` on R^d with their oracle.
 
@@ -77,9 +84,12 @@ class Problem(eqx.Module):
         return self.f_star - jnp.mean(self.local_minima)
 
     def client(self, i) -> Client:
-        """Client i: its parameters, f_i* and index (i may be traced)."""
-        params_i = jax.tree_util.tree_map(lambda a: a[i], self.params)
-        return Client(params_i, self.local_minima[i], jnp.asarray(i, jnp.int32))
+        """Client i: its parameters, f_i* and index, 0 <= i < n (i may be traced, and is then
+        taken as in range)."""
+        if isinstance(i, (int, np.integer)) and not 0 <= i < self.num_clients:
+            raise ValueError(f"client index {i} is outside 0..{self.num_clients - 1}")
+        params_i = jax.tree_util.tree_map(lambda a: _row(a, i), self.params)
+        return Client(params_i, _row(self.local_minima, i), jnp.asarray(i, jnp.int32))
 
     def local_value(self, client: Client, x: Array) -> Array:
         """f_i(x)."""
