@@ -126,6 +126,11 @@ def _over_clients(fn, args, block: Optional[int]):
     return jax.lax.map(lambda a: fn(*a), args, batch_size=block)
 
 
+def _sampler_words(sampler, num_clients: int, key_data: Array, generator: str) -> Array:
+    """The sampler's words of a round of R trials from their k_t (2, R): (num_words, R)."""
+    return stream_words(key_data, 0, sampler.num_words(num_clients), generator)
+
+
 def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_data: Array,
                   stepsize, local_steps: int, mode: str,
                   generator: str = "threefry", client_block: Optional[int] = None,
@@ -146,7 +151,7 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
         raise ValueError(f"mode ({mode!r}) must be one of {MODES}")
     n = problem.num_clients
     if sampler_words is None:
-        sampler_words = stream_words(key_data, 0, sampler.num_words(n), generator)
+        sampler_words = _sampler_words(sampler, n, key_data, generator)
     idx, w = sampler.from_words_batched(sampler_words, n)  # (m, R) each
     server, clients = state
     x = server.x
@@ -209,13 +214,11 @@ def run_rounds(problem, oracle, sampler, algorithm, state: RoundState, trial_key
     state: the trials' :class:`RoundState`; trial_key_data: (2, R), the key data of each
     trial's key (a column each); client_block: see :func:`batched_round`.
     """
-    num_words = sampler.num_words(problem.num_clients)
-
     def keys(t):
         return round_keys(trial_key_data, t, generator)
 
     def sampler_words(k):
-        return stream_words(k, 0, num_words, generator)
+        return _sampler_words(sampler, problem.num_clients, k, generator)
 
     # The random words that several computations read travel in the loop state, hashed
     # from memory one round ahead: k_{t+1}, and the sampler's words of round t + 1 (from
