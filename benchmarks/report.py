@@ -3,8 +3,11 @@
 Usage::
 
     python benchmarks/report.py benchmarks/results/latest.json -o docs/performance.md
+    python benchmarks/report.py benchmarks/results/latest.json \
+        --compare benchmarks/results/compare.json -o docs/performance.md
 
-Every number in the output comes from the JSON file.
+Every number in the output comes from the JSON files (``--compare``: a
+``benchmarks/compare.py`` comparison, appended as a section).
 """
 
 from __future__ import annotations
@@ -214,6 +217,10 @@ python benchmarks/run.py --only table2 --num-sampled 4 --impl fedjax_abc --impl 
 python benchmarks/run.py --only fig1 --json partial.json
 python benchmarks/merge.py partial.json --why "the Fig. 1 rows after ..."
 python benchmarks/gpu.py --require-gpu    # on an accelerator: docs/performance_gpu.md
+# the package at an earlier commit and now, case by case, side by side (last section)
+python benchmarks/compare.py cd43869 --json benchmarks/results/compare.json
+python benchmarks/report.py benchmarks/results/latest.json \\
+    --compare benchmarks/results/compare.json -o docs/performance.md
 ```
 
 Run on a quiet machine: absolute timings on a shared CPU drift by up to 2x; only ratios of
@@ -332,14 +339,55 @@ def render(doc) -> str:
     return "\n".join(out) + "\n"
 
 
+def compare_section(doc) -> str:
+    """The Markdown of a ``benchmarks/compare.py`` comparison (its JSON)."""
+    base, m, t = doc["base"], doc["machine"], doc["target"]
+    lines = [
+        f"## Against commit {base['commit']}, side by side\n",
+        f"The package at commit {base['commit']} (`{base['rev']}`) and at {_git(m.get('git'))}, "
+        f"each case run in both checkouts one right after the other, in {doc['passes']} "
+        f"pass(es) of alternating order, each side's fastest pass kept "
+        f"(`benchmarks/compare.py`; on {m.get('date')}, {m.get('cpu_model')}, "
+        f"{m.get('cpus_usable')} usable cores). Default configuration: one device with "
+        f"XLA's threads, generator Threefry. **ratio** = earlier run s / current run s "
+        f"(above 1: the current code is faster)."
+        + (" A `--quick` comparison: tiny sizes." if doc.get("quick") else "") + "\n",
+        "| workload | mode | dtype | trials | n | S | Q | T | earlier run s | current run s "
+        "| ratio | earlier passes | current passes |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def passes(v):
+        return " / ".join("error" if x is None else f"{x:.4f}" for x in v)
+
+    for r in doc["results"]:
+        lines.append(
+            f"| {r['workload']} | {r['mode']} | {r['dtype']} | {r['trials']} | {r['n']} | "
+            f"{r['S']} | {r['Q']} | {r['T']} | {_f(r['earlier_run_s'], '.4f')} | "
+            f"{_f(r['current_run_s'], '.4f')} | {_f(r['ratio'], '.2f')} | "
+            f"{passes(r['earlier_passes'])} | {passes(r['current_passes'])} |")
+    errors = [f"- {r['workload']} {r['mode']} R={r['trials']} n={r['n']}, {side}: "
+              f"{r[side + '_error']}" for r in doc["results"]
+              for side in ("earlier", "current") if r.get(side + "_error")]
+    lines += [""] + (errors + [""] if errors else [])
+    lines.append(f"Target, {t['name']}: lowest ratio {_value(t)}, {t['below']} case(s) below "
+                 f"{t['limit']:g}x: **{t['status']}**.")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Render benchmarks/run.py --json output as Markdown")
     ap.add_argument("json_file")
     ap.add_argument("-o", "--out", help="write here instead of stdout")
+    ap.add_argument("--compare", metavar="FILE",
+                    help="append this benchmarks/compare.py --json comparison")
     args = ap.parse_args(argv)
     with open(args.json_file) as f:
         doc = json.load(f)
     text = render(doc)
+    if args.compare:
+        with open(args.compare) as f:
+            text = text.rstrip("\n") + "\n\n" + compare_section(json.load(f)) + "\n"
     if args.out:
         from fedjax_abc.repro.common import atomic_open  # imports jax: only when writing
 

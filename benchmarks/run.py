@@ -98,15 +98,21 @@ def git_state() -> dict | None:
     return {"commit": head.stdout.strip(), "package_modified": bool(dirty.stdout.strip())}
 
 
-def run_case(case: dict, timeout: float) -> dict:
-    """Runs one case in a subprocess; returns the case with its measurements (or an error)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+def pythonpath(repo: str) -> str:
+    """PYTHONPATH for a worker of the checkout ``repo``: its root before any other entry."""
+    rest = os.environ.get("PYTHONPATH")
+    return repo + (os.pathsep + rest if rest else "")
+
+
+def run_case(case: dict, timeout: float, repo: str = REPO) -> dict:
+    """Runs one case in a subprocess with the worker and package of the checkout ``repo``;
+    returns the case with its measurements (or an error)."""
+    env = dict(os.environ, PYTHONPATH=pythonpath(repo))
     t = time.perf_counter()
     row = dict(case)
     try:
         proc = subprocess.run([sys.executable, "-m", "benchmarks._worker", json.dumps(case)],
-                              cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+                              cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         row["error"] = f"timed out after {timeout:.0f} s"
         return row

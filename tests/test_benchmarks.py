@@ -3,8 +3,9 @@
 - The independent baselines (``benchmarks/baselines``) agree in distribution with
   ``fedjax_abc.simulate``: the mean over >= 300 trials of the last iterate x_T (each
   coordinate) and of the gap f(x_T) - f* lie within 4 standard errors of the package's.
-- ``benchmarks/run.py --quick`` (here in two passes, the fastest kept) runs end to end and
-  writes valid JSON that ``benchmarks/report.py`` renders.
+- ``benchmarks/run.py --quick`` runs end to end and writes valid JSON that
+  ``benchmarks/report.py`` renders; its passes (alternating order, the fastest kept) are
+  checked with a stand-in for the worker.
 """
 
 import json
@@ -104,7 +105,7 @@ def test_runner_quick_end_to_end(tmp_path):
     out_json = tmp_path / "bench.json"
     proc = subprocess.run(
         [sys.executable, os.path.join(REPO, "benchmarks", "run.py"), "--quick", "--only", "table2",
-         "--passes", "2", "--json", str(out_json)],
+         "--passes", "1", "--json", str(out_json)],
         cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "virtual client-steps/s" in proc.stdout
@@ -117,7 +118,7 @@ def test_runner_quick_end_to_end(tmp_path):
     for r in rows:
         assert "error" not in r, r
         assert r["finite"] and r["run_s"] > 0 and r["peak_run_mb"] > 0
-        assert len(r["run_s_passes"]) == 2 and r["run_s"] == min(r["run_s_passes"])  # fastest pass
+        assert r["run_s_passes"] == [r["run_s"]]
         steps = r["trials"] * r["Q"] * r["T"]
         assert math.isclose(r["virtual_rate"], steps * r["n"] / r["run_s"], rel_tol=1e-9)
         assert math.isclose(r["sampled_rate"], steps * r["S"] / r["run_s"], rel_tol=1e-9)
@@ -135,6 +136,30 @@ def test_runner_quick_end_to_end(tmp_path):
     text = report.render(doc)
     assert "| workload | implementation |" in text and "## Targets" in text
     assert text.count("\n| table2 |") == len(rows)
+
+
+def test_passes_alternate_the_order_and_keep_each_cases_fastest(monkeypatch):
+    from benchmarks import run as runner
+
+    todo = [dict(workload="w", impl=f"impl{i}", mode="mask", dtype="float64", trials=1, n=2,
+                 S=1, Q=1, T=1) for i in range(3)]
+    times = {"impl0": [0.3, 0.2, 0.4], "impl1": [None, 0.5, None], "impl2": [0.1, 0.1, 0.05]}
+    calls = []
+
+    def fake(case, timeout):
+        calls.append(case["impl"])
+        t = times[case["impl"]][calls.count(case["impl"]) - 1]
+        if t is None:
+            return dict(case, error="exit 1: boom")
+        return dict(case, run_s=t, virtual_rate=1 / t)
+
+    monkeypatch.setattr(runner, "run_case", fake)
+    rows, info = runner.run_cases(todo, passes=3, timeout=1.0)
+    assert calls == ["impl0", "impl1", "impl2"] + ["impl2", "impl1", "impl0"] + \
+        ["impl0", "impl1", "impl2"]
+    assert [r["run_s"] for r in rows] == [0.2, 0.5, 0.05]
+    assert rows[1]["run_s_passes"] == [None, 0.5, None] and "error" not in rows[1]
+    assert [r["id"] for r in rows] == [0, 1, 2] and info["total_s"] >= 0
 
 
 def test_ratios_against_numba_match_mode_dtype_and_cores():
