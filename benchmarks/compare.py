@@ -15,10 +15,12 @@ fresh process, one checkout right after the other: the earlier first in odd pass
 current first in even ones, the cases in alternating order pass by pass. Each side keeps its
 fastest pass, and ratio = earlier run s / current run s (above 1: the current code is
 faster). A machine whose speed drifts over minutes then moves both sides of a ratio alike,
-which rows of runs made at different times cannot show.
+which rows of runs made at different times cannot show. An even number of passes gives
+each side the first place equally often.
 
-Target: every ratio >= 0.95 (no loss). Before measuring, each checkout is checked to import
-its own ``fedjax_abc``.
+Target: every ratio >= 0.95 (no loss). Before measuring, each checkout is checked to have a
+benchmark worker that imports its own ``fedjax_abc``; a commit whose ``fedjax_abc/`` is
+this checkout's is compared with a warning (both sides then run the same code).
 """
 
 from __future__ import annotations
@@ -59,23 +61,37 @@ def resolve(rev: str, repo: str = runner.REPO) -> str:
     return proc.stdout.strip()
 
 
+def _quiet(cmd, repo, timeout):
+    """Runs a clean-up command; never raises (a failed clean-up must not hide the error that
+    led to it)."""
+    try:
+        subprocess.run(cmd, cwd=repo, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.SubprocessError):
+        pass
+
+
 @contextlib.contextmanager
 def checkout(commit: str, repo: str = runner.REPO):
-    """A temporary worktree of ``commit`` (its path), removed on exit."""
-    parent = tempfile.mkdtemp(prefix="fedjax_abc-compare-")
-    path = os.path.join(parent, "tree")
-    proc = subprocess.run(["git", "worktree", "add", "--detach", path, commit], cwd=repo,
-                          capture_output=True, text=True, timeout=120)
-    if proc.returncode != 0:
-        shutil.rmtree(parent, ignore_errors=True)
-        raise RuntimeError(f"git worktree add {commit} failed: {proc.stderr.strip()}")
+    """A temporary worktree of ``commit`` (its path), removed on exit, also on an error or
+    an interrupt. Only this worktree is touched: its folder and git's record of it."""
+    path = tempfile.mkdtemp(prefix="fedjax_abc-compare-")  # a unique name, git's record's too
     try:
+        proc = subprocess.run(["git", "worktree", "add", "--detach", path, commit], cwd=repo,
+                              capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            raise RuntimeError(f"git worktree add {commit} failed: {proc.stderr.strip()}")
         yield path
     finally:
-        subprocess.run(["git", "worktree", "remove", "--force", path], cwd=repo,
-                       capture_output=True, text=True, timeout=120)
-        shutil.rmtree(parent, ignore_errors=True)
-        subprocess.run(["git", "worktree", "prune"], cwd=repo, capture_output=True, timeout=60)
+        _quiet(["git", "worktree", "remove", "--force", path], repo, 300)
+        shutil.rmtree(path, ignore_errors=True)
+        try:  # git's record of it, if the removal above did not get that far
+            common = subprocess.run(["git", "rev-parse", "--git-common-dir"], cwd=repo,
+                                    capture_output=True, text=True, timeout=30).stdout.strip()
+            if common:
+                shutil.rmtree(os.path.join(repo, common, "worktrees", os.path.basename(path)),
+                              ignore_errors=True)
+        except (OSError, subprocess.SubprocessError):
+            pass
 
 
 def imported_from(tree: str) -> str:
@@ -92,8 +108,12 @@ def imported_from(tree: str) -> str:
 
 
 def check_imports(trees: dict) -> None:
-    """RuntimeError unless each checkout's worker imports that checkout's ``fedjax_abc``."""
+    """RuntimeError unless each checkout has a benchmark worker and that worker would import
+    the checkout's own ``fedjax_abc``."""
     for side, tree in trees.items():
+        if not os.path.isfile(os.path.join(tree, "benchmarks", "_worker.py")):
+            raise RuntimeError(f"the {side} checkout ({tree}) has no benchmarks/_worker.py: "
+                               "it predates the benchmarks")
         where = imported_from(tree)
         if not where.startswith(os.path.realpath(tree) + os.sep):
             raise RuntimeError(f"the {side} checkout's worker imports fedjax_abc from {where}, "
@@ -118,9 +138,8 @@ def compare(todo: list, trees: dict, *, passes: int = 2, timeout: float = 600.0,
     times = {(i, s): [] for i in range(len(todo)) for s in SIDES}
     errors = {}
     for p in range(passes):
-        order = list(enumerate(todo))
-        for i, c in (order if p % 2 == 0 else order[::-1]):
-            for side in (SIDES if p % 2 == 0 else SIDES[::-1]):
+        for i, c in runner.in_pass_order(enumerate(todo), p):
+            for side in runner.in_pass_order(SIDES, p):
                 row = run_case(c, timeout, repo=trees[side])
                 times[i, side].append(row.get("run_s") if "error" not in row else None)
                 if "error" in row:
@@ -142,6 +161,14 @@ def compare(todo: list, trees: dict, *, passes: int = 2, timeout: float = 600.0,
         row["ratio"] = e / n if e and n else None
         rows.append(row)
     return rows
+
+
+def same_package(commit: str, repo: str = runner.REPO) -> bool:
+    """Whether ``fedjax_abc/`` at ``commit`` is the same as in the checkout ``repo`` (local
+    changes included)."""
+    proc = subprocess.run(["git", "diff", "--quiet", commit, "--", "fedjax_abc"], cwd=repo,
+                          capture_output=True, timeout=60)
+    return proc.returncode == 0
 
 
 def no_loss_target(rows) -> dict:
@@ -179,13 +206,25 @@ def main(argv=None):
     todo = default_cases(args.quick, args.only or DEFAULT_WORKLOADS)
     if not todo:
         ap.error("no package case in the chosen workloads")
+    if same_package(commit):
+        print(f"warning: fedjax_abc/ at {commit} is the same as in this checkout: both sides "
+              "run the same code (the ratios show the machine's noise)", file=sys.stderr)
     info = runner.machine_info()
-    with checkout(commit) as tree:
-        trees = {"earlier": tree, "current": runner.REPO}
-        check_imports(trees)
-        rows = compare(todo, trees, passes=args.passes, timeout=args.timeout,
-                       log=lambda s: print(s, file=sys.stderr, flush=True))
+    info["loadavg_start"] = os.getloadavg()
+    try:
+        with checkout(commit) as tree:
+            trees = {"earlier": tree, "current": runner.REPO}
+            check_imports(trees)
+            rows = compare(todo, trees, passes=args.passes, timeout=args.timeout,
+                           log=lambda s: print(s, file=sys.stderr, flush=True))
+    except RuntimeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    info["loadavg_end"] = os.getloadavg()
     info["git_end"] = runner.git_state()
+    if info["git_end"] != info["git"]:
+        print(f"warning: this checkout changed during the comparison: {info['git']} -> "
+              f"{info['git_end']}", file=sys.stderr)
     doc = dict(machine=info, base=dict(rev=args.base, commit=commit), quick=args.quick,
                passes=args.passes, target=no_loss_target(rows), results=rows)
     from benchmarks import report

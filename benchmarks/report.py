@@ -366,7 +366,8 @@ def compare_section(doc) -> str:
             f"{r['S']} | {r['Q']} | {r['T']} | {_f(r['earlier_run_s'], '.4f')} | "
             f"{_f(r['current_run_s'], '.4f')} | {_f(r['ratio'], '.2f')} | "
             f"{passes(r['earlier_passes'])} | {passes(r['current_passes'])} |")
-    errors = [f"- {r['workload']} {r['mode']} R={r['trials']} n={r['n']}, {side}: "
+    errors = [f"- {r['workload']} {r['mode']} {r['dtype']} R={r['trials']} n={r['n']} "
+              f"S={r['S']} T={r['T']}, {side}: "
               f"{r[side + '_error']}" for r in doc["results"]
               for side in ("earlier", "current") if r.get(side + "_error")]
     lines += [""] + (errors + [""] if errors else [])

@@ -420,6 +420,14 @@ def left_out(chosen, todo) -> list:
     return list(dict.fromkeys(c["workload"] for c in chosen if c["workload"] not in kept))
 
 
+def in_pass_order(items, p: int) -> list:
+    """``items`` in the order of pass ``p`` (from 0): forward in even passes, backward in odd
+    ones, so that each item runs early and late as often, and a drift of the machine's speed
+    during a run spreads over all of them."""
+    items = list(items)
+    return items if p % 2 == 0 else items[::-1]
+
+
 def run_cases(todo, *, passes: int, timeout: float, repeat: int = 1, info=None):
     """Runs every case ``passes`` times (alternating order), keeping each one's fastest pass.
 
@@ -434,7 +442,7 @@ def run_cases(todo, *, passes: int, timeout: float, repeat: int = 1, info=None):
     t0 = time.perf_counter()
     best, pass_times = {}, {c["id"]: [] for c in todo}
     for p in range(passes):
-        for c in (todo if p % 2 == 0 else todo[::-1]):
+        for c in in_pass_order(todo, p):
             row = run_case(c, timeout)
             pass_times[c["id"]].append(row.get("run_s"))
             old = best.get(c["id"])

@@ -1,11 +1,13 @@
 """``benchmarks/compare.py``: the package at two commits side by side (no timing assertions).
 
 The pass order, the fastest-pass rule, the ratios and the target are checked with a stand-in
-for the worker; a worktree of HEAD imports its own ``fedjax_abc`` and is removed afterwards
-(one real case runs in it and in this checkout under ``-m slow``); a checkout whose worker
-would import another ``fedjax_abc`` is refused.
+for the worker; a worktree of HEAD imports its own ``fedjax_abc`` and is removed afterwards,
+also when the work inside is interrupted (one real case runs in it and in this checkout
+under ``-m slow``); a checkout without a worker, or whose worker would import another
+``fedjax_abc``, is refused with a one-line error, as are an unknown revision and no passes.
 """
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -95,12 +97,58 @@ def test_one_case_in_a_worktree_of_head_and_in_this_checkout():
     assert r["ratio"] == pytest.approx(r["earlier_run_s"] / r["current_run_s"])
 
 
-def test_a_checkout_that_imports_another_package_is_refused(tmp_path):
-    (tmp_path / "benchmarks").mkdir()  # a tree without fedjax_abc: the installed one imports
+def test_a_worktree_is_removed_when_the_work_inside_is_interrupted():
+    with pytest.raises(KeyboardInterrupt):
+        with compare.checkout(compare.resolve("HEAD")) as tree:
+            raise KeyboardInterrupt
+    assert not os.path.exists(tree)
+    listed = subprocess.run(["git", "worktree", "list"], cwd=REPO, capture_output=True,
+                            text=True).stdout
+    assert tree not in listed
+
+
+def test_a_checkout_that_imports_another_package_is_refused(tmp_path, monkeypatch):
+    other = tmp_path / "elsewhere" / "fedjax_abc"
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("")
+    monkeypatch.setenv("PYTHONPATH", str(other.parent))  # after the tree's root
+    tree = tmp_path / "tree"
+    (tree / "benchmarks").mkdir(parents=True)
+    (tree / "benchmarks" / "_worker.py").write_text("")
     with pytest.raises(RuntimeError, match="would measure the wrong code"):
+        compare.check_imports({"earlier": str(tree)})
+    (tree / "fedjax_abc").mkdir()  # its own package, found first
+    (tree / "fedjax_abc" / "__init__.py").write_text("")
+    compare.check_imports({"earlier": str(tree)})
+
+
+def test_a_checkout_without_a_worker_is_refused(tmp_path):
+    with pytest.raises(RuntimeError, match="has no benchmarks/_worker.py"):
         compare.check_imports({"earlier": str(tmp_path)})
 
 
 def test_an_unknown_revision_is_refused():
     with pytest.raises(ValueError, match="does not know the revision"):
         compare.resolve("no-such-revision-here")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["no-such-revision-here"], "does not know the revision"),
+    (["HEAD", "--passes", "0"], "--passes must be at least 1")])
+def test_bad_arguments_are_one_line_errors(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        compare.main(argv)
+    assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_revision_without_a_worker_is_an_error_not_a_traceback(tmp_path, monkeypatch,
+                                                                 capsys):
+    @contextlib.contextmanager
+    def bare(commit):  # a checkout from before the benchmarks existed
+        yield str(tmp_path)
+
+    monkeypatch.setattr(compare, "checkout", bare)
+    assert compare.main(["HEAD", "--only", "trials", "--quick"]) == 2
+    err = capsys.readouterr().err
+    assert "error: " in err and "has no benchmarks/_worker.py" in err
+    assert "Traceback" not in err
