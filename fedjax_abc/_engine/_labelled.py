@@ -6,20 +6,28 @@ is netCDF 3 (written by xarray through SciPy, no other library needed): the arra
 JSON attributes the configs, the grid's axes and the arrays' dtypes, so that
 :func:`load` returns a result equal to the saved one, bit for bit
 (:meth:`~fedjax_abc.SimResult.equals`). pandas and xarray are imported only here.
+
+Format 2 adds ``checksum``: SHA-256 of the arrays (in the dtypes they are restored to) and
+the JSON attributes, verified by :func:`load`; a format-1 file (no checksum) still loads,
+a file of any other format is refused.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+from typing import Optional
 
 import numpy as np
 
 from fedjax_abc._engine._result import SimResult, SweepResult
 
-__all__ = ["load", "save", "sim_dataframe", "sim_dataset", "sweep_dataframe", "sweep_dataset"]
+__all__ = ["attributes", "load", "save", "sim_dataframe", "sim_dataset", "sweep_dataframe", "sweep_dataset"]
 
-FORMAT = 1
+FORMAT = 2
+_READS = (1, 2)  # format 1: no checksum
+_SUMMED_ATTRS = ("fedjax_abc", "format", "config", "configs", "axes", "dtypes", "metrics")
 _FIELDS = ("gap", "grad_norm_sq", "x", "x_final", "diverged_at")
 _QUANTITIES = ("gap", "grad_norm_sq")
 
@@ -141,10 +149,31 @@ def sweep_dataset(sw: SweepResult):
 # ------------------------------------------------------------------------------- files
 
 
-def save(result, path) -> str:
-    """Writes a SimResult or SweepResult to ``path`` (netCDF 3 through SciPy), atomically."""
+def _checksum(ds) -> str:
+    """SHA-256 of a result Dataset: its arrays as restored by :func:`load` and its attributes."""
+    dtypes = json.loads(ds.attrs["dtypes"])
+    h = hashlib.sha256()
+    for name in _SUMMED_ATTRS:
+        if name in ds.attrs:
+            h.update(f"{name}={ds.attrs[name]};".encode())
+    arrays = {name: ds[name].values for name in ds.data_vars}
+    arrays["rounds"] = ds["round"].values
+    for name in sorted(arrays):
+        a = _restored(arrays[name], dtypes.get(name, np.asarray(arrays[name]).dtype.str))
+        h.update(f"{name}:{a.dtype.str}{a.shape};".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def save(result, path, attrs: Optional[dict] = None) -> str:
+    """Writes a SimResult or SweepResult to ``path`` (netCDF 3 through SciPy), atomically.
+
+    ``attrs``: extra string attributes stored in the file (read back with :func:`attributes`).
+    """
     path = os.fspath(path)
     ds = sim_dataset(result) if isinstance(result, SimResult) else sweep_dataset(result)
+    ds.attrs.update(attrs or {})
+    ds.attrs["checksum"] = _checksum(ds)
     tmp = f"{path}.tmp-{os.getpid()}"
     try:
         ds.to_netcdf(tmp, engine="scipy", format="NETCDF3_64BIT")
@@ -168,6 +197,46 @@ def _sim(arrays: dict, rounds, config: dict, dtypes: dict, metrics: list) -> Sim
                      metrics={name: get[name] for name in metrics})
 
 
+def _dataset(path):
+    """The file's Dataset, checked: written by fedjax_abc, a known format, its checksum."""
+    import xarray as xr
+
+    try:
+        with xr.open_dataset(os.fspath(path), engine="scipy", mask_and_scale=False,
+                             decode_times=False) as ds:
+            ds = ds.load()
+    except OSError:
+        raise
+    except Exception as err:  # noqa: BLE001 - a damaged header: any error, one line
+        raise ValueError(f"{path} cannot be read as a netCDF result file "
+                         f"({type(err).__name__}: {err})") from None
+    kind = ds.attrs.get("fedjax_abc")
+    if kind not in ("SimResult", "SweepResult"):
+        raise ValueError(f"{path} is not a result file written by fedjax_abc")
+    version = ds.attrs.get("format")
+    if isinstance(version, (np.integer, np.ndarray)) and np.size(version) == 1:
+        version = int(np.asarray(version).reshape(()))
+    if not isinstance(version, int) or version not in _READS:
+        raise ValueError(f"{path} has result format {version!r}; this fedjax_abc reads formats "
+                         f"{', '.join(map(str, _READS))} (written by a newer fedjax_abc?)")
+    saved = ds.attrs.get("checksum")
+    if version >= 2 or saved is not None:
+        try:
+            ok = saved == _checksum(ds)
+        except Exception:  # noqa: BLE001 - damaged attributes or arrays
+            ok = False
+        if not ok:
+            raise ValueError(f"{path} is damaged: its data do not match the checksum saved "
+                             "with them")
+    return ds
+
+
+def attributes(path) -> dict:
+    """The attributes of a result file (those ``save(..., attrs=...)`` added among them),
+    the file checked as by :func:`load`."""
+    return dict(_dataset(path).attrs)
+
+
 def load(path):
     """Reads a result written by ``SimResult.save`` or ``SweepResult.save``.
 
@@ -176,16 +245,11 @@ def load(path):
       saved one (``.equals``), config included.
 
     Raises:
-      ValueError: if the file was not written by fedjax_abc.
+      ValueError: if the file was not written by fedjax_abc, is of a format this version
+        does not read, or its data do not match the checksum saved with them.
     """
-    import xarray as xr
-
-    with xr.open_dataset(os.fspath(path), engine="scipy", mask_and_scale=False,
-                         decode_times=False) as ds:
-        ds = ds.load()
-    kind = ds.attrs.get("fedjax_abc")
-    if kind not in ("SimResult", "SweepResult"):
-        raise ValueError(f"{path} is not a result file written by fedjax_abc")
+    ds = _dataset(path)
+    kind = ds.attrs["fedjax_abc"]
     dtypes = json.loads(ds.attrs["dtypes"])
     metrics = json.loads(ds.attrs.get("metrics", "[]"))
     names = _FIELDS + tuple(metrics)

