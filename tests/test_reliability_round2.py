@@ -92,3 +92,36 @@ def test_checksummed_files_round_trip(problem, result, tmp_path):
     sw = fa.sweep(problem, grid={"stepsize": [0.05, 0.1]}, num_sampled=2,
                   x0=problem.x_star + 2.0, **KW)
     assert fa.load(sw.save(tmp_path / "s.nc")).equals(sw)
+
+
+# ------------------------------------------------------------------- grid parts (item 2)
+
+GRID = ('name = "g"\nseed = 0\ntrials = 3\nrounds = 8\nrecord_every = 4\nlocal_steps = 2\n'
+        'x0_offset = 2.0\n[problem]\nname = "huber_offsets"\nn = 6\nd_max = 10.0\nseed = 0\n'
+        '[grid]\nnum_sampled = [2, 3]\nstepsize = [{}, 0.02]\n')
+
+
+def test_grid_refuses_parts_of_another_grid(tmp_path, capsys):
+    from fedjax_abc import cli
+
+    a, b, out = tmp_path / "a.toml", tmp_path / "b.toml", tmp_path / "out"
+    a.write_text(GRID.format("0.01"))
+    b.write_text(GRID.format("0.04"))
+    assert cli.main(["run", str(a), "--out", str(out), "--quiet"]) == 0
+    first = fa.load(out / "result.nc")
+    # grid b in a's folder, a's record of its settings gone: a's parts are not b's
+    os.remove(out / "grid.json")
+    capsys.readouterr()
+    assert cli.main(["run", str(b), "--out", str(out), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "0.nc was not written by this grid" in err and err.count("\n") == 1
+    # grid a again: its own parts are resumed, the same numbers
+    os.remove(out / "grid.json")
+    assert cli.main(["run", str(a), "--out", str(out), "--quiet"]) == 0
+    assert "2 parts, 2 resumed" in capsys.readouterr().out
+    assert fa.load(out / "result.nc").equals(first)
+    # a part without a fingerprint (an earlier version's) is not taken on trust either
+    part = fa.load(out / "parts" / "1.nc")
+    part.save(out / "parts" / "1.nc")
+    assert cli.main(["run", str(a), "--out", str(out), "--quiet"]) == 1
+    assert "1.nc was not written by this grid" in capsys.readouterr().err

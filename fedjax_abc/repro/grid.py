@@ -48,11 +48,15 @@ Resuming: the grid runs in parts, one per combination of the axes that change sh
 (num_sampled, local_steps, mode, algorithm, sampler, problem sizes); each part is one
 ``fa.sweep`` over the data axes, saved to ``parts/<i>.nc`` when done. Rerunning the same
 command skips the saved parts: an interrupted grid resumes at the part where it stopped.
+Each part stores a fingerprint (SHA-256 of the grid's settings, the fedjax_abc version and
+the part's place in the grid): a part written by another grid file, other settings or
+another version is refused, never reported under this grid's labels.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
 import json
 import math
@@ -249,6 +253,28 @@ def _label(value, axis: str, i: int):
     return f"{axis}[{i}]"
 
 
+def part_fingerprint(doc: dict, point: dict) -> str:
+    """SHA-256 of what a part's numbers depend on: the grid's settings (``doc``), the
+    fedjax_abc version and the part's combination of the shape axes (``point``)."""
+    import fedjax_abc as fa
+
+    text = json.dumps({"grid": doc, "part": point, "fedjax_abc": fa.__version__},
+                      sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _saved_part(path: str, fingerprint: str, parts: str):
+    """The part saved at ``path`` if this grid wrote it; ValueError (one line) if not."""
+    import fedjax_abc as fa
+    from fedjax_abc._engine import _labelled
+
+    if _labelled.attributes(path).get("grid_part") != fingerprint:
+        raise ValueError(f"{path} was not written by this grid (another grid file, other "
+                         f"settings or another fedjax_abc version): use another --out or "
+                         f"delete {parts}")
+    return fa.load(path)
+
+
 def run_grid(spec: GridSpec, out: str, progress=None) -> dict:
     """Runs (or resumes) a grid and writes its outputs into ``out``.
 
@@ -262,6 +288,7 @@ def run_grid(spec: GridSpec, out: str, progress=None) -> dict:
       loaded from an earlier run).
     """
     import fedjax_abc as fa
+    from fedjax_abc._engine import _labelled
     from fedjax_abc.repro import common
 
     doc = spec.doc
@@ -292,8 +319,9 @@ def run_grid(spec: GridSpec, out: str, progress=None) -> dict:
         path = os.path.join(out, "parts", f"{c}.nc")
         point = dict(zip(shape_axes, combo))
         desc = ", ".join(f"{a}={_label(grid[a][i], a, i)}" for a, i in point.items()) or "all"
+        fingerprint = part_fingerprint(doc, point)
         if os.path.exists(path):
-            part = fa.load(path)
+            part = _saved_part(path, fingerprint, os.path.join(out, "parts"))
             resumed += 1
         else:
             callback = None
@@ -301,7 +329,7 @@ def run_grid(spec: GridSpec, out: str, progress=None) -> dict:
                 callback = progress.task(f"part {c + 1}/{len(combos)}: {desc}",
                                          work(point))
             part = _run_part(doc, point, data_axes, callback)
-            part.save(path)
+            _labelled.save(part, path, attrs={"grid_part": fingerprint})
             if progress is not None:
                 progress.finish_task()
         parts.append(part)
