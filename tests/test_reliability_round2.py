@@ -125,3 +125,87 @@ def test_grid_refuses_parts_of_another_grid(tmp_path, capsys):
     part.save(out / "parts" / "1.nc")
     assert cli.main(["run", str(a), "--out", str(out), "--quiet"]) == 1
     assert "1.nc was not written by this grid" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------- checkpoints (item 3)
+
+ORACLE = '''
+import jax
+import fedjax_abc as fa
+
+
+class ScaledNoise(fa.AbstractOracle):
+    def noise(self, key, shape, dtype):
+        return jax.random.normal(key, shape, dtype)
+
+    def gradient(self, problem, client, x, z):
+        return problem.local_grad(client, x) + {} * z
+'''
+
+
+def _module(path, name, text):
+    import importlib.util
+
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(problem, oracle, path, **kw):
+    return fa.simulate(problem, num_sampled=2, stepsize=0.05, x0=problem.x_star + 2.0,
+                       oracle=oracle, checkpoint=path, **dict(KW, **kw))
+
+
+def test_unwritable_checkpoint_is_refused_before_the_run(problem, tmp_path):
+    (tmp_path / "file").write_text("")
+    calls = []
+    with pytest.raises(OSError, match=r"checkpoint \(.*file/c\.npz\) cannot be written"):
+        fa.simulate(problem, num_sampled=2, stepsize=0.05, x0=problem.x_star + 2.0,
+                    checkpoint=tmp_path / "file" / "c.npz",
+                    progress=lambda *a: calls.append(a), **KW)
+    assert calls == []  # refused before the first round
+    # a folder that does not exist yet is made
+    res = fa.simulate(problem, num_sampled=2, stepsize=0.05, x0=problem.x_star + 2.0,
+                      checkpoint=tmp_path / "new" / "c.npz", **KW)
+    assert os.path.exists(tmp_path / "new" / "c.npz") and res.trials == 3
+    assert [n for n in os.listdir(tmp_path / "new")] == ["c.npz"]  # the probe is removed
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_read_only_checkpoint_folder_is_refused(problem, tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        with pytest.raises(OSError, match="cannot be written"):
+            _run(problem, None, folder / "c.npz")
+    finally:
+        folder.chmod(0o700)
+
+
+def test_checkpoint_refuses_a_changed_component_class(problem, tmp_path):
+    source, path = tmp_path / "user_oracles.py", tmp_path / "c.npz"
+    old = _module(source, "user_oracles", ORACLE.format("0.1")).ScaledNoise()
+    first = _run(problem, old, path)
+    # the same code: the complete checkpoint is the result
+    same = _module(source, "user_oracles", ORACLE.format("0.1")).ScaledNoise()
+    assert _run(problem, same, path).equals(first)
+    new = _module(source, "user_oracles", ORACLE.format("0.2")).ScaledNoise()
+    with pytest.raises(ValueError, match=r"another run: code of user_oracles\.ScaledNoise differ"):
+        _run(problem, new, path)
+    assert not _run(problem, new, tmp_path / "d.npz").equals(first)  # it does change the numbers
+
+
+def test_checkpoint_refuses_a_changed_class_without_source(problem, tmp_path):
+    def make(scale):
+        namespace = {"__name__": "session"}
+        exec(ORACLE.format(scale), namespace)  # no file: the methods' bytecode is compared
+        return namespace["ScaledNoise"]()
+
+    path = tmp_path / "c.npz"
+    first = _run(problem, make("0.1"), path)
+    assert _run(problem, make("0.1"), path).equals(first)
+    with pytest.raises(ValueError, match=r"code of session\.ScaledNoise differ"):
+        _run(problem, make("0.2"), path)

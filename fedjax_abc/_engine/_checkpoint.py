@@ -5,8 +5,11 @@ loop, :meth:`~fedjax_abc._engine._plan.Plan.segments`). Between two segments eve
 the rest of the run depends on is on the host or in the loop carry: the carry's leaves
 (the :class:`~fedjax_abc._engine._round.RoundState`), the records kept so far and the
 results of the finished chunks. A checkpoint is these arrays, where the run stands, and a
-fingerprint of every setting that affects the numbers; resuming reruns nothing twice and
-skips nothing, so the result is the uninterrupted run's, bit for bit.
+fingerprint of every setting that affects the numbers, the source of the component classes
+defined outside the library among them (a changed oracle class is another run); resuming
+reruns nothing twice and skips nothing, so the result is the uninterrupted run's, bit for
+bit. The file's folder is made, and a file written in it, before the run starts: a path
+where no checkpoint can be saved is an error then, not after the run.
 
 The file is one NumPy ``.npz`` archive at exactly the given path, written to a temporary
 file in the same folder and moved into place with ``os.replace`` (a reader sees the old
@@ -24,10 +27,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import inspect
 import json
 import math
 import os
 import re
+import sys
 import time
 import types
 import uuid
@@ -36,8 +41,8 @@ from typing import Any, NamedTuple, Optional
 import jax
 import numpy as np
 
-__all__ = ["FORMAT", "Position", "Tracker", "digest", "fingerprint", "load", "restored",
-           "resume_round", "save", "where"]
+__all__ = ["FORMAT", "Position", "Tracker", "check_writable", "class_code", "code_fingerprint",
+           "digest", "fingerprint", "load", "restored", "resume_round", "save", "where"]
 
 FORMAT = 1
 SAVE_EVERY_S = 60.0  # seconds between saves while a run goes on (also saved when it stops)
@@ -139,9 +144,71 @@ def digest(obj) -> str:
     return h.hexdigest()
 
 
+# classes whose code is the library's (its version is the environment's, not the user's)
+_LIBRARIES = {"fedjax_abc", "jax", "jaxlib", "numpy", "equinox", "builtins"}
+
+
+def _user_classes(obj, found: dict, depth: int = 0, seen: Optional[set] = None) -> None:
+    """Adds to ``found`` (qualified name -> class) the classes of ``obj`` and of what it
+    holds (fields, items, closures) that are defined outside the library, with their
+    bases defined outside it."""
+    seen = set() if seen is None else seen
+    if depth > 12 or id(obj) in seen or obj is None or isinstance(
+            obj, (bool, int, float, complex, str, bytes, jax.Array, np.ndarray, np.generic, type)):
+        return
+    seen.add(id(obj))
+    for cls in type(obj).__mro__:
+        top = cls.__module__.partition(".")[0]
+        if top not in _LIBRARIES and top not in sys.stdlib_module_names:
+            found.setdefault(f"{cls.__module__}.{cls.__qualname__}", cls)
+    if isinstance(obj, (tuple, list)):
+        children = list(obj)
+    elif isinstance(obj, dict):
+        children = list(obj.values())
+    elif dataclasses.is_dataclass(obj):
+        children = [getattr(obj, f.name, None) for f in dataclasses.fields(obj)]
+    elif isinstance(obj, functools.partial):
+        children = [obj.func, *obj.args, *obj.keywords.values()]
+    elif isinstance(obj, types.MethodType):
+        children = [obj.__func__, obj.__self__]
+    elif isinstance(obj, types.FunctionType):
+        children = [c.cell_contents for c in (obj.__closure__ or ()) if _filled(c)]
+        children += list(obj.__defaults__ or ()) + list((obj.__kwdefaults__ or {}).values())
+    else:
+        children = []
+    for child in children:
+        _user_classes(child, found, depth + 1, seen)
+
+
+def class_code(cls: type) -> str:
+    """SHA-256 of a class's source (``inspect.getsource``); where the source cannot be
+    found (a class made in an interactive session, by ``exec``), of its methods' bytecode."""
+    try:
+        return hashlib.sha256(inspect.getsource(cls).encode()).hexdigest()
+    except (OSError, TypeError):
+        pass
+    methods = {}
+    for name, value in vars(cls).items():
+        value = getattr(value, "__func__", getattr(value, "fget", value))  # static, class, property
+        value = getattr(value, "__wrapped__", value)
+        if isinstance(value, types.FunctionType):
+            methods[name] = value
+    return "bytecode " + digest(methods)
+
+
+def code_fingerprint(*components) -> dict:
+    """"code of <module>.<class>" -> :func:`class_code` for every class of ``components``
+    defined outside the library: a checkpoint does not resume once such code changed."""
+    found: dict = {}
+    for component in components:
+        _user_classes(component, found)
+    return {f"code of {name}": class_code(cls) for name, cls in sorted(found.items())}
+
+
 def fingerprint(run, plan) -> dict:
     """Every setting of a checked run (``_run.Run``) and its plan that affects the
-    numbers: values, or SHA-256 digests of arrays, modules and functions."""
+    numbers: values, or SHA-256 digests of arrays, modules and functions, and of the code
+    of component classes defined outside the library (:func:`code_fingerprint`)."""
     return {
         "trials": str(run.trials) + (f" from trial {run.first_trial}" if run.first_trial else ""),
         "rounds (T)": str(run.rounds),
@@ -157,6 +224,7 @@ def fingerprint(run, plan) -> dict:
         "algorithm": digest(run.algorithm), "jax": jax.__version__,
         "metrics": f"{list(run.metric_names)} {digest(run.metrics)}",
         "generator": run.generator,
+        **code_fingerprint(run.problem, run.oracle, run.sampler, run.algorithm, run.metrics),
     }
 
 
@@ -253,6 +321,21 @@ def load(path: str, fingerprint: dict) -> Optional[tuple[Position, bool]]:
     return position, bool(header["complete"])
 
 
+def check_writable(path: str) -> None:
+    """Creates ``path``'s folder and a file in it (removed): raises OSError, in one line
+    naming the path, where a checkpoint could not be saved there."""
+    folder = os.path.dirname(os.path.abspath(path))
+    probe = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{uuid.uuid4().hex[:8]}.probe")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with open(probe, "xb"):
+            pass
+        os.remove(probe)
+    except OSError as err:
+        raise OSError(f"checkpoint ({path}) cannot be written: {err.strerror or err} "
+                      f"({err.filename or folder})") from None
+
+
 class Tracker:
     """Keeps the last segment boundary of a run and saves it every ``SAVE_EVERY_S`` seconds.
 
@@ -261,6 +344,7 @@ class Tracker:
     """
 
     def __init__(self, path: str, fingerprint: dict, position: Position):
+        check_writable(path)  # before the run, not after it
         self.path = path
         self.fingerprint = fingerprint
         self.position = position
