@@ -209,3 +209,74 @@ def test_checkpoint_refuses_a_changed_class_without_source(problem, tmp_path):
     assert _run(problem, make("0.1"), path).equals(first)
     with pytest.raises(ValueError, match=r"code of session\.ScaledNoise differ"):
         _run(problem, make("0.2"), path)
+
+
+# ------------------------------------------------------------- problems and components (item 4)
+
+
+class CommonNoise(fa.AbstractOracle):
+    """Noise of shape (Q,) where (Q, d) is asked for: one draw for every coordinate."""
+
+    def noise(self, key, shape, dtype):
+        return jax.random.normal(key, shape[:1], dtype)
+
+    def gradient(self, problem, client, x, z):
+        return problem.local_grad(client, x) + z
+
+
+class NumpyNoise(fa.AbstractOracle):
+    def noise(self, key, shape, dtype):
+        return jnp.asarray(np.random.normal(size=shape), dtype)  # once, at trace time
+
+    def gradient(self, problem, client, x, z):
+        return problem.local_grad(client, x) + z
+
+
+class NumpyChoice(fa.AbstractSampler):
+    def num_slots(self, n):
+        return 2
+
+    def __call__(self, key, n):
+        idx = np.random.choice(n, 2, replace=False)  # once, at trace time
+        return jnp.asarray(idx, jnp.int32), jnp.full((2,), n / 2)
+
+
+def _simulate(problem, **kw):
+    args = dict(num_sampled=2, stepsize=0.05, x0=problem.x_star + 2.0, **KW)
+    args.update(kw)
+    if "sampler" in kw:
+        del args["num_sampled"]
+    return fa.simulate(problem, **args)
+
+
+def test_local_minima_of_the_wrong_length_are_refused(problem):
+    import dataclasses
+
+    short = dataclasses.replace(problem, local_minima=problem.local_minima[:-1])
+    with pytest.raises(ValueError, match=r"local_minima must have shape \(n=6,\) .*got \(5,\)"):
+        _simulate(short)
+    long = dataclasses.replace(problem, local_minima=jnp.zeros(7))
+    with pytest.raises(ValueError, match=r"local_minima must have shape \(n=6,\)"):
+        _simulate(long)
+    ragged = dataclasses.replace(problem, params=(problem.params, jnp.zeros(4)))
+    with pytest.raises(ValueError, match=r"params leaves have leading axes \[4, 6\]"):
+        _simulate(ragged)
+
+
+def test_noise_that_broadcasts_to_the_model_is_refused():
+    quad = fa.problems.quadratics(jax.random.key(0), n=4, d=3)
+    with pytest.raises(ValueError, match=r"CommonNoise: a step's noise has shape \(\), which "
+                                         r"broadcasts to the model's shape \(3,\)"):
+        _simulate(quad, oracle=CommonNoise())
+    # the exact oracle's step noise is a scalar it never reads; d = 1 has nothing to broadcast
+    assert _simulate(quad, oracle=fa.ExactOracle()).trials == 3
+    one = fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=10.0)
+    assert one.dim == 1 and _simulate(one, oracle=CommonNoise()).trials == 3
+
+
+def test_numpy_global_draws_at_trace_time_are_refused(problem):
+    with pytest.raises(ValueError, match=r"NumpyNoise.noise_from_words draws from NumPy's or "
+                                         r"Python's global random generator"):
+        _simulate(problem, oracle=NumpyNoise())
+    with pytest.raises(ValueError, match=r"NumpyChoice.from_words draws from NumPy's"):
+        _simulate(problem, sampler=NumpyChoice())

@@ -19,15 +19,26 @@ that structure (the tree, its static fields and the shapes and dtypes of its arr
 sampler's values too when it has no array leaf (the built-in ones): such a structure,
 once passed, is not checked again (a set of at most ``_PASSED_MAX`` of them), which keeps
 the checks out of the cost of a short run.
+
+Three more mistakes run without an error and give wrong numbers, and are refused too: a
+:class:`~fedjax_abc.Problem` built by hand whose ``local_minima`` (or ``x_star``,
+``f_star``, a leaf of ``params``) does not have the shape n (d, ...) sets; a step's noise
+that the gradient uses and that broadcasts to the model's shape (d,) without having it
+(noise of shape (Q,) for (Q, d): every coordinate gets the same draw); a sampler or oracle
+that draws from NumPy's (or Python's) global random generator while traced: the draw is
+made once, at trace time, and repeats in every round and trial.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+import random
 
 import equinox as eqx
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 
@@ -55,14 +66,49 @@ def _describe(tree) -> str:
     return ", ".join(f"{leaf.dtype}{list(leaf.shape)}" for leaf in leaves) or "nothing"
 
 
+def _global_generators() -> tuple:
+    """The states of NumPy's and Python's global random generators."""
+    state = np.random.get_state(legacy=False)
+    inner = state["state"]
+    return (np.asarray(inner["key"]).tobytes(), int(inner["pos"]), state["has_gauss"],
+            float(state["gauss"]), random.getstate())
+
+
 def _abstract(owner: str, fn, *args):
-    """``jax.eval_shape(fn, *args)``, a failure reported in one line naming ``owner``."""
+    """``jax.eval_shape(fn, *args)``, a failure reported in one line naming ``owner``; so is a
+    draw from NumPy's or Python's global generator while traced (made once, at trace time:
+    the same numbers in every round)."""
+    before = _global_generators()
     try:
-        return jax.eval_shape(fn, *args)
+        out = jax.eval_shape(fn, *args)
     except Exception as err:  # noqa: BLE001 - user code: any error, one line
         text = str(err).strip()
         first = text.splitlines()[0] if text else ""
         raise ValueError(f"{owner} raised {type(err).__name__} when traced: {first}") from None
+    if _global_generators() != before:
+        raise ValueError(f"{owner} draws from NumPy's or Python's global random generator "
+                         "(np.random.*, random.*) when traced: the draw is made once and repeats "
+                         "every round; draw from the random words (or key) it is given")
+    return out
+
+
+def _check_problem(problem: Problem) -> None:
+    """Raises ValueError unless f_i*, f*, x* and the params' leaves have the shapes n, d set."""
+    leaves = jax.tree_util.tree_leaves(problem.params)
+    if not leaves or any(np.ndim(a) == 0 for a in leaves):
+        raise ValueError("Problem.params must have array leaves with leading axis n (clients)")
+    n = problem.num_clients
+    lengths = sorted({int(np.shape(a)[0]) for a in leaves})
+    if lengths != [n]:
+        raise ValueError(f"Problem.params leaves have leading axes {lengths}: every leaf needs "
+                         f"the same leading axis n (clients)")
+    if np.ndim(problem.x_star) != 1:
+        raise ValueError(f"Problem.x_star must have shape (d,), got {np.shape(problem.x_star)}")
+    if np.shape(problem.local_minima) != (n,):
+        raise ValueError(f"Problem.local_minima must have shape (n={n},) (one f_i* per client), "
+                         f"got {np.shape(problem.local_minima)}")
+    if np.shape(problem.f_star) != ():
+        raise ValueError(f"Problem.f_star must be a scalar, got shape {np.shape(problem.f_star)}")
 
 
 def _sampler_shapes(sampler: AbstractSampler, n: int, m: int, W: int) -> None:
@@ -113,18 +159,56 @@ def _oracle_shapes(problem: Problem, oracle: AbstractOracle, Q: int, W: int, dty
                              f"Q={Q} (one slice per local step) for shape {shape}, "
                              f"got {_describe(noise)}")
 
-    def one_step(w):
+    def step(w):
         z = oracle_c.noise_from_words(w, shape, dtype)
-        z_0 = oracle_c.step_noise(z, jnp.asarray(0, jnp.int32), shape, dtype)
+        return oracle_c.step_noise(z, jnp.asarray(0, jnp.int32), shape, dtype)
+
+    def gradient(z_0):
         return oracle_c.gradient(problem_c, problem_c.client(0), jnp.zeros((d,), dtype), z_0)
 
-    g = _abstract(f"{name}.gradient", one_step, words)
+    g = _abstract(f"{name}.gradient", lambda w: gradient(step(w)), words)
+    _step_noise_shapes(name, gradient, _abstract(f"{name}.step_noise", step, words), shape)
     if getattr(g, "shape", None) != (d,):
         raise ValueError(f"{name}.gradient must return one step's gradient of shape (d={d},), "
                          f"got {_describe(g)}")
     if jnp.result_type(dtype, g.dtype) != jnp.dtype(dtype):
         raise ValueError(f"{name}.gradient must keep the run's dtype {jnp.dtype(dtype).name}, "
                          f"got {g.dtype}")
+
+
+def _used_inputs(fn, *args) -> list:
+    """Whether each leaf of ``args`` is read by ``fn`` (its traced program uses it)."""
+    closed = jax.make_jaxpr(fn)(*args)
+    var = jax.extend.core.Var
+    used = {v for eqn in closed.jaxpr.eqns for v in eqn.invars if isinstance(v, var)}
+    used |= {v for v in closed.jaxpr.outvars if isinstance(v, var)}
+    return [v in used for v in closed.jaxpr.invars]
+
+
+def _step_noise_shapes(name: str, gradient, z_0, shape: tuple) -> None:
+    """Raises ValueError if ``gradient`` uses a floating leaf of a step's noise ``z_0`` that
+    broadcasts to the model's shape shape[1:] without having it (one draw for every entry)."""
+    model = tuple(shape[1:])
+    leaves = jax.tree_util.tree_leaves(z_0)
+    suspect = [leaf for leaf in leaves
+               if jnp.issubdtype(leaf.dtype, jnp.floating) and leaf.shape != model
+               and math.prod(model) > 1 and _broadcasts(leaf.shape, model)]
+    if not suspect:
+        return
+    zeros = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), z_0)
+    for leaf, used in zip(leaves, _used_inputs(gradient, zeros)):
+        if used and any(leaf is s for s in suspect):
+            raise ValueError(f"{name}: a step's noise has shape {tuple(leaf.shape)}, which "
+                             f"broadcasts to the model's shape {model}: every entry would get "
+                             f"the same draw; noise(key, shape, dtype) must return noise of "
+                             f"shape {tuple(shape)} (one slice per local step)")
+
+
+def _broadcasts(small: tuple, big: tuple) -> bool:
+    try:
+        return np.broadcast_shapes(small, big) == big
+    except ValueError:
+        return False
 
 
 # a tiny program run once per structure: compile it fast (about half the time), not well
@@ -186,6 +270,7 @@ def check_components(problem: Problem, oracle: AbstractOracle, sampler: Abstract
       >>> check_components(p, p.oracle, fa.UniformWithoutReplacement(3), 5, "float64")
     """
     jdtype = jnp.dtype(_DTYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype)
+    _check_problem(problem)
     n, Q = problem.num_clients, local_steps
     oracle.validate(problem)  # e.g. a mini-batch larger than a client's data
     structure = _structure(problem, oracle, sampler, Q, jdtype)
