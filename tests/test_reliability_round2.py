@@ -280,3 +280,46 @@ def test_numpy_global_draws_at_trace_time_are_refused(problem):
         _simulate(problem, oracle=NumpyNoise())
     with pytest.raises(ValueError, match=r"NumpyChoice.from_words draws from NumPy's"):
         _simulate(problem, sampler=NumpyChoice())
+
+
+# ------------------------------------------------------------------------ labels (item 6)
+
+X = [np.array([[0.0], [1.0]]), np.array([[2.0], [3.0], [1.5]])]
+Y = [np.array([0, 1]), np.array([1, 1, 0])]
+
+
+@pytest.fixture(scope="module")
+def logistic():
+    return fa.problems.logistic_regression(X, Y, l2=0.1)
+
+
+@pytest.mark.parametrize("labels, match", [
+    ([0, 2], r"test label 2 outside \[0, K=2\)"),
+    ([-1, 1], r"test label -1 outside \[0, K=2\)"),
+    ([0.5, 1.0], "labels must be integers"),
+])
+def test_test_labels_outside_the_classes_are_refused(logistic, labels, match):
+    Xt = np.array([[0.0], [3.0]])
+    with pytest.raises(ValueError, match=match):
+        fa.problems.evaluate(logistic, logistic.x_star, Xt, np.array(labels))
+    with pytest.raises(ValueError, match=match):
+        fa.problems.held_out_metrics(logistic, Xt, np.array(labels))
+    # labels in range: the accuracy of the model's predictions
+    ev = fa.problems.evaluate(logistic, logistic.x_star, Xt, np.array([0, 1]))
+    assert float(ev.accuracy) == 1.0 and np.isfinite(ev.loss)
+
+
+def test_sparse_labels_are_refused_with_how_to_remap():
+    sparse = [np.array([0, 1000]), np.array([1000, 1000, 0])]
+    with pytest.raises(ValueError, match=r"labels take 2 values in 0\.\.1000, which makes K=1001 "
+                                         r"classes: remap them to 0\.\.1 \(e\.g\. numpy\.unique"):
+        fa.problems.softmax_regression(X, sparse, l2=0.1)
+    with pytest.raises(ValueError, match=r"K=1001 classes: remap them"):
+        fa.problems.mlp(jax.random.key(0), X, sparse, width=4)
+    # remapped as the message says: the problem of the dense labels
+    _, dense = np.unique(np.concatenate(sparse), return_inverse=True)
+    p = fa.problems.softmax_regression(X, [dense[:2], dense[2:]], l2=0.1)
+    assert p.loss.model.num_classes == 2
+    # K given: classes absent from the training data are the user's choice
+    three = fa.problems.softmax_regression(X, Y, l2=0.1, num_classes=3)
+    assert three.loss.model.num_classes == 3

@@ -98,7 +98,32 @@ def _client_arrays(features, labels, num_classes: Optional[int]):
         bad = (y < 0) | (y >= K)
         if bad.any():
             raise ValueError(f"client {i}: label {int(y[np.argmax(bad)])} outside [0, K={K})")
+    if num_classes is None:
+        present = np.unique(np.concatenate(ys))
+        if present.size < K:
+            raise ValueError(f"labels take {present.size} values in 0..{top}, which makes "
+                             f"K={K} classes: remap them to 0..{present.size - 1} (e.g. "
+                             "numpy.unique(labels, return_inverse=True)) or pass num_classes")
     return Xs, [y.astype(np.int32) for y in ys], K
+
+
+def _test_data(model, features, labels):
+    """Checked (m, p) test features and (m,) int32 labels in [0, K) (ValueError, one line)."""
+    features = np.asarray(features, np.float64)
+    labels = np.asarray(labels)
+    if features.ndim != 2 or labels.ndim != 1 or features.shape[0] != labels.shape[0]:
+        raise ValueError(f"features (m, p) and labels (m,) must match, got {features.shape} "
+                         f"and {labels.shape}")
+    if not (np.issubdtype(labels.dtype, np.integer) or np.issubdtype(labels.dtype, np.bool_)
+            or (np.issubdtype(labels.dtype, np.floating) and np.all(labels == np.round(labels)))):
+        raise ValueError(f"labels must be integers, got {labels.dtype}")
+    K = getattr(model, "num_classes", None)
+    if K is not None and labels.size:
+        bad = (labels < 0) | (labels >= K)
+        if bad.any():
+            raise ValueError(f"test label {labels[np.argmax(bad)].item()!r} outside [0, K={K}) "
+                             f"of the model's {K} classes")
+    return features, labels.astype(np.int32)
 
 
 def _client_weights(sizes: np.ndarray, weighting: str) -> np.ndarray:
@@ -311,7 +336,7 @@ def evaluate(problem_or_model, x, features, labels) -> Evaluation:
     Args:
       problem_or_model: a learning :class:`~fedjax_abc.Problem` or its model.
       x: parameters, (d,) or any leading shape (trials, records, d) for instance.
-      features: (m, p) test features. labels: (m,) test labels.
+      features: (m, p) test features. labels: (m,) integer test labels in [0, K).in [0, K).
 
     Returns:
       An :class:`Evaluation` with arrays of shape x.shape[:-1].
@@ -327,11 +352,8 @@ def evaluate(problem_or_model, x, features, labels) -> Evaluation:
     """
     model = problem_or_model.loss.model if isinstance(problem_or_model, Problem) \
         else problem_or_model
-    features = jnp.asarray(np.asarray(features, np.float64))
-    labels = np.asarray(labels)
-    if features.ndim != 2 or labels.ndim != 1 or features.shape[0] != labels.shape[0]:
-        raise ValueError(f"features (m, p) and labels (m,) must match, got {features.shape} "
-                         f"and {labels.shape}")
+    features, labels = _test_data(model, features, labels)
+    features = jnp.asarray(features)
     x = np.asarray(x, np.float64)
     if x.shape[-1] != model.dim:
         raise ValueError(f"x must end in d={model.dim}, got shape {x.shape}")
@@ -363,7 +385,7 @@ def held_out_metrics(problem_or_model, features, labels) -> dict:
 
     Args:
       problem_or_model: a learning :class:`~fedjax_abc.Problem` or its model.
-      features: (m, p) test features. labels: (m,) integer test labels.
+      features: (m, p) test features. labels: (m,) integer test labels in [0, K).
 
     Returns:
       ``{"test_accuracy": ..., "test_loss": ...}``, for ``simulate(..., metrics=...)``;
@@ -383,13 +405,7 @@ def held_out_metrics(problem_or_model, features, labels) -> dict:
     """
     model = problem_or_model.loss.model if isinstance(problem_or_model, Problem) \
         else problem_or_model
-    features = np.asarray(features, np.float64)
-    labels = np.asarray(labels)
-    if features.ndim != 2 or labels.ndim != 1 or features.shape[0] != labels.shape[0]:
-        raise ValueError(f"features (m, p) and labels (m,) must match, got {features.shape} "
-                         f"and {labels.shape}")
-    if not np.issubdtype(labels.dtype, np.integer):
-        raise ValueError(f"labels must be integers, got {labels.dtype}")
+    features, labels = _test_data(model, features, labels)
     data = (jnp.asarray(features), jnp.asarray(labels, jnp.int32))
     return {"test_accuracy": HeldOut(model, *data, "accuracy"),
             "test_loss": HeldOut(model, *data, "loss")}
