@@ -323,3 +323,32 @@ def test_sparse_labels_are_refused_with_how_to_remap():
     # K given: classes absent from the training data are the user's choice
     three = fa.problems.softmax_regression(X, Y, l2=0.1, num_classes=3)
     assert three.loss.model.num_classes == 3
+
+
+# ------------------------------------------------------------------ metric names (item 7)
+
+
+@pytest.mark.parametrize("name", ["diverged", "gap", "grad_norm_sq", "x", "trial", "round"])
+def test_metric_named_like_a_result_field_is_refused(problem, name):
+    with pytest.raises(ValueError, match=rf"metric name '{name}' is taken; not one of gap, "
+                                         r"grad_norm_sq, x, x_final, diverged_at, diverged"):
+        _simulate(problem, metrics={name: jnp.sum})
+
+
+@pytest.mark.parametrize("name, axis", [("stepsize", "stepsize"),
+                                        ("algorithm_mu", "algorithm.mu")])
+def test_metric_named_like_a_sweep_axis_is_refused(problem, name, axis):
+    with pytest.raises(ValueError, match=rf"metric name '{name}' is taken by a grid axis of the "
+                                         rf"sweep; not one of .*, {axis}"):
+        fa.sweep(problem, grid={axis: [0.05, 0.1] if axis == "stepsize" else [0.0, 0.1]},
+                 metrics={name: jnp.sum}, num_sampled=2, x0=problem.x_star + 2.0,
+                 **({"stepsize": 0.05, "algorithm": fa.algorithms.FedProx(0.0)}
+                    if axis != "stepsize" else {}), **KW)
+
+
+def test_sweep_with_a_free_metric_name_saves(problem, tmp_path):
+    sw = fa.sweep(problem, grid={"stepsize": [0.05, 0.1]}, metrics={"total": jnp.sum},
+                  num_sampled=2, x0=problem.x_star + 2.0, **KW)
+    assert list(sw.to_dataframe().columns) == ["stepsize", "trial", "round", "gap",
+                                               "grad_norm_sq", "total", "diverged"]
+    assert fa.load(sw.save(tmp_path / "s.nc")).equals(sw)

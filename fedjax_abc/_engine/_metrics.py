@@ -17,11 +17,12 @@ import jax.numpy as jnp
 
 from fedjax_abc._engine._round import ordered_sum
 
-__all__ = ["RESERVED", "check_metrics", "record", "record_trials"]
+__all__ = ["RESERVED", "check_axis_names", "check_metrics", "record", "record_trials"]
 
-# names a metric may not take: the result's own fields and the labelled results' dimensions
-RESERVED = ("gap", "grad_norm_sq", "x", "x_final", "diverged_at", "trial", "round", "dim",
-            "rounds", "config", "metrics")
+# names a metric may not take: the result's own fields, the labelled results' dimensions and
+# the DataFrame's columns (a sweep's grid axes too: check_axis_names)
+RESERVED = ("gap", "grad_norm_sq", "x", "x_final", "diverged_at", "diverged", "trial", "round",
+            "dim", "rounds", "config", "metrics")
 
 
 def check_metrics(metrics: Optional[Mapping[str, Callable]], dim: int,
@@ -62,6 +63,22 @@ def check_metrics(metrics: Optional[Mapping[str, Callable]], dim: int,
         names.append(name)
         fns.append(fn)
     return tuple(names), tuple(fns)
+
+
+def check_axis_names(metrics, axes) -> None:
+    """Raises ValueError (one line, listing the names taken) if a metric of a sweep is named
+    like one of its grid ``axes`` or their dimension in a file ('algorithm.mu' ->
+    'algorithm_mu'): the sweep's DataFrame and Dataset label the points with those names."""
+    if not isinstance(metrics, Mapping):
+        return  # check_metrics says what is wrong
+    from fedjax_abc._engine._labelled import _dim_name
+
+    axes = tuple(axes)
+    taken = tuple(dict.fromkeys(axes + tuple(_dim_name(a) for a in axes)))
+    for name in metrics:
+        if name in taken:
+            raise ValueError(f"metric name {name!r} is taken by a grid axis of the sweep; not "
+                             f"one of {', '.join(RESERVED + taken)}")
 
 
 def record(problem, metrics: tuple, x) -> tuple:

@@ -27,7 +27,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from fedjax_abc._algorithms._base import AbstractAlgorithm
 from fedjax_abc._algorithms._fedavg import FedAvg
-from fedjax_abc._engine import _memory
+from fedjax_abc._engine import _memory, _metrics
 from fedjax_abc._engine._plan import closed_form_gradient, make_plan
 from fedjax_abc._engine._result import SimResult, SweepResult
 from fedjax_abc._engine._progress import Progress as _Progress
@@ -327,6 +327,7 @@ def sweep(
     if unknown:
         raise ValueError(f"sweep got unknown arguments {sorted(unknown)}")
     grid = _check_grid(grid)
+    _metrics.check_axis_names(kwargs.get("metrics"), grid)
     missing = [name for name in _REQUIRED if name not in kwargs and name not in grid]
     if missing:
         raise ValueError(f"sweep needs {', '.join(missing)} (as for simulate)")
