@@ -10,7 +10,7 @@ import jax
 
 jax.config.update("jax_enable_x64", True)
 
-from fedjax_abc import algorithms, data, problems, theory  # noqa: E402
+from fedjax_abc import algorithms, data, problems, theory, transforms  # noqa: E402
 from fedjax_abc._algorithms._fedavg import local_run  # noqa: E402
 from fedjax_abc._engine._random import client_noise  # noqa: E402
 from fedjax_abc._engine._round import fedavg_round  # noqa: E402
@@ -21,6 +21,13 @@ from fedjax_abc._problems._oracles import (  # noqa: E402
     RademacherOracle,
 )
 from fedjax_abc._problems._minibatch import MinibatchOracle  # noqa: E402
+from fedjax_abc._problems._local_work import (  # noqa: E402
+    AbstractLocalSteps,
+    GeometricSteps,
+    PerClientSteps,
+    PmfSteps,
+    UniformSteps,
+)
 from fedjax_abc._problems._problem import Client, Problem, make_problem  # noqa: E402
 from fedjax_abc._engine._result import (  # noqa: E402
     DivergenceWarning,
@@ -46,6 +53,7 @@ from fedjax_abc._engine._sweep import sweep  # noqa: E402
 __version__ = "0.1.0"
 
 __all__ = [
+    "AbstractLocalSteps",
     "AbstractOracle",
     "algorithms",
     "AbstractSampler",
@@ -57,12 +65,16 @@ __all__ = [
     "ExactOracle",
     "FullParticipation",
     "GaussianOracle",
+    "GeometricSteps",
     "MinibatchOracle",
+    "PerClientSteps",
+    "PmfSteps",
     "Problem",
     "RademacherOracle",
     "SimResult",
     "Summary",
     "SweepResult",
+    "UniformSteps",
     "UniformWithoutReplacement",
     "WithReplacement",
     "fedavg_round",
@@ -75,6 +87,7 @@ __all__ = [
     "stepsize_array",
     "sweep",
     "theory",
+    "transforms",
     "summarize",
     "use_cpu_cores",
 ]

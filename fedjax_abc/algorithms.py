@@ -4,7 +4,9 @@
 - :class:`FedProx`: proximal local objectives [24].
 - :class:`Scaffold`: control variates, client state (option II of [11]).
 - :class:`FedOpt`: any optax optimizer on the server (FedAvgM, FedAdam, FedYogi, FedAdagrad).
-- :class:`AbstractAlgorithm`: subclass it for your own (four pure functions).
+- :class:`AbstractAlgorithm`: subclass it for your own (six pure functions: the engine owns
+  the loops over rounds and local steps); its server state subclasses
+  :class:`AbstractServerState`.
 
 Example:
   >>> import fedjax_abc as fa
@@ -14,21 +16,25 @@ Example:
   ValueError: mu must be >= 0, got -1.0
 """
 
-from fedjax_abc._algorithms._base import AbstractAlgorithm, RoundInfo
-from fedjax_abc._algorithms._fedavg import FedAvg, ServerState, local_run
+from fedjax_abc._algorithms._base import (AbstractAlgorithm, AbstractServerState, LocalInfo,
+                                          RoundInfo)
+from fedjax_abc._algorithms._fedavg import FedAvg, ServerState, local_run, sgd_step
 from fedjax_abc._algorithms._fedopt import FedOpt, FedOptState
 from fedjax_abc._algorithms._fedprox import FedProx
 from fedjax_abc._algorithms._scaffold import Scaffold, ScaffoldState
 
 __all__ = [
     "AbstractAlgorithm",
+    "AbstractServerState",
     "FedAvg",
     "FedOpt",
     "FedOptState",
     "FedProx",
+    "LocalInfo",
     "RoundInfo",
     "Scaffold",
     "ScaffoldState",
     "ServerState",
     "local_run",
+    "sgd_step",
 ]

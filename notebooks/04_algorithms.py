@@ -52,10 +52,11 @@ Z95 = 1.959963984540054
 # %% [markdown]
 # ## 1. Five algorithms, one interface
 #
-# An algorithm is an `equinox.Module` with four pure functions: `init` (server state),
-# `client_init` (a client's state, `()` when stateless), `client_update` (a client's
-# work in a round) and `server_update` (the step from the mean of the sampled clients'
-# messages). Hyperparameters are array leaves of the module, so a new value runs the
+# An algorithm is an `equinox.Module` with six pure functions: `init` (server state),
+# `init_client` (a client's state, `()` when stateless), `client_init` (its local state
+# at the start of a round), `local_step` (one local step, given the oracle's gradient),
+# `client_final` (the message and new client state) and `server_update` (the step from
+# the mean of the sampled clients' messages); the engine runs the loops. Hyperparameters are array leaves of the module, so a new value runs the
 # compiled program again instead of compiling a new one (the optax optimizer of
 # `FedOpt` is static: one object, one program).
 #

@@ -1,29 +1,39 @@
 """The algorithm interface: a federated algorithm as a value (an ``equinox.Module``).
 
-An algorithm is four pure functions, in the spirit of optax's ``init`` / ``update``:
+An algorithm gives the steps; the engine runs the loops (fedjax's ``client_init /
+client_step / client_final`` in equinox's container). For one trial:
 
-- ``init(x0) -> server state`` of one trial (a pytree with a field ``x``, the model the
-  records read);
-- ``client_init(x0) -> client state`` of one client of one trial (``()`` when stateless);
-- ``client_update(problem, oracle, i, server, client, stepsize, noise, local_steps)
-  -> (message, new client state)``: client i's work in a round, from the server's state;
+- ``init(x0) -> server state``: an :class:`AbstractServerState`, whose ``x`` is the model
+  x_t that the records read;
+- ``init_client(x0) -> client state`` of one client at t = 0 (``()`` when stateless);
+- ``client_init(server, client) -> local``: the client's local state besides its model
+  (``()`` for plain local SGD); the local model starts at y^0 = x_t;
+- ``local_step(server, y, local, gradient, stepsize) -> (y, local)``: one local step, where
+  ``gradient(z)`` is the oracle's estimate g_i(z; xi^l) of this step (the same noise at
+  every point it is called at);
+- ``client_final(server, client, y, local, info) -> (message, client state)``: what the
+  client sends after its local steps, and its new state; ``info`` is a :class:`LocalInfo`
+  (how many steps it took, the stepsize);
 - ``server_update(server, mean_message, info) -> server state``: the server's step from the
-  weighted mean of the sampled clients' messages.
+  weighted mean of the participants' messages.
 
-The engine runs them for every trial and every (virtual or sampled) client: hyperparameters
-are array leaves, so a new value (``FedProx(mu=0.2)``) compiles nothing new. Only sampled
-clients (weight > 0) keep their new client state; the others keep the old one.
+The engine owns the scan over local steps, the oracle's noise, the step mask of
+heterogeneous or random local work (:mod:`fedjax_abc._engine._local`) and the message
+transforms applied to Delta_i = y_i - x_t before ``client_final``. Hyperparameters are array
+leaves, so a new value (``FedProx(mu=0.2)``) compiles nothing new; they are checked in
+``__check_init__``, which the sweep runs again for every grid value. Only participants
+(weight > 0) keep their new client state.
 """
 
 from __future__ import annotations
 
 import abc
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple, Union
 
 import equinox as eqx
 from jaxtyping import Array
 
-__all__ = ["AbstractAlgorithm", "RoundInfo"]
+__all__ = ["AbstractAlgorithm", "AbstractServerState", "LocalInfo", "RoundInfo", "recheck"]
 
 
 class RoundInfo(NamedTuple):
@@ -33,7 +43,7 @@ class RoundInfo(NamedTuple):
       total_weight: sum of the sampled slots' weights (S for uniform sampling), shape ().
       num_clients: n (static).
       stepsize: alpha_t, shape ().
-      local_steps: Q (static).
+      local_steps: Q, or Q_max when the clients' local work differs (static).
     """
 
     total_weight: Array
@@ -42,30 +52,76 @@ class RoundInfo(NamedTuple):
     local_steps: int
 
 
-class AbstractAlgorithm(eqx.Module):
-    """A federated algorithm: server and client states, client and server updates.
+class LocalInfo(NamedTuple):
+    """What a client knows about its round's local work (one client of one trial).
 
-    Subclass it and implement the four methods; see :class:`~fedjax_abc.algorithms.FedAvg`
-    for the simplest example and the README for a user-written one.
+    Attributes:
+      steps: how many local steps it took: the int Q, or a traced count (shape ()) when the
+        clients' local work differs or is random.
+      stepsize: alpha_t, shape ().
+    """
+
+    steps: Union[int, Array]
+    stepsize: Array
+
+
+class AbstractServerState(eqx.Module):
+    """A server state: the model ``x`` (shape (d,)) and whatever else the algorithm keeps.
+
+    Example:
+      >>> import jax.numpy as jnp, fedjax_abc as fa
+      >>> class MomentumState(fa.algorithms.AbstractServerState):
+      ...     x: jnp.ndarray
+      ...     m: jnp.ndarray
+      >>> MomentumState(jnp.zeros(2), jnp.ones(2)).x
+      Array([0., 0.], dtype=float64)
+    """
+
+    x: eqx.AbstractVar[Array]
+
+
+class AbstractAlgorithm(eqx.Module):
+    """A federated algorithm: the six functions of the module's docstring.
+
+    Subclass it and implement the abstract methods; see
+    :class:`~fedjax_abc.algorithms.FedAvg` for the simplest example and the README for a
+    user-written one.
     """
 
     @abc.abstractmethod
-    def init(self, x0: Array) -> Any:
-        """The server state of one trial at t = 0; it has a field ``x`` (shape (d,))."""
+    def init(self, x0: Array) -> AbstractServerState:
+        """The server state of one trial at t = 0."""
 
     @abc.abstractmethod
-    def client_init(self, x0: Array) -> Any:
+    def init_client(self, x0: Array) -> Any:
         """One client's state at t = 0 (``()`` for a stateless algorithm)."""
 
     @abc.abstractmethod
-    def client_update(self, problem, oracle, i, server, client, stepsize, noise,
-                      local_steps: int) -> tuple[Any, Any]:
-        """(message, new client state) of client i in a round (i may be traced).
-
-        ``noise`` is the client's noise for the round's ``local_steps`` steps, as
-        :func:`~fedjax_abc.local_run` takes it.
-        """
+    def client_init(self, server, client) -> Any:
+        """The local state (besides the local model y^0 = x_t) a client starts its round with."""
 
     @abc.abstractmethod
-    def server_update(self, server, mean_message, info: RoundInfo) -> Any:
-        """The next server state from the weighted mean of the sampled clients' messages."""
+    def local_step(self, server, y: Array, local, gradient: Callable[[Array], Array],
+                   stepsize) -> tuple[Array, Any]:
+        """One local step: (y^l, local) -> (y^{l+1}, local)."""
+
+    @abc.abstractmethod
+    def client_final(self, server, client, y: Array, local,
+                     info: LocalInfo) -> tuple[Any, Any]:
+        """(message, new client state) after ``info.steps`` local steps ended at y."""
+
+    @abc.abstractmethod
+    def server_update(self, server, mean_message, info: RoundInfo) -> AbstractServerState:
+        """The next server state from the weighted mean of the participants' messages."""
+
+
+def recheck(module: eqx.Module) -> None:
+    """Runs every ``__check_init__`` of ``module``'s classes again (after ``eqx.tree_at``).
+
+    ``eqx.tree_at`` builds a module without ``__init__``, so a value put into a field (a
+    sweep's ``"algorithm.mu"``) would skip the checks the constructor runs.
+    """
+    for cls in type(module).__mro__:
+        check = cls.__dict__.get("__check_init__")
+        if check is not None:
+            check(module)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["nonnegative_scalar", "positive_scalar"]
+__all__ = ["check_leaf", "nonnegative_scalar", "positive_scalar"]
 
 
 def _scalar(name: str, value) -> float:
@@ -34,3 +34,27 @@ def nonnegative_scalar(name: str, value):
     if _scalar(name, value) < 0:
         raise ValueError(f"{name} must be >= 0, got {value}")
     return jnp.asarray(value, float)
+
+
+def _concrete(value):
+    """``value`` as a NumPy array, or None for a tracer (inside a traced function)."""
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except Exception:  # a tracer has no concrete value
+        return None
+
+
+def check_leaf(name: str, value, low: float, strict: bool) -> None:
+    """ValueError unless the (concrete) leaf is finite and > low (``strict``) or >= low.
+
+    For ``__check_init__``: a value put into a field by ``eqx.tree_at`` (a sweep's grid
+    axis) passes the same checks as the constructor's argument. Tracers pass unchecked.
+    """
+    v = _concrete(value)
+    if v is None:
+        return
+    if not np.all(np.isfinite(v)):
+        raise ValueError(f"{name} must be finite, got {value}")
+    if np.any(v <= low) if strict else np.any(v < low):
+        raise ValueError(f"{name} must be {'>' if strict else '>='} {low:g}, got "
+                         f"{v.tolist() if v.ndim else float(v)}")

@@ -1,21 +1,22 @@
 """Algorithm 1: FedAvg with partial participation, and an optional server stepsize [10].
 
-:func:`local_run` is the client part, Q local stochastic gradient steps (eq. 5), shared by
-the other algorithms; :class:`FedAvg` is the algorithm.
+:func:`local_run` is the client part, Q local stochastic gradient steps (eq. 5), written out
+on its own (the engine runs the same steps through :meth:`FedAvg.local_step`); :class:`FedAvg`
+is the algorithm.
 """
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from fedjax_abc._algorithms._base import AbstractAlgorithm, RoundInfo
-from fedjax_abc._algorithms._checks import positive_scalar
+from fedjax_abc._algorithms._base import AbstractAlgorithm, AbstractServerState, RoundInfo
+from fedjax_abc._algorithms._checks import check_leaf, positive_scalar
 
-__all__ = ["FedAvg", "ServerState", "local_run"]
+__all__ = ["FedAvg", "ServerState", "local_run", "sgd_step", "server_step"]
 
 
 def local_run(problem, oracle, i, x: Array, stepsize, noise, local_steps: int | None = None,
@@ -58,13 +59,13 @@ def local_run(problem, oracle, i, x: Array, stepsize, noise, local_steps: int | 
         g = oracle.gradient(problem, client, x_l, z)
         if correction is not None:
             g = g + correction(x_l)
-        return x_l - stepsize * g, None
+        return sgd_step(x_l, g, stepsize), None
 
     x_q, _ = jax.lax.scan(step, x, jnp.arange(shape[0]))
     return x_q
 
 
-class ServerState(NamedTuple):
+class ServerState(AbstractServerState):
     """The server state of a stateless algorithm: the model x_t."""
 
     x: Array
@@ -73,9 +74,10 @@ class ServerState(NamedTuple):
 class FedAvg(AbstractAlgorithm):
     """FedAvg with partial participation (Algorithm 1), with a server stepsize eta_g [10].
 
-    Each sampled client runs Q local steps from x_t (eq. 5) and sends y_i = x^Q_{i,t}; the
-    server takes x_{t+1} = x_t + eta_g (sum_i w_i y_i / sum_i w_i - x_t). With eta_g = 1
-    (the default) this is Algorithm 1's average x_{t+1} = (1/S) sum_{i in S_t} y_i exactly.
+    Each sampled client runs Q local steps from x_t (eq. 5),
+    y^{l+1} = y^l - alpha_t g_i(y^l; xi^l), and sends y_i = y^Q; the server takes
+    x_{t+1} = x_t + eta_g (sum_i w_i y_i / sum_i w_i - x_t). With eta_g = 1 (the default)
+    this is Algorithm 1's average x_{t+1} = (1/S) sum_{i in S_t} y_i exactly.
 
     Attributes:
       server_stepsize: eta_g > 0 (an array leaf: a new value compiles nothing new).
@@ -95,17 +97,31 @@ class FedAvg(AbstractAlgorithm):
     def __init__(self, server_stepsize=1.0):
         self.server_stepsize = positive_scalar("server_stepsize (eta_g)", server_stepsize)
 
+    def __check_init__(self):
+        check_leaf("server_stepsize (eta_g)", self.server_stepsize, 0.0, strict=True)
+
     def init(self, x0):
         return ServerState(x0)
 
-    def client_init(self, x0):
+    def init_client(self, x0):
         return ()
 
-    def client_update(self, problem, oracle, i, server, client, stepsize, noise, local_steps):
-        return local_run(problem, oracle, i, server.x, stepsize, noise, local_steps), client
+    def client_init(self, server, client):
+        return ()
+
+    def local_step(self, server, y, local, gradient, stepsize):
+        return sgd_step(y, gradient(y), stepsize), local
+
+    def client_final(self, server, client, y, local, info):
+        return y, client
 
     def server_update(self, server, mean_message, info: RoundInfo):
         return ServerState(server_step(server.x, mean_message, self.server_stepsize))
+
+
+def sgd_step(y: Array, g: Array, stepsize) -> Array:
+    """y - alpha g: one local step of eq. (5)."""
+    return y - stepsize * g
 
 
 def server_step(x: Array, mean: Array, eta: Array) -> Array:

@@ -7,19 +7,19 @@ FedAdagrad are FedOpt with ``optax.sgd(lr, momentum=b)``, ``optax.adam(lr)``,
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import equinox as eqx
 import optax
 from jaxtyping import Array
 
-from fedjax_abc._algorithms._base import AbstractAlgorithm, RoundInfo
-from fedjax_abc._algorithms._fedavg import local_run
+from fedjax_abc._algorithms._base import AbstractAlgorithm, AbstractServerState, RoundInfo
+from fedjax_abc._algorithms._fedavg import sgd_step
 
 __all__ = ["FedOpt", "FedOptState"]
 
 
-class FedOptState(NamedTuple):
+class FedOptState(AbstractServerState):
     """FedOpt's server state: the model x and the server optimizer's state."""
 
     x: Array
@@ -62,11 +62,17 @@ class FedOpt(AbstractAlgorithm):
     def init(self, x0):
         return FedOptState(x0, self.server_optimizer.init(x0))
 
-    def client_init(self, x0):
+    def init_client(self, x0):
         return ()
 
-    def client_update(self, problem, oracle, i, server, client, stepsize, noise, local_steps):
-        return local_run(problem, oracle, i, server.x, stepsize, noise, local_steps), client
+    def client_init(self, server, client):
+        return ()
+
+    def local_step(self, server, y, local, gradient, stepsize):
+        return sgd_step(y, gradient(y), stepsize), local
+
+    def client_final(self, server, client, y, local, info):
+        return y, client
 
     def server_update(self, server, mean_message, info: RoundInfo):
         pseudo_grad = server.x - mean_message

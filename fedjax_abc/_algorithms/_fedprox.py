@@ -5,8 +5,8 @@ from __future__ import annotations
 from jaxtyping import Array, Float
 
 from fedjax_abc._algorithms._base import AbstractAlgorithm, RoundInfo
-from fedjax_abc._algorithms._checks import nonnegative_scalar
-from fedjax_abc._algorithms._fedavg import ServerState, local_run
+from fedjax_abc._algorithms._checks import check_leaf, nonnegative_scalar
+from fedjax_abc._algorithms._fedavg import ServerState, sgd_step
 
 __all__ = ["FedProx"]
 
@@ -35,16 +35,22 @@ class FedProx(AbstractAlgorithm):
     def __init__(self, mu):
         self.mu = nonnegative_scalar("mu", mu)
 
+    def __check_init__(self):
+        check_leaf("mu", self.mu, 0.0, strict=False)
+
     def init(self, x0):
         return ServerState(x0)
 
-    def client_init(self, x0):
+    def init_client(self, x0):
         return ()
 
-    def client_update(self, problem, oracle, i, server, client, stepsize, noise, local_steps):
-        x_t = server.x
-        y = local_run(problem, oracle, i, x_t, stepsize, noise, local_steps,
-                      correction=lambda y: self.mu * (y - x_t))
+    def client_init(self, server, client):
+        return ()
+
+    def local_step(self, server, y, local, gradient, stepsize):
+        return sgd_step(y, gradient(y) + self.mu * (y - server.x), stepsize), local
+
+    def client_final(self, server, client, y, local, info):
         return y, client
 
     def server_update(self, server, mean_message, info: RoundInfo):

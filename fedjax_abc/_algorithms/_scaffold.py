@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from fedjax_abc._algorithms._base import AbstractAlgorithm, RoundInfo
-from fedjax_abc._algorithms._checks import positive_scalar
-from fedjax_abc._algorithms._fedavg import local_run
+from fedjax_abc._algorithms._base import AbstractAlgorithm, AbstractServerState, RoundInfo
+from fedjax_abc._algorithms._checks import check_leaf, positive_scalar
+from fedjax_abc._algorithms._fedavg import sgd_step
 
 __all__ = ["Scaffold", "ScaffoldState"]
 
 
-class ScaffoldState(NamedTuple):
+class ScaffoldState(AbstractServerState):
     """SCAFFOLD's server state: the model x and the server control variate c."""
 
     x: Array
@@ -29,7 +27,7 @@ class Scaffold(AbstractAlgorithm):
 
         y^{l+1} = y^l - alpha_t (g_i(y^l; xi^l) - c_i + c),
 
-    sets c_i^+ = c_i - c + (x_t - y^Q) / (Q alpha_t) and sends (y^Q - x_t, c_i^+ - c_i).
+    sets c_i^+ = c_i - c + (x_t - y^K) / (K alpha_t) after its K local steps and sends (y^Q - x_t, c_i^+ - c_i).
     The server steps x_{t+1} = x_t + eta_g mean(Delta y), c <- c + (S / n) mean(Delta c)
     (with sampler weights: sum_i w_i Delta c_i / n). Only the sampled clients keep c_i^+.
     Needs a sampler whose slots name distinct clients.
@@ -52,17 +50,24 @@ class Scaffold(AbstractAlgorithm):
     def __init__(self, server_stepsize=1.0):
         self.server_stepsize = positive_scalar("server_stepsize (eta_g)", server_stepsize)
 
+    def __check_init__(self):
+        check_leaf("server_stepsize (eta_g)", self.server_stepsize, 0.0, strict=True)
+
     def init(self, x0):
         return ScaffoldState(x0, jnp.zeros_like(x0))
 
-    def client_init(self, x0):
+    def init_client(self, x0):
         return jnp.zeros_like(x0)
 
-    def client_update(self, problem, oracle, i, server, client, stepsize, noise, local_steps):
-        x_t, c, c_i = server.x, server.c, client
-        y = local_run(problem, oracle, i, x_t, stepsize, noise, local_steps,
-                      correction=lambda y: c - c_i)
-        c_new = c_i - c + (x_t - y) / (local_steps * stepsize)
+    def client_init(self, server, client):
+        return server.c - client  # the correction c - c_i of every local step
+
+    def local_step(self, server, y, correction, gradient, stepsize):
+        return sgd_step(y, gradient(y) + correction, stepsize), correction
+
+    def client_final(self, server, client, y, correction, info):
+        x_t, c_i = server.x, client
+        c_new = c_i - server.c + (x_t - y) / (info.steps * info.stepsize)
         return (y - x_t, c_new - c_i), c_new
 
     def server_update(self, server, mean_message, info: RoundInfo):

@@ -25,7 +25,6 @@ from typing import NamedTuple, Optional
 import jax
 import numpy as np
 
-from fedjax_abc._engine._memo import remembered
 from fedjax_abc._engine._plan import recorded_rounds
 
 __all__ = ["Estimate", "StateSizes", "available_bytes", "check", "check_run", "estimate",
@@ -173,11 +172,12 @@ class StateSizes(NamedTuple):
 _STATE_SIZES: dict = {}
 
 
-def state_sizes(algorithm, d: int, dtype) -> StateSizes:
-    """An algorithm's state sizes in R^d, traced (``eval_shape``) once per structure and d."""
-    leaves, treedef = jax.tree_util.tree_flatten(algorithm)
-    signature = (treedef, tuple((getattr(a, "shape", None), getattr(a, "dtype", type(a))) for a in leaves), d,
-                 np.dtype(dtype))
+def state_sizes(algorithm, d: int, dtype, transform=None) -> StateSizes:
+    """An algorithm's state sizes in R^d (a client's transform state counted with its own),
+    traced (``eval_shape``) once per structure and d."""
+    leaves, treedef = jax.tree_util.tree_flatten((algorithm, transform))
+    signature = (treedef, tuple((getattr(a, "shape", None), getattr(a, "dtype", type(a)))
+                                for a in leaves), d, np.dtype(dtype))
     if signature not in _STATE_SIZES:
         x = jax.ShapeDtypeStruct((d,), dtype)
 
@@ -186,33 +186,26 @@ def state_sizes(algorithm, d: int, dtype) -> StateSizes:
                        for a in jax.tree_util.tree_leaves(tree))
 
         server = jax.eval_shape(algorithm.init, x)
-        client = jax.eval_shape(algorithm.client_init, x)
-        _STATE_SIZES[signature] = StateSizes(size(server), size(client),
+        client = jax.eval_shape(algorithm.init_client, x)
+        extra = () if transform is None else jax.eval_shape(transform.init, x)
+        _STATE_SIZES[signature] = StateSizes(size(server), size(client) + size(extra),
                                              bool(jax.tree_util.tree_leaves(client)))
     return _STATE_SIZES[signature]
-
-
-def _num_slots(sampler, n: int) -> int:
-    return sampler.num_slots(n)
-
-
-def _num_words(oracle, shape: tuple) -> int:
-    return oracle.num_words(shape)
 
 
 def check_run(run, plan) -> None:
     """:func:`check` of a checked run (``_run.Run``) cut up by ``plan``."""
     n, d = run.problem.num_clients, run.problem.dim
-    sizes = state_sizes(run.algorithm, d, run.dtype)
+    sizes = state_sizes(run.algorithm, d, run.dtype, run.transform)
     on_device = run.devices[0].platform != "cpu"
     est = estimate(
         trials=run.trials, records=len(recorded_rounds(run.rounds, run.record_every)), dim=d,
         itemsize=np.dtype(run.dtype).itemsize, record_x=run.record_x, rounds=run.rounds,
         per_call=plan.per_call, call_records=plan.segment + 1,
-        participants=n if run.mode == "mask" else remembered(_num_slots, (run.sampler,), n),
-        local_steps=run.local_steps,
-        noise_words=remembered(_num_words, (run.oracle,), (run.local_steps, d)),
-        server_bytes=sizes.server_bytes, client_bytes=sizes.client_bytes if sizes.client_states else 0,
+        participants=n if run.mode == "mask" else run.sampler.num_slots(n),
+        local_steps=run.max_steps,
+        noise_words=run.oracle.num_words((run.max_steps, d)),
+        server_bytes=sizes.server_bytes, client_bytes=sizes.client_bytes,
         num_clients=n, host_only=on_device)
     device = device_bytes(run.devices[0]) if on_device else None
     check(est, record_x=run.record_x, rounds=run.rounds, trials=run.trials, chunk=run.chunk,

@@ -7,8 +7,9 @@ under k_t gives words 2j and 2j + 1 of stream s. Generator ``"splitmix"`` uses S
 seeded with the trial key's 64 bits, and word g of stream s is the upper half of output
 s 2^32 + g of a SplitMix64 generator seeded with k_t (its finaliser applied to k_t plus
 the counter times the golden-ratio increment), about a quarter of Threefry's arithmetic.
-Stream 0 feeds the sampler; stream 1 is cut into consecutive pieces of W words, piece i
-being client i's (W = what the oracle asks for Q steps, 1 word for up to 32 sign flips). A
+Stream 0 feeds the sampler; stream 1 (the oracle's noise) is cut into consecutive pieces of
+W words, piece i being client i's; streams 2 (random local-step counts) and 3 (message
+transforms) are cut the same way (W = what the oracle asks for Q steps, 1 word for up to 32 sign flips). A
 client's noise does not depend on the mode or on which other clients were sampled, so
 ``mask`` and ``gather`` modes make the same draws, and a round costs about n W hashes in
 ``mask`` mode, m W in ``gather`` mode (m sampler slots; W / 2 each for clients of 8 words
@@ -25,7 +26,8 @@ from jaxtyping import Array
 
 from fedjax_abc._engine._threefry import fold_in_data, threefry2x32
 
-__all__ = ["GENERATORS", "client_noise", "client_words", "round_key_data", "round_keys",
+__all__ = ["GENERATORS", "NOISE_STREAM", "SAMPLER_STREAM", "STEPS_STREAM", "TRANSFORM_STREAM",
+           "client_noise", "client_words", "round_key_data", "round_keys",
            "splitmix64", "stream_words"]
 
 _GAMMA = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio, SplitMix64's increment
@@ -110,21 +112,27 @@ def stream_words(key_data: Array, stream, num_words: int, generator: str = "thre
     return _WORD_HASH[generator](key_data, stream, g if key_data.ndim == 1 else g[:, None])
 
 
+# the counter streams of a round: the sampler's, the oracle noise's, the local-step counts',
+# the message transforms'
+SAMPLER_STREAM, NOISE_STREAM, STEPS_STREAM, TRANSFORM_STREAM = 0, 1, 2, 3
+
+
 def client_words(key_data: Array, clients: Array, num_words: int,
-                 generator: str = "threefry") -> Array:
+                 generator: str = "threefry", stream: int = NOISE_STREAM) -> Array:
     """The round's random words of the given clients, shape (len(clients), W).
 
-    Client i owns words i W .. i W + W - 1 of the client stream (stream 1): its words depend
-    on (k_t, i) alone, whichever other clients are drawn.
+    Client i owns words i W .. i W + W - 1 of a client stream (stream 1, the oracle's
+    noise, by default): its words depend on (k_t, i) alone, whichever other clients are
+    drawn.
     """
     W = num_words
     start = clients.astype(jnp.uint32) * W
     if generator == "splitmix" or W < _BLOCKWISE_MIN_WORDS:  # word by word, fused with the reader
         g = start[:, None] + jnp.arange(W, dtype=jnp.uint32)[None, :]
-        return _WORD_HASH[generator](key_data, 1, g)
+        return _WORD_HASH[generator](key_data, stream, g)
     if W % 2 == 0:  # every client's words start a block
-        return _block_words(key_data, 1, start // 2, W // 2)
-    words = _block_words(key_data, 1, start // 2, W // 2 + 1)
+        return _block_words(key_data, stream, start // 2, W // 2)
+    words = _block_words(key_data, stream, start // 2, W // 2 + 1)
     odd = (start % 2 == 1)[:, None]  # the client's first word is the second of a block
     return jnp.where(odd, words[:, 1: W + 1], words[:, :W])
 

@@ -21,12 +21,15 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from fedjax_abc._algorithms._base import RoundInfo
+from fedjax_abc._algorithms._base import LocalInfo, RoundInfo
 from fedjax_abc._algorithms._fedavg import FedAvg
-from fedjax_abc._engine._random import client_words, round_key_data, round_keys, stream_words
+from fedjax_abc._engine._components import (check_message, check_same, check_server,
+                                            check_stats)
+from fedjax_abc._engine._random import (SAMPLER_STREAM, STEPS_STREAM, TRANSFORM_STREAM,
+                                        client_words, round_key_data, round_keys, stream_words)
 
-__all__ = ["RoundState", "batched_round", "fedavg_round", "init_state", "ordered_sum",
-           "run_rounds"]
+__all__ = ["RoundState", "batched_round", "client_round", "fedavg_round", "init_state",
+           "ordered_sum", "run_rounds", "steps_of", "transform_stats"]
 
 MODES = ("mask", "gather")
 
@@ -37,32 +40,71 @@ class RoundState(NamedTuple):
     Attributes:
       server: the algorithm's server state, every leaf with leading axis R (trials).
       clients: every client's state, leaves with leading axes (n, R); ``()`` when stateless.
+      sampler: the sampler's state, leaves with leading axis R; ``()`` when stateless.
+      transform: every client's message-transform state, leaves (n, R, ...); ``()`` when
+        there is none or it is stateless.
+      totals: the transform's statistics summed over participants and rounds so far, a dict
+        of name -> (R,); empty without a transform.
     """
 
     server: Any
     clients: Any
+    sampler: Any = ()
+    transform: Any = ()
+    totals: Any = ()
 
 
-def init_state(algorithm, x0: Array, num_clients: int) -> RoundState:
+def _per_client(fn, x0: Array, num_clients: int):
+    """``fn(x)`` for every client of R trials started at x0 (R, d): leaves (n, R, ...)."""
+    if not jax.tree_util.tree_leaves(jax.eval_shape(fn, x0[0])):
+        return ()
+    return jax.vmap(jax.vmap(fn), in_axes=(None,), axis_size=num_clients)(x0)
+
+
+def transform_stats(transform, d: int, dtype) -> tuple:
+    """The names of a transform's statistics, sorted (``()`` without a transform)."""
+    if transform is None:
+        return ()
+    x = jax.ShapeDtypeStruct((d,), dtype)
+    words = jax.ShapeDtypeStruct((transform.num_words(d),), jnp.uint32)
+    state = jax.eval_shape(transform.init, x)
+    _, _, stats = jax.eval_shape(transform.apply, words, x, state)
+    return tuple(sorted(stats))
+
+
+def init_state(algorithm, x0: Array, num_clients: int, sampler=None,
+               transform=None) -> RoundState:
     """The state at t = 0 of R trials started at x0, shape (R, d)."""
     server = jax.vmap(algorithm.init)(x0)
-    clients = jax.vmap(jax.vmap(algorithm.client_init), in_axes=(None,), axis_size=num_clients)(x0) \
-        if jax.tree_util.tree_leaves(jax.eval_shape(algorithm.client_init, x0[0])) else ()
-    return RoundState(server, clients)
+    check_server(type(algorithm).__name__, server, x0.shape[1], x0.dtype, lead=1)
+    clients = _per_client(algorithm.init_client, x0, num_clients)
+    R = x0.shape[0]
+    sampler_state = ()
+    if sampler is not None and jax.tree_util.tree_leaves(
+            jax.eval_shape(sampler.init_state, num_clients)):
+        one = sampler.init_state(num_clients)
+        sampler_state = jax.tree_util.tree_map(
+            lambda a: jnp.broadcast_to(a, (R,) + jnp.shape(a)), one)
+    tstate, totals = (), ()
+    if transform is not None:
+        tstate = _per_client(transform.init, x0, num_clients)
+        totals = {name: jnp.zeros((R,), x0.dtype)
+                  for name in transform_stats(transform, x0.shape[1], x0.dtype)}
+    return RoundState(server, clients, sampler_state, tstate, totals)
 
 
 def fedavg_round(problem, oracle, sampler, x: Array, t, stepsize, trial_key: Array,
-                 local_steps: int, mode: str = "mask", algorithm=None,
+                 local_steps=1, mode: str = "mask", algorithm=None,
                  generator: str = "threefry") -> Array:
-    """One round of Algorithm 1 (or a stateless ``algorithm``) for one trial: x_t -> x_{t+1}.
+    """One round of Algorithm 1 (or an ``algorithm`` without client states) for one trial.
 
     Args:
-      problem, oracle, sampler: the problem, its oracle and the client sampler.
+      problem, oracle, sampler: the problem, its oracle and the client sampler (stateless).
       x: x_t, shape (d,).
       t: round index (may be traced).
       stepsize: alpha_t.
       trial_key: the trial's key.
-      local_steps: Q (static).
+      local_steps: Q (an int), or a :class:`~fedjax_abc.AbstractLocalSteps`.
       mode: "mask" (all n virtual trajectories) or "gather" (only the sampled clients).
       algorithm: default :class:`~fedjax_abc.algorithms.FedAvg` (Algorithm 1).
       generator: the random words' hash, "threefry" or "splitmix" (see ``_random``).
@@ -128,64 +170,143 @@ def _over_clients(fn, args, block: Optional[int]):
 
 def _sampler_words(sampler, num_clients: int, key_data: Array, generator: str) -> Array:
     """The sampler's words of a round of R trials from their k_t (2, R): (num_words, R)."""
-    return stream_words(key_data, 0, sampler.num_words(num_clients), generator)
+    return stream_words(key_data, SAMPLER_STREAM, sampler.num_words(num_clients), generator)
+
+
+def steps_of(local_steps) -> int:
+    """Q, or Q_max of a law of local steps: the length of the local scan."""
+    return local_steps if isinstance(local_steps, int) else local_steps.max_steps
+
+
+def client_round(problem, oracle, algorithm, transform, local_steps, generator: str, i, server,
+                 client, transform_state, k: Array, stepsize):
+    """Client i's round in one trial with round key data k (2,): its local steps, message.
+
+    The engine's part of every algorithm: the oracle's noise of the Q (or Q_max) steps from
+    client i's words of stream 1; the local model y^0 = x_t and the algorithm's local state
+    through a ``lax.scan`` of ``local_step``; with a law of local steps, K from client i's
+    word of stream 2 and the steps after the K-th masked (they leave y and the local state
+    as they are); the transform on Delta_i = y - x_t (words of stream 3); then
+    ``client_final``. Returns (message, client state, transform state, statistics).
+    """
+    x_t = server.x
+    Q = steps_of(local_steps)
+    shape = (Q,) + x_t.shape
+    W = oracle.num_words(shape)
+    words = client_words(k, i[None], W, generator)[0]
+    noise = oracle.noise_from_words(words, shape, x_t.dtype)
+    data = problem.client(i)
+    if isinstance(local_steps, int):
+        K = local_steps
+    else:
+        V = local_steps.num_words()
+        word = client_words(k, i[None], V, generator, STEPS_STREAM)[0, 0] if V else None
+        K = local_steps.draw(word, i)
+
+    def step(carry, l):
+        y, local = carry
+        z = oracle.step_noise(noise, l, shape, x_t.dtype)
+        new = algorithm.local_step(server, y, local, lambda p: oracle.gradient(problem, data, p, z),
+                                   stepsize)
+        check_same(f"{type(algorithm).__name__}.local_step", (y, local), new)
+        if not isinstance(K, int):  # steps after the K-th leave everything as it is
+            new = jax.tree_util.tree_map(lambda a, b: jnp.where(l < K, a, b), new, (y, local))
+        return new, None
+
+    local = algorithm.client_init(server, client)
+    (y, local), _ = jax.lax.scan(step, (x_t, local), jnp.arange(Q))
+    stats = {}
+    if transform is not None:
+        d = x_t.shape[-1]
+        V = transform.num_words(d)
+        twords = client_words(k, i[None], V, generator, TRANSFORM_STREAM)[0] if V else \
+            jnp.zeros((0,), jnp.uint32)
+        tname = type(transform).__name__
+        delta, new_tstate, stats = transform.apply(twords, y - x_t, transform_state)
+        check_same(f"{tname}.apply's update", y, delta)
+        check_same(f"{tname}.apply", transform_state, new_tstate)
+        check_stats(tname, stats, 0)
+        y, transform_state = x_t + delta, new_tstate
+    name = type(algorithm).__name__
+    message, new_client = algorithm.client_final(server, client, y, local, LocalInfo(K, stepsize))
+    check_message(name, message, x_t.shape[-1], x_t.dtype, 0)
+    check_same(f"{name}.client_final", client, new_client)
+    return message, new_client, transform_state, stats
+
+
+def _sample(sampler, sampler_words: Array, n: int, state):
+    """The round's slots (m, R) each and the sampler's next state (leaves with axis R)."""
+    if not jax.tree_util.tree_leaves(state):
+        idx, w = sampler.from_words_batched(sampler_words, n)
+        return idx, w, state
+    return jax.vmap(sampler.sample, in_axes=(1, None, 0), out_axes=(1, 1, 0))(
+        sampler_words, n, state)
 
 
 def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_data: Array,
-                  stepsize, local_steps: int, mode: str,
+                  stepsize, local_steps, mode: str,
                   generator: str = "threefry", client_block: Optional[int] = None,
-                  sampler_words: Optional[Array] = None) -> RoundState:
+                  sampler_words: Optional[Array] = None, transform=None) -> RoundState:
     """One round of R trials: their state and k_t (2, R) -> the state at t + 1.
 
     The trials are the innermost ``vmap`` and the second axis of every per-client array: a
     client's (or slot's) local models of all trials lie side by side in memory, shape (n or
     m, R, d), its random words too, shape (n or m, R, W), so the hashing and the local steps
     of ``gather`` mode run over long contiguous rows even when m is small. Client states
-    change only for clients with a positive weight this round. ``generator``: the random
+    (the algorithm's and the transform's) change only for clients with a positive weight
+    this round. ``local_steps``: Q (an int) or a law of local steps
+    (:class:`~fedjax_abc._problems._local_work.AbstractLocalSteps`); ``generator``: the random
     words' hash (:data:`~fedjax_abc._engine._random.GENERATORS`). ``client_block``: how many
     clients (slots) run their local steps at once, None for all (see :func:`_over_clients`).
     ``sampler_words``: the sampler's words of the round, (num_words, R), if already hashed
-    from k_t (see :func:`run_rounds`); None hashes them here.
+    from k_t (see :func:`run_rounds`); None hashes them here. ``transform``: the message
+    transform, or None.
     """
     if mode not in MODES:
         raise ValueError(f"mode ({mode!r}) must be one of {MODES}")
     n = problem.num_clients
     if sampler_words is None:
         sampler_words = _sampler_words(sampler, n, key_data, generator)
-    idx, w = sampler.from_words_batched(sampler_words, n)  # (m, R) each
-    server, clients = state
+    idx, w, sampler_state = _sample(sampler, sampler_words, n, state.sampler)  # (m, R) each
+    server = state.server
     x = server.x
-    shape = (local_steps,) + x.shape[1:]
-    W = oracle.num_words(shape)
+    per_client = (state.clients, state.transform)
 
-    def local(i, server_r, client_ir, k):  # client i of one trial with round key data k
-        words = client_words(k, i[None], W, generator)[0]
-        noise = oracle.noise_from_words(words, shape, x.dtype)
-        return algorithm.client_update(problem, oracle, i, server_r, client_ir, stepsize, noise,
-                                       local_steps)
+    def local(i, server_r, c, k):  # client i of one trial with round key data k
+        message, client, tstate, stats = client_round(
+            problem, oracle, algorithm, transform, local_steps, generator, i, server_r, c[0],
+            c[1], k, stepsize)
+        return message, (client, tstate), stats
 
     R = x.shape[0]
     if mode == "mask":  # every client, for every trial (the same client data for all trials)
-        messages, new_clients = _over_clients(
+        messages, new_clients, stats = _over_clients(
             lambda i, c: jax.vmap(local, in_axes=(None, 0, 0, 1))(i, server, c, key_data),
-            (jnp.arange(n, dtype=jnp.int32), clients), client_block)  # (n, R, ...)
-        messages = _at_slots(messages, idx)  # the sampled: (m, R, ...)
-        if jax.tree_util.tree_leaves(clients):
+            (jnp.arange(n, dtype=jnp.int32), per_client), client_block)  # (n, R, ...)
+        messages, stats = _at_slots((messages, stats), idx)  # the sampled: (m, R, ...)
+        if jax.tree_util.tree_leaves(per_client):
             weight = _add(jnp.zeros((n, R), w.dtype), idx, w)
-            clients = _keep_where(weight > 0, new_clients, clients)
+            per_client = _keep_where(weight > 0, new_clients, per_client)
     else:  # the sampled clients only, slot by slot
-        messages, new_slots = _over_clients(
+        messages, new_slots, stats = _over_clients(
             lambda i, c: jax.vmap(local, in_axes=(0, 0, 0, 1))(i, server, c, key_data),
-            (idx, _at_slots(clients, idx)), client_block)  # (m, R, ...)
-        if jax.tree_util.tree_leaves(clients):
-            new_slots = _keep_where(w > 0, new_slots, _at_slots(clients, idx))
-            clients = jax.tree_util.tree_map(lambda c, s: _put(c, idx, s), clients, new_slots)
+            (idx, _at_slots(per_client, idx)), client_block)  # (m, R, ...)
+        if jax.tree_util.tree_leaves(per_client):
+            new_slots = _keep_where(w > 0, new_slots, _at_slots(per_client, idx))
+            per_client = jax.tree_util.tree_map(lambda c, s: _put(c, idx, s), per_client,
+                                                new_slots)
+    totals = state.totals
+    if stats:
+        totals = {name: totals[name] + ordered_sum(jnp.where(w > 0, stats[name], 0).astype(
+            totals[name].dtype)) for name in totals}
     w = w.astype(x.dtype)  # (m, R)
     total = ordered_sum(w)
     mean = _weighted_mean(messages, w, total)
     new_server = jax.vmap(lambda s, m, tw: algorithm.server_update(
-        s, m, RoundInfo(tw, n, stepsize, local_steps)))(server, mean, total)
-    return RoundState(_keep_where(total > 0, new_server, server), clients)
+        s, m, RoundInfo(tw, n, stepsize, steps_of(local_steps))))(server, mean, total)
+    check_same(f"{type(algorithm).__name__}.server_update", server, new_server)
+    return RoundState(_keep_where(total > 0, new_server, server), per_client[0], sampler_state,
+                      per_client[1], totals)
 
 
 def ordered_sum(a: Array) -> Array:
@@ -207,12 +328,14 @@ def ordered_sum(a: Array) -> Array:
 
 
 def run_rounds(problem, oracle, sampler, algorithm, state: RoundState, trial_key_data: Array, t0,
-               stepsizes: Array, local_steps: int, mode: str,
-               generator: str = "threefry", client_block: Optional[int] = None) -> RoundState:
+               stepsizes: Array, local_steps, mode: str,
+               generator: str = "threefry", client_block: Optional[int] = None,
+               transform=None) -> RoundState:
     """Rounds t0, ..., t0 + K - 1 of R trials with stepsizes alpha_{t0..t0+K-1}, shape (K,).
 
     state: the trials' :class:`RoundState`; trial_key_data: (2, R), the key data of each
-    trial's key (a column each); client_block: see :func:`batched_round`.
+    trial's key (a column each); local_steps, client_block, transform: see
+    :func:`batched_round`.
     """
     def keys(t):
         return round_keys(trial_key_data, t, generator)
@@ -231,7 +354,8 @@ def run_rounds(problem, oracle, sampler, algorithm, state: RoundState, trial_key
         state_t, k_t, words_t, k_next = carry
         t, alpha = inputs
         state_next = batched_round(problem, oracle, sampler, algorithm, state_t, k_t, alpha,
-                                   local_steps, mode, generator, client_block, words_t)
+                                   local_steps, mode, generator, client_block, words_t,
+                                   transform)
         return (state_next, k_next, sampler_words(k_next), keys(t + 2)), None
 
     ts = t0 + jnp.arange(stepsizes.shape[0], dtype=jnp.int32)

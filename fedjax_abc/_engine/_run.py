@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_abc._algorithms._base import AbstractAlgorithm
+from fedjax_abc._algorithms._transforms import AbstractTransform
 from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine import _memory, _round
 from fedjax_abc._engine._memo import remembered
@@ -25,6 +26,7 @@ from fedjax_abc._engine._plan import default_record_every, stepsize_array
 from fedjax_abc._engine._random import GENERATORS
 from fedjax_abc._engine._xla_loops import native_loops
 from fedjax_abc._problems._checks import check_components
+from fedjax_abc._problems._local_work import AbstractLocalSteps, PerClientSteps
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import (Problem, cast_floating,
                                           with_constant_zero_minima)
@@ -64,7 +66,7 @@ class Run:
     alphas: np.ndarray    # (T,) float64
     x0: np.ndarray        # (R, d) float64
     key: jax.Array
-    local_steps: int
+    local_steps: Any      # Q (an int) or an AbstractLocalSteps, cast to dtype
     rounds: int
     trials: int
     record_every: int
@@ -79,22 +81,31 @@ class Run:
     metrics: tuple = ()
     generator: str = "threefry"
     key_words: tuple = ()  # the key's two uint32 words, as ints
+    transform: Any = None  # an AbstractTransform cast to dtype, or None
+    stat_names: tuple = ()  # the transform's statistics, sorted
+
+    @property
+    def max_steps(self) -> int:
+        """Q, or Q_max of a law of local steps."""
+        return _round.steps_of(self.local_steps)
 
     @property
     def record_names(self) -> tuple:
         """The records' names in the order the compiled segment returns them."""
-        return ("gap", "grad_norm_sq") + self.metric_names + (("x",) if self.record_x else ())
+        return (("gap", "grad_norm_sq") + self.metric_names + self.stat_names
+                + (("x",) if self.record_x else ()))
 
 
 def checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key, record_every,
              mode, sampler, oracle, algorithm, dtype, trial_chunk, record_x, devices,
-             first_trial=0, metrics=None, generator="threefry") -> Run:
+             first_trial=0, metrics=None, generator="threefry", transform=None) -> Run:
     """Validates every argument of :func:`simulate` (ValueError naming it) before any work."""
     if not isinstance(problem, Problem):
         raise ValueError(f"problem must be a fedjax_abc.Problem, got {type(problem).__name__}")
     n = problem.num_clients
     d = problem.dim
-    Q = _check_int("local_steps (Q)", local_steps)
+    local_steps = _local_steps(local_steps, n)
+    Q = _round.steps_of(local_steps)
     T = _check_int("rounds (T)", rounds)
     R = _check_int("trials", trials)
     first_trial = _check_int("first_trial", first_trial, low=0)
@@ -171,14 +182,23 @@ def checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key
     devices = _resolve_devices(devices)
     jdtype = DTYPES[dtype]
     metric_names, metric_fns = check_metrics(metrics, d, jdtype)
-    if _memory.state_sizes(algorithm, d, jdtype).client_states and not sampler.distinct_slots:
+    if transform is not None and not isinstance(transform, AbstractTransform):
+        raise ValueError("transform must be a fedjax_abc.transforms.AbstractTransform or None, "
+                         f"got {type(transform).__name__}")
+    stat_names = _round.transform_stats(transform, d, jdtype)
+    taken = set(metric_names) | {"gap", "grad_norm_sq", "x", "diverged"}
+    if taken & set(stat_names):
+        raise ValueError(f"the transform's statistics {sorted(taken & set(stat_names))} are named "
+                         "like metrics or result fields; rename the metrics")
+    if _memory.state_sizes(algorithm, d, jdtype, transform).client_states and \
+            not sampler.distinct_slots:
         raise ValueError(f"{type(algorithm).__name__} keeps client states: it needs a sampler "
                          f"whose slots are distinct clients, not {type(sampler).__name__}")
 
     config = dict(
         problem=problem.name, n=n, d=d, num_sampled=getattr(sampler, "num_sampled", None),
         sampler=type(sampler).__name__, oracle=type(oracle).__name__,
-        algorithm=describe(algorithm), local_steps=Q, rounds=T, trials=R, record_every=k,
+        algorithm=describe(algorithm), local_steps=_describe_steps(local_steps), rounds=T, trials=R, record_every=k,
         mode=mode, dtype=dtype, trial_chunk=chunk,
         stepsize=float(alphas[0]) if np.all(alphas == alphas[0]) else "schedule",
         key=list(key_words), devices=[str(dv) for dv in devices],
@@ -190,13 +210,45 @@ def checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key
         config["metrics"] = list(metric_names)
     if generator != "threefry":  # the default is left out, as in results saved before it
         config["generator"] = generator
+    if transform is not None:
+        config["transform"] = describe(transform)
+    run_problem = remembered(_run_problem, (problem,), jdtype, native_loops())
+    run_oracle = remembered(cast_floating, (oracle,), jdtype)
+    run_algorithm = remembered(cast_floating, (algorithm,), jdtype)
+    run_transform = None if transform is None else cast_floating(transform, jdtype)
+    run_steps = local_steps if isinstance(local_steps, int) else cast_floating(local_steps, jdtype)
     return Run(
-        problem=remembered(_run_problem, (problem,), jdtype, native_loops()),
-        oracle=remembered(cast_floating, (oracle,), jdtype), sampler=sampler,
-        algorithm=remembered(cast_floating, (algorithm,), jdtype), alphas=alphas, x0=x0, key=key,
-        local_steps=Q, rounds=T, trials=R, record_every=k, mode=mode, dtype=jdtype, chunk=chunk,
+        problem=run_problem, oracle=run_oracle, sampler=sampler,
+        algorithm=run_algorithm, alphas=alphas, x0=x0, key=key,
+        local_steps=run_steps,
+        rounds=T, trials=R, record_every=k, mode=mode, dtype=jdtype, chunk=chunk,
         record_x=record_x, devices=devices, config=config, first_trial=first_trial,
-        metric_names=metric_names, metrics=metric_fns, generator=generator, key_words=key_words)
+        metric_names=metric_names, metrics=metric_fns, generator=generator, key_words=key_words,
+        transform=run_transform, stat_names=stat_names)
+
+
+def _local_steps(local_steps, n: int):
+    """``local_steps`` as Q (an int) or a checked law of local steps (AbstractLocalSteps)."""
+    if isinstance(local_steps, AbstractLocalSteps):
+        local_steps.validate(n)
+        return local_steps
+    if isinstance(local_steps, (int, np.integer)) and not isinstance(local_steps, bool):
+        return _check_int("local_steps (Q)", local_steps)
+    if isinstance(local_steps, (list, tuple, np.ndarray, jax.Array)):
+        steps = PerClientSteps(local_steps)
+        steps.validate(n)
+        return steps
+    raise ValueError("local_steps must be an integer Q >= 1, an array of n per-client counts or "
+                     f"a fedjax_abc.AbstractLocalSteps, got {local_steps!r}")
+
+
+def _describe_steps(local_steps):
+    """Q, or a one-line description of a law of local steps (for the result's config)."""
+    if isinstance(local_steps, int):
+        return local_steps
+    if isinstance(local_steps, PerClientSteps):
+        return f"PerClientSteps({np.asarray(local_steps.counts).tolist()})"
+    return describe(local_steps)
 
 
 @functools.lru_cache(maxsize=64)
@@ -229,13 +281,15 @@ def _run_problem(problem: Problem, dtype, native: bool) -> Problem:
     return with_constant_zero_minima(run_problem) if native else run_problem
 
 
-def describe(algorithm: AbstractAlgorithm) -> str:
-    """A one-line description: the class and its scalar hyperparameters."""
+def describe(algorithm) -> str:
+    """A one-line description: the class and its scalar hyperparameters (and static ints)."""
     fields = []
     for f in dataclasses.fields(algorithm):
         value = getattr(algorithm, f.name)
         if isinstance(value, (jax.Array, np.ndarray)) and np.ndim(value) == 0:
             fields.append(f"{f.name}={float(value):g}")
+        elif isinstance(value, int) and not isinstance(value, bool):
+            fields.append(f"{f.name}={value}")
     return f"{type(algorithm).__name__}({', '.join(fields)})"
 
 

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_abc._algorithms._base import AbstractAlgorithm
+from fedjax_abc._algorithms._transforms import AbstractTransform
 from fedjax_abc._engine import _checkpoint, _memory, _round
 from fedjax_abc._engine._jit import flat_jit
 from fedjax_abc._engine._memo import remembered
@@ -42,16 +43,23 @@ from fedjax_abc._engine._plan import (Plan, closed_form_gradient, make_plan, rec
                                       stepsize_array)
 from fedjax_abc._engine._result import DivergenceWarning, SimResult
 from fedjax_abc._engine._threefry import fold_in_data
+from fedjax_abc._problems._local_work import AbstractLocalSteps
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._problems._samplers import AbstractSampler
 
 __all__ = ["simulate", "stepsize_array"]
 
-def _start_state(problem, algorithm, metrics, x0, groups=1):
-    """The state at t = 0 of trials started at x0 (R, d), and their records at t = 0."""
-    return (_round.init_state(algorithm, x0, problem.num_clients),
-            _record_trials(problem, metrics, x0, groups))
+def _start_state(problem, algorithm, metrics, x0, groups=1, sampler=None, transform=None):
+    """The state at t = 0 of trials started at x0 (R, d), and their records at t = 0 (the
+    transform's statistics, zero, after the metrics)."""
+    state = _round.init_state(algorithm, x0, problem.num_clients, sampler, transform)
+    return state, _record_trials(problem, metrics, x0, groups) + _totals(state)
+
+
+def _totals(state) -> tuple:
+    """The transform's statistics so far, by sorted name (as ``transform_stats``)."""
+    return tuple(state.totals[name] for name in sorted(state.totals)) if state.totals else ()
 
 
 _start = flat_jit(_start_state)
@@ -59,12 +67,13 @@ _start = flat_jit(_start_state)
 
 def _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0, stepsizes,
              local_steps, mode, record_x, per_record=1, metrics=(), generator="threefry",
-             client_block=None, groups=1):
+             client_block=None, groups=1, transform=None):
     """Rounds t0 .. t0 + s*b - 1 of every trial in s blocks of b rounds; a record per block.
 
     state: the trials' RoundState (leaves with a trials axis of m); trial_ids: (m,);
     stepsizes: (s, b); metrics: the user metrics' functions. Returns the state at the end
-    and the records (gap, grad_norm_sq, *metrics[, x]) of shape (m, s[, d]). Only blocks
+    and the records (gap, grad_norm_sq, *metrics, *transform statistics[, x]) of shape
+    (m, s[, d]). Only blocks
     b * (i + 1) = k (i + 1) rounds after t = 0 (k = per_record * b, t0 a multiple of b)
     evaluate f and grad f; the records of the other blocks are zeros, for the caller to drop.
     """
@@ -76,19 +85,20 @@ def _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0, ste
 
     def skip(x_next):
         zero = jnp.zeros(x_next.shape[:1], x_next.dtype)
-        return (zero,) * (2 + len(metrics))
+        return (zero,) * (2 + len(metrics) + len(state.totals))
 
     def block(state_t, inputs):
         j, alphas = inputs
         state_next = _round.run_rounds(problem, oracle, sampler, algorithm, state_t, trial_keys,
                                        t0 + j * b, alphas, local_steps, mode, generator,
-                                       client_block)
+                                       client_block, transform)
         x_next = state_next.server.x
         if per_record == 1:
-            values = record(x_next)
+            values = record(x_next) + _totals(state_next)
         else:  # every trial's f(x) costs a pass over all n clients: only where it is kept
             kept = (t0 // b + j) % per_record == per_record - 1
-            values = jax.lax.cond(kept, record, skip, x_next)
+            values = jax.lax.cond(kept, lambda x: record(x) + _totals(state_next), skip,
+                                  x_next)
         return state_next, values + (x_next,) if record_x else values
 
     steps = jnp.arange(stepsizes.shape[0], dtype=jnp.int32)
@@ -100,7 +110,8 @@ _run_segment = flat_jit(_segment)
 
 
 def _first_segment(problem, oracle, sampler, algorithm, x0, ints, stepsizes, local_steps, mode,
-                   record_x, per_record, metrics, generator, client_block, per_call, sharding):
+                   record_x, per_record, metrics, generator, client_block, per_call, sharding,
+                   transform=None):
     """:func:`_start_state` and the first :func:`_segment` of a chunk as one program: ``(state,
     records at t = 0 (x_0 too where record_x), the segment's records)``.
 
@@ -120,11 +131,11 @@ def _first_segment(problem, oracle, sampler, algorithm, x0, ints, stepsizes, loc
         ids, x_c = jax.lax.with_sharding_constraint((ids, x_c), sharding)
     # seen through, a broadcast x_0 lets XLA reorder the sums of the records at t = 0
     x_c = jax.lax.optimization_barrier(x_c)
-    state, first = _start_state(problem, algorithm, metrics, x_c, groups)
+    state, first = _start_state(problem, algorithm, metrics, x_c, groups, sampler, transform)
     key = jax.random.wrap_key_data(ints[:2], impl="threefry2x32")
     state, records = _segment(problem, oracle, sampler, algorithm, state, ids, key, 0, stepsizes,
                               local_steps, mode, record_x, per_record, metrics, generator,
-                              client_block, groups)
+                              client_block, groups, transform)
     return state, first + ((x_c,) if record_x else ()), records
 
 
@@ -220,7 +231,8 @@ def _run_chunk(run: _Run, plan: Plan, c: int, bar: _Progress, resume: Optional[P
         ids, x_c = _put([np.arange(run.first_trial + start,
                                    run.first_trial + start + plan.per_call),
                          _chunk_rows(run, plan, start)], [np.int32, run.dtype], plan.sharding)
-        state, first = _start(run.problem, run.algorithm, run.metrics, x_c, plan.groups)
+        state, first = _start(run.problem, run.algorithm, run.metrics, x_c, plan.groups,
+                              run.sampler, run.transform)
         first = list(first) + ([x_c] if run.record_x else [])
         if resume is not None and resume.state is not None:
             state, first = _checkpoint.restored(state, resume.state), []
@@ -234,13 +246,14 @@ def _run_chunk(run: _Run, plan: Plan, c: int, bar: _Progress, resume: Optional[P
                 run.problem, run.oracle, run.sampler, run.algorithm, _first_x0(run, plan, start),
                 np.array(run.key_words + (run.first_trial + start,), np.uint32), alphas,
                 run.local_steps, run.mode, run.record_x, seg.per_record, run.metrics,
-                run.generator, plan.client_block, plan.per_call, plan.sharding)
+                run.generator, plan.client_block, plan.per_call, plan.sharding, run.transform)
             first = list(first)
         else:
             state, rec = _run_segment(run.problem, run.oracle, run.sampler, run.algorithm, state,
                                       ids, run.key, np.int32(seg.start), alphas,
                                       run.local_steps, run.mode, run.record_x, seg.per_record,
-                                      run.metrics, run.generator, plan.client_block, plan.groups)
+                                      run.metrics, run.generator, plan.client_block, plan.groups,
+                                      run.transform)
         # one copy to the host per segment: the records at t = 0 with the first segment's,
         # the final iterates with the last's
         last = i == len(segments) - 1
@@ -269,7 +282,8 @@ def _assemble(run: _Run, chunks: Sequence[dict]) -> SimResult:
 
     return SimResult(rounds=recorded_rounds(run.rounds, run.record_every), gap=cat("gap"),
                      grad_norm_sq=cat("grad_norm_sq"), x=cat("x"), x_final=cat("x_final"),
-                     config=run.config, metrics={name: cat(name) for name in run.metric_names})
+                     config=run.config,
+                     metrics={name: cat(name) for name in run.metric_names + run.stat_names})
 
 
 def _warn_divergence(result: SimResult) -> None:
@@ -282,7 +296,7 @@ def simulate(
     problem: Problem,
     *,
     num_sampled: Optional[int] = None,
-    local_steps: int,
+    local_steps: Union[int, Sequence[int], AbstractLocalSteps],
     stepsize: Union[float, Callable, np.ndarray],
     rounds: int,
     x0,
@@ -302,6 +316,7 @@ def simulate(
     first_trial: int = 0,
     metrics: Optional[Mapping[str, Callable]] = None,
     generator: str = "threefry",
+    transform: Optional[AbstractTransform] = None,
 ) -> SimResult:
     """Runs ``trials`` independent trials of a federated algorithm (Algorithm 1 by default).
 
@@ -313,7 +328,12 @@ def simulate(
     Args:
       problem: a :class:`~fedjax_abc.Problem` (see ``fedjax_abc.problems``).
       num_sampled: S in [1, n]; None with no ``sampler`` means full participation (S = n).
-      local_steps: Q >= 1.
+      local_steps: Q >= 1 (every client Q steps, Algorithm 1); an array of n counts Q_i
+        (client i takes Q_i steps every round); or a law drawn for every client and round
+        (:class:`~fedjax_abc.UniformSteps`, :class:`~fedjax_abc.GeometricSteps`,
+        :class:`~fedjax_abc.PmfSteps`), run as one scan over Q_max steps with the steps
+        after a client's K masked. New counts or a new law of the same Q_max compile
+        nothing new; the algorithm reads K (``LocalInfo.steps``).
       stepsize: alpha > 0, an array of T values, or a schedule ``t -> alpha_t`` (optax too).
       rounds: T >= 1.
       x0: initial point, shape (d,) (or () when d = 1), or (trials, d) for one per trial.
@@ -368,6 +388,11 @@ def simulate(
         statistical tests).
         Both keep every contract above (mask = gather, trials independent of their
         neighbours); the numbers of the two differ, their distributions do not.
+      transform: a :class:`~fedjax_abc.transforms.AbstractTransform` applied to every
+        participant's update Delta_i = y_i - x_t before its message is formed (clipping,
+        compression, noise), with per-client state where it keeps one; its statistics,
+        summed over participants and rounds, are recorded as ``SimResult.metrics[name]``.
+        None (the default) leaves every number as it is.
 
     Returns:
       A :class:`~fedjax_abc.SimResult`. Trials that became non-finite are counted there
@@ -392,7 +417,7 @@ def simulate(
     path = _checked_path(checkpoint)
     run = _checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key,
                    record_every, mode, sampler, oracle, algorithm, dtype, trial_chunk, record_x,
-                   devices, first_trial, metrics, generator)
+                   devices, first_trial, metrics, generator, transform)
     plan = make_plan(run.rounds, run.record_every, run.chunk, run.dtype, run.devices,
                      bool(progress) or path is not None, run.problem.num_clients,
                      run.x0.shape[1], closed_form_gradient(run.problem))

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from fedjax_abc._algorithms._base import AbstractAlgorithm
+from fedjax_abc._algorithms._base import AbstractAlgorithm, recheck
 from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine import _memory, _metrics
 from fedjax_abc._engine._plan import closed_form_gradient, make_plan
@@ -96,7 +96,12 @@ def _with_field(component, name: str, field: str, value):
                          f"got {new.shape}")
     if not np.all(np.isfinite(new)):
         raise ValueError(f"grid axis '{name}.{field}': values must be finite, got {value!r}")
-    return eqx.tree_at(lambda c: getattr(c, field), component, jnp.asarray(new, old.dtype))
+    changed = eqx.tree_at(lambda c: getattr(c, field), component, jnp.asarray(new, old.dtype))
+    try:  # the checks its constructor would make of this value
+        recheck(changed)
+    except ValueError as e:
+        raise ValueError(f"grid axis '{name}.{field}' value {value!r}: {e}") from None
+    return changed
 
 
 def _label(value, name: str, i: int):
@@ -146,11 +151,15 @@ def _point_run(problem, kwargs: dict, point: dict) -> _Run:
             kw[head] = _with_field(base, head, field, value)
         else:
             kw[name] = value
-    return _checked(problem, kw["num_sampled"], kw["local_steps"], kw["stepsize"], kw["rounds"],
-                    kw["x0"], kw["trials"], kw["key"], kw["record_every"], kw["mode"],
-                    kw["sampler"], kw["oracle"], kw["algorithm"], kw["dtype"], kw["trial_chunk"],
-                    kw["record_x"], kw["devices"], metrics=kw["metrics"],
-                    generator=kw["generator"])
+    run = _checked(problem, kw["num_sampled"], kw["local_steps"], kw["stepsize"], kw["rounds"],
+                   kw["x0"], kw["trials"], kw["key"], kw["record_every"], kw["mode"],
+                   kw["sampler"], kw["oracle"], kw["algorithm"], kw["dtype"], kw["trial_chunk"],
+                   kw["record_x"], kw["devices"], metrics=kw["metrics"],
+                   generator=kw["generator"])
+    if not isinstance(run.local_steps, int):
+        raise ValueError("sweep takes integer local_steps (Q) only; call simulate for per-client "
+                         "or random local steps")
+    return run
 
 
 # ------------------------------------------------------------------ groups of one shape
@@ -204,12 +213,13 @@ def _grid_segment(axes, problem, oracle, sampler, algorithm, state, trial_ids, k
 
 
 @eqx.filter_jit
-def _grid_start(axes, problem, algorithm, x0, metrics, groups):
+def _grid_start(axes, problem, algorithm, sampler, x0, metrics, groups):
     """The grid's states at t = 0 and records at t = 0; x0: (G, m, d)."""
-    def one(problem, algorithm, x):
-        return _start_state(problem, algorithm, metrics, x, groups)
+    def one(problem, algorithm, sampler, x):
+        return _start_state(problem, algorithm, metrics, x, groups, sampler)
 
-    return eqx.filter_vmap(one, in_axes=(axes[0], axes[3], 0))(problem, algorithm, x0)
+    return eqx.filter_vmap(one, in_axes=(axes[0], axes[3], axes[2], 0))(problem, algorithm,
+                                                                        sampler, x0)
 
 
 def _grid_sharding(sharding):
@@ -246,7 +256,8 @@ def _run_group(runs: list[_Run], bar: _Progress, done_before: int, segmented: bo
         ids = jax.device_put(jnp.arange(start, start + plan.per_call, dtype=jnp.int32),
                              plan.sharding)
         x_c = jax.device_put(jnp.asarray(x_c, first.dtype), sharding)
-        state, start = _grid_start(axes, problem, algorithm, x_c, first.metrics, plan.groups)
+        state, start = _grid_start(axes, problem, algorithm, sampler, x_c, first.metrics,
+                                   plan.groups)
         records = {name: [np.asarray(r)[:, :, None]] for name, r in zip(names, start + (x_c,))}
         for seg in plan.segments():
             a = jnp.asarray(alphas[:, seg.start: seg.stop].reshape(G, seg.blocks, seg.block),
@@ -322,6 +333,8 @@ def sweep(
     """
     if "checkpoint" in kwargs:
         raise ValueError("sweep takes no checkpoint; 'fedjax-abc run GRID.toml' resumes a grid")
+    if "transform" in kwargs:
+        raise ValueError("sweep takes no transform; call simulate with transform= for each point")
     missing = [name for name in _REQUIRED if name not in kwargs and name not in (grid or {})]
     unknown = set(kwargs) - set(_DEFAULTS) - set(_REQUIRED) - {"rounds"}
     if unknown:

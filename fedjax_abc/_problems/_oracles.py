@@ -175,6 +175,12 @@ class GaussianOracle(AbstractOracle):
         self.C = jnp.asarray(C, float)
         self.D = jnp.asarray(D, float)
 
+    def __check_init__(self):  # also for a value put in by eqx.tree_at (a sweep's axis)
+        if not any(isinstance(v, jax.core.Tracer) for v in (self.C, self.D)) and not (
+                float(self.C) >= 0 and float(self.D) >= 0):
+            raise ValueError(f"GaussianOracle needs C >= 0 and D >= 0, got C={float(self.C)}, "
+                             f"D={float(self.D)}")
+
     def noise(self, key, shape, dtype):
         return jax.random.normal(key, shape, dtype)
 

@@ -94,6 +94,26 @@ class AbstractSampler(eqx.Module):
         """The round's slots from ``num_words(n)`` random words (default: a key of two)."""
         return self(jax.random.wrap_key_data(words[:2]), n)
 
+    def init_state(self, n: int):
+        """The sampler's state of one trial at t = 0 (default: ``()``, stateless).
+
+        A stateful sampler (each client's availability, say) returns a pytree of arrays
+        here and implements :meth:`sample`; the engine carries the state from round to
+        round, one per trial.
+        """
+        return ()
+
+    def sample(self, words: Array, n: int, state) -> tuple[Int[Array, " m"], Float[Array, " m"],
+                                                          object]:
+        """(indices, weights, next state) of one trial's round from its words and state.
+
+        Default: :meth:`from_words`, the state passed on unchanged. The engine calls it
+        only for a sampler whose :meth:`init_state` has array leaves (otherwise
+        :meth:`from_words_batched`).
+        """
+        idx, w = self.from_words(words, n)
+        return idx, w, state
+
     def from_words_batched(self, words: Array, n: int) -> tuple[Int[Array, "m R"],
                                                                 Float[Array, "m R"]]:
         """The slots of R trials' rounds at once: words (num_words(n), R) -> (m, R) each.
@@ -222,6 +242,10 @@ class Bernoulli(AbstractSampler):
         if not 0.0 < float(p) <= 1.0:
             raise ValueError(f"participation probability (p={p}) must be in (0, 1]")
         self.p = jnp.asarray(p, float)
+
+    def __check_init__(self):  # also for a value put in by eqx.tree_at (a sweep's axis)
+        if not isinstance(self.p, jax.core.Tracer) and not 0.0 < float(self.p) <= 1.0:
+            raise ValueError(f"participation probability (p={float(self.p)}) must be in (0, 1]")
 
     def num_slots(self, n):
         return n
