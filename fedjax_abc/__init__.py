@@ -3,12 +3,19 @@
 Reference: "On Federated Averaging with Partial Participation under a General Variance
 Condition" (Wang, Huang, Johansson, Pu). Importing the package switches on JAX's float64
 support (``jax_enable_x64``): results compared with the paper are computed in float64 by
-default; ``simulate(..., dtype="float32")`` is the faster, less precise option.
+default; ``simulate(..., dtype="float32")`` is the faster, less precise option. It also
+makes JAX's CPU backend one device per core, where JAX still allows it and the user has not
+chosen otherwise (``FEDJAX_ABC_CPU_CORES``; see ``fedjax_abc._engine._cores``), so that
+``simulate`` shards its trials over every core with the same numbers.
 """
 
 import jax
 
 jax.config.update("jax_enable_x64", True)
+
+from fedjax_abc._engine._cores import default_cpu_cores  # noqa: E402
+
+default_cpu_cores()  # every core a CPU device while JAX allows it (see _engine._cores)
 
 from fedjax_abc import algorithms, data, problems, theory, transforms  # noqa: E402
 from fedjax_abc._algorithms._fedavg import local_run  # noqa: E402
@@ -47,7 +54,7 @@ from fedjax_abc._problems._samplers import (  # noqa: E402
 )
 from fedjax_abc._engine._cores import use_cpu_cores  # noqa: E402
 from fedjax_abc._engine._plan import stepsize_array  # noqa: E402
-from fedjax_abc._engine._simulate import simulate  # noqa: E402
+from fedjax_abc._engine._simulate import Simulation, simulate  # noqa: E402
 from fedjax_abc._engine._sweep import sweep  # noqa: E402
 
 __version__ = "0.1.0"
@@ -72,6 +79,7 @@ __all__ = [
     "Problem",
     "RademacherOracle",
     "SimResult",
+    "Simulation",
     "Summary",
     "SweepResult",
     "UniformSteps",

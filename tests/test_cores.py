@@ -34,7 +34,7 @@ def test_two_cpu_devices_in_a_fresh_process_same_numbers():
 def test_refused_once_jax_has_run():
     jnp.ones(1).block_until_ready()
     with pytest.raises(RuntimeError, match="before any JAX computation"):
-        fa.use_cpu_cores(2)
+        fa.use_cpu_cores(len(jax.devices("cpu")) + 1)  # another count than the running one
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "2"])
@@ -84,3 +84,57 @@ def test_components_stay_on_both_devices_between_calls_up_to_a_size():
                       trials=20, key=jax.random.key(1), mode="gather",
                       devices=[jax.devices()[0]])
     assert out["gaps"] == [float(one.gap.sum()).hex()] * 3  # the same bits every way
+
+
+# ------------------------------------------------------------ every core by default
+
+def _fresh(code: str, **env) -> subprocess.CompletedProcess:
+    import os
+    environ = {k: v for k, v in os.environ.items()
+               if k not in ("XLA_FLAGS", "FEDJAX_ABC_CPU_CORES")}
+    environ.update(env)
+    return subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True,
+                          text=True, timeout=300, env=environ)
+
+
+DEVICES = ("import fedjax_abc as fa, jax, os; "
+           "print(len(jax.devices('cpu')), 'small_while' in os.environ.get('XLA_FLAGS', ''))")
+
+
+@pytest.mark.skipif(usable_cores() < 2, reason="needs two usable cores")
+def test_import_makes_every_core_a_device_with_native_loops():
+    out = _fresh(DEVICES)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [str(usable_cores()), "True"]
+    assert "UserWarning" not in out.stderr
+
+
+@pytest.mark.parametrize("env, code, expected", [
+    ({"FEDJAX_ABC_CPU_CORES": "1"}, DEVICES, ["1", "False"]),
+    ({"FEDJAX_ABC_CPU_CORES": "3"}, DEVICES, ["3", "True"]),
+    ({"XLA_FLAGS": "--xla_force_host_platform_device_count=3"}, DEVICES, ["3", "False"]),
+    ({}, "import jax; jax.config.update('jax_num_cpu_devices', 3); " + DEVICES, ["3", "False"]),
+    ({}, "import fedjax_abc as fa, jax, os; fa.use_cpu_cores(1); "
+         "print(len(jax.devices('cpu')), 'small_while' in os.environ.get('XLA_FLAGS', ''))",
+     ["1", "False"]),
+])
+def test_a_users_choice_of_devices_is_kept(env, code, expected):
+    out = _fresh(code, **env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == expected
+    assert "UserWarning" not in out.stderr
+
+
+@pytest.mark.skipif(usable_cores() < 2, reason="needs two usable cores")
+def test_one_warning_when_jax_ran_before_the_import():
+    out = _fresh("import jax; jax.numpy.zeros(1).block_until_ready(); " + DEVICES)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "False"]
+    assert out.stderr.count("UserWarning") == 1
+    assert "before any JAX computation" in out.stderr
+
+
+def test_a_bad_core_count_in_the_environment_is_refused():
+    out = _fresh("import fedjax_abc", FEDJAX_ABC_CPU_CORES="many")
+    assert out.returncode != 0
+    assert "FEDJAX_ABC_CPU_CORES must be an integer >= 1, got 'many'" in out.stderr

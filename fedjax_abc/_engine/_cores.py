@@ -16,18 +16,31 @@ tasks. Table II's workload (1000 trials, float64, two devices) took 0.109 s per 
 its loops as calls and 0.073 s with native loops (benchmark run 17; from call to call in
 one process, calls varied by up to 1.5x), against 0.18 s on one core. A native loop
 runs on its device's thread; the numbers are the same bits either way.
+
+Every core by default: ``import fedjax_abc`` calls :func:`default_cpu_cores`, which makes the
+CPU backend one device per usable core (native loops on, as :func:`use_cpu_cores` does)
+while JAX still allows it, that is when nothing has run a JAX computation yet. It leaves
+the choice to the user where one was made: the environment variable
+``FEDJAX_ABC_CPU_CORES`` (a number of devices; 1 for JAX's single CPU device), JAX's
+``jax_num_cpu_devices`` set, or ``--xla_force_host_platform_device_count`` in ``XLA_FLAGS``.
+Where JAX has already started its backend on fewer CPU devices than cores, one
+``UserWarning`` says what to do. This is the one place that writes these settings;
+:func:`use_cpu_cores` overrides them before JAX starts.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Optional
+import warnings
+from typing import MutableMapping, Optional
 
 import jax
 
-from fedjax_abc._engine._xla_loops import set_loop_flags
+from fedjax_abc._engine._xla_loops import remove_loop_flags, set_loop_flags
 
-__all__ = ["usable_cores", "use_cpu_cores"]
+__all__ = ["CORES_VARIABLE", "default_cpu_cores", "usable_cores", "use_cpu_cores"]
+
+CORES_VARIABLE = "FEDJAX_ABC_CPU_CORES"
 
 
 def usable_cores() -> int:
@@ -79,4 +92,42 @@ def use_cpu_cores(cores: Optional[int] = None, *, native_loops: Optional[bool] =
         native_loops = n > 1
     if native_loops:
         set_loop_flags()  # read when the backend starts, as the device count is
+    else:
+        remove_loop_flags()  # as set by default_cpu_cores at import
     return n
+
+
+def default_cpu_cores(environ: MutableMapping[str, str] = os.environ) -> Optional[int]:
+    """Every usable core a CPU device, at import, unless the user chose (module docstring).
+
+    Returns:
+      The number of CPU devices set, or None where it set nothing.
+
+    Raises:
+      ValueError: if ``FEDJAX_ABC_CPU_CORES`` is not a positive integer.
+    """
+    chosen = environ.get(CORES_VARIABLE)
+    if chosen is not None:
+        try:
+            cores = int(chosen)
+        except ValueError:
+            cores = 0
+        if cores < 1:
+            raise ValueError(f"{CORES_VARIABLE} must be an integer >= 1, got {chosen!r}")
+    else:
+        if jax.config.jax_num_cpu_devices != -1 or \
+                "xla_force_host_platform_device_count" in environ.get("XLA_FLAGS", ""):
+            return None
+        cores = usable_cores()
+        if cores == 1:
+            return None
+    try:
+        return use_cpu_cores(cores)
+    except RuntimeError:
+        if chosen is None and jax.default_backend() == "cpu" and len(jax.devices("cpu")) < cores:
+            warnings.warn(
+                f"fedjax_abc runs on {len(jax.devices('cpu'))} CPU device(s), not one per core "
+                f"({cores}): JAX had already run a computation when fedjax_abc was imported. "
+                "Import fedjax_abc (or call fa.use_cpu_cores()) before any JAX computation to "
+                "use every core.", UserWarning, stacklevel=3)
+        return None

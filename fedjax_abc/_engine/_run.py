@@ -33,7 +33,7 @@ from fedjax_abc._problems._problem import (Problem, cast_floating,
 from fedjax_abc._problems._samplers import (AbstractSampler, FullParticipation,
                                             UniformWithoutReplacement)
 
-__all__ = ["DTYPES", "Run", "checked", "checked_path", "describe"]
+__all__ = ["DTYPES", "Run", "checked", "checked_path", "describe", "for_call", "prepare"]
 
 DTYPES = {"float64": jnp.float64, "float32": jnp.float32}
 
@@ -63,16 +63,16 @@ class Run:
     oracle: AbstractOracle
     sampler: AbstractSampler
     algorithm: AbstractAlgorithm
-    alphas: np.ndarray    # (T,) float64
-    x0: np.ndarray        # (R, d) float64
-    key: jax.Array
+    alphas: np.ndarray    # (T,) float64; None until for_call
+    x0: np.ndarray        # (R, d) float64; None until for_call
+    key: jax.Array        # None until for_call
     local_steps: Any      # Q (an int) or an AbstractLocalSteps, cast to dtype
     rounds: int
-    trials: int
+    trials: int           # 0 until for_call
     record_every: int
     mode: str
     dtype: Any
-    chunk: int
+    chunk: Optional[int]  # trials per chunk; until for_call the user's trial_chunk or None
     record_x: bool
     devices: list
     config: dict
@@ -97,9 +97,45 @@ class Run:
 
 
 def checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key, record_every,
-             mode, sampler, oracle, algorithm, dtype, trial_chunk, record_x, devices,
-             first_trial=0, metrics=None, generator="threefry", transform=None) -> Run:
-    """Validates every argument of :func:`simulate` (ValueError naming it) before any work."""
+            mode, sampler, oracle, algorithm, dtype, trial_chunk, record_x, devices,
+            first_trial=0, metrics=None, generator="threefry", transform=None) -> Run:
+    """Validates every argument of :func:`simulate` (ValueError naming it) before any work:
+    :func:`prepare` then :func:`for_call`."""
+    if not isinstance(problem, Problem):
+        raise ValueError(f"problem must be a fedjax_abc.Problem, got {type(problem).__name__}")
+    _check_int("rounds (T)", rounds)
+    R = _check_int("trials", trials)  # absurd sizes below fail before the components are checked
+    if _check_int("first_trial", first_trial, low=0) + R > 2 ** 31 - 1:
+        raise ValueError(f"first_trial + trials ({first_trial + R}) must be below 2^31")
+    if record_every is None or (isinstance(record_every, (int, np.integer))
+                                and not isinstance(record_every, bool) and record_every >= 1):
+        _check_size(problem.dim, int(rounds), record_every, int(trials), trial_chunk, record_x,
+                    dtype)
+    prepared = prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampler,
+                       oracle, algorithm, dtype, trial_chunk, record_x, devices, metrics,
+                       generator, transform)
+    return for_call(prepared, stepsize, x0, trials, key, first_trial)
+
+
+def _check_size(d, T, k, R, trial_chunk, record_x, dtype) -> None:
+    """Absurd sizes fail before anything of size T or R is allocated (a lower bound: two
+    records per trial unless record_every says more, no working set)."""
+    if dtype not in DTYPES or not isinstance(T, int) or (k is not None and T % k):
+        return  # refused with its own message later
+    chunk = R if not isinstance(trial_chunk, (int, np.integer)) or trial_chunk < 1 \
+        else min(int(trial_chunk), R)
+    keep_x = record_x is True
+    _memory.check(_memory.estimate(trials=R, records=2 if k is None else T // k + 1, dim=d,
+                                   itemsize=np.dtype(DTYPES[dtype]).itemsize, record_x=keep_x,
+                                   rounds=T), record_x=keep_x, rounds=T, trials=R, chunk=chunk,
+                  record_every=k)
+
+
+def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampler, oracle,
+            algorithm, dtype, trial_chunk, record_x, devices, metrics=None,
+            generator="threefry", transform=None) -> Run:
+    """The shape-setting arguments of :func:`simulate` validated and the components cast: a
+    :class:`Run` whose per-call fields (stepsizes, x0, key, trials) :func:`for_call` fills."""
     if not isinstance(problem, Problem):
         raise ValueError(f"problem must be a fedjax_abc.Problem, got {type(problem).__name__}")
     n = problem.num_clients
@@ -107,10 +143,6 @@ def checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key
     local_steps = _local_steps(local_steps, n)
     Q = _round.steps_of(local_steps)
     T = _check_int("rounds (T)", rounds)
-    R = _check_int("trials", trials)
-    first_trial = _check_int("first_trial", first_trial, low=0)
-    if first_trial + R > 2 ** 31 - 1:
-        raise ValueError(f"first_trial + trials ({first_trial + R}) must be below 2^31")
     k = None if record_every is None else _check_int("record_every", record_every)
     if k is not None and T % k:
         raise ValueError(f"record_every ({k}) must divide rounds (T={T}); leave it None for about "
@@ -126,15 +158,7 @@ def checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key
         raise ValueError(f"dtype ({dtype!r}) must be 'float64' or 'float32'")
     if dtype == "float64" and not jax.config.jax_enable_x64:
         raise ValueError("dtype='float64' needs jax_enable_x64; it was switched off after import")
-    chunk = R if trial_chunk is None else _check_int("trial_chunk", trial_chunk)
-    chunk = min(chunk, R)
-    # absurd sizes fail here, before anything of size T or R is allocated (a lower bound:
-    # two records per trial unless record_every says more, no working set)
-    keep_x = record_x is True
-    _memory.check(_memory.estimate(trials=R, records=2 if k is None else T // k + 1, dim=d,
-                                   itemsize=np.dtype(DTYPES[dtype]).itemsize, record_x=keep_x,
-                                   rounds=T), record_x=keep_x, rounds=T, trials=R, chunk=chunk,
-                  record_every=k)
+    chunk = None if trial_chunk is None else _check_int("trial_chunk", trial_chunk)
     k = default_record_every(T) if k is None else k
     if sampler is None:
         if num_sampled is None:
@@ -156,29 +180,9 @@ def checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key
     if not isinstance(algorithm, AbstractAlgorithm):
         raise ValueError("algorithm must be a fedjax_abc.algorithms.AbstractAlgorithm, got "
                          f"{type(algorithm).__name__}")
-    alphas = stepsize_array(stepsize, T)
-    x0 = np.asarray(x0, dtype=np.float64)
-    if x0.shape == () and d == 1:
-        x0 = x0.reshape(1)
-    if x0.shape == (d,):
-        x0 = np.broadcast_to(x0, (R, d))
-    if x0.shape != (R, d):
-        raise ValueError(f"x0 must have shape ({d},) or (trials={R}, {d}), got {x0.shape}")
-    if not np.all(np.isfinite(x0)):
-        raise ValueError("x0 must be finite")
-    if not (isinstance(key, jax.Array)
-            and ((jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) and key.shape == ())
-                 or (key.dtype == jnp.uint32 and key.shape == (2,)))):
-        raise ValueError("key must be a single JAX PRNG key, e.g. jax.random.key(0)")
     if not isinstance(record_x, bool):
         raise ValueError("record_x must be True or False")
-    if key.dtype == jnp.uint32:
-        key = jax.random.wrap_key_data(key, impl="threefry2x32")
-    if str(jax.random.key_impl(key)) != "threefry2x32":
-        raise ValueError("key must be a threefry2x32 key (the default, jax.random.key(seed)); "
-                         f"got a {jax.random.key_impl(key)} key")
     remembered(check_components, (problem, oracle, sampler), Q, dtype)
-    key_words = remembered(_key_data, (key,))
     devices = _resolve_devices(devices)
     jdtype = DTYPES[dtype]
     metric_names, metric_fns = check_metrics(metrics, d, jdtype)
@@ -198,14 +202,11 @@ def checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key
     config = dict(
         problem=problem.name, n=n, d=d, num_sampled=getattr(sampler, "num_sampled", None),
         sampler=type(sampler).__name__, oracle=type(oracle).__name__,
-        algorithm=describe(algorithm), local_steps=_describe_steps(local_steps), rounds=T, trials=R, record_every=k,
-        mode=mode, dtype=dtype, trial_chunk=chunk,
-        stepsize=float(alphas[0]) if np.all(alphas == alphas[0]) else "schedule",
-        key=list(key_words), devices=[str(dv) for dv in devices],
+        algorithm=describe(algorithm), local_steps=_describe_steps(local_steps), rounds=T,
+        trials=None, record_every=k, mode=mode, dtype=dtype, trial_chunk=None,
+        stepsize=None, key=None, devices=[str(dv) for dv in devices],
         jax_version=jax.__version__,
     )
-    if first_trial:
-        config["first_trial"] = first_trial
     if metric_names:
         config["metrics"] = list(metric_names)
     if generator != "threefry":  # the default is left out, as in results saved before it
@@ -219,12 +220,56 @@ def checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key
     run_steps = local_steps if isinstance(local_steps, int) else cast_floating(local_steps, jdtype)
     return Run(
         problem=run_problem, oracle=run_oracle, sampler=sampler,
-        algorithm=run_algorithm, alphas=alphas, x0=x0, key=key,
+        algorithm=run_algorithm, alphas=None, x0=None, key=None,
         local_steps=run_steps,
-        rounds=T, trials=R, record_every=k, mode=mode, dtype=jdtype, chunk=chunk,
-        record_x=record_x, devices=devices, config=config, first_trial=first_trial,
-        metric_names=metric_names, metrics=metric_fns, generator=generator, key_words=key_words,
+        rounds=T, trials=0, record_every=k, mode=mode, dtype=jdtype, chunk=chunk,
+        record_x=record_x, devices=devices, config=config,
+        metric_names=metric_names, metrics=metric_fns, generator=generator,
         transform=run_transform, stat_names=stat_names)
+
+
+def for_call(prepared: Run, stepsize, x0, trials, key, first_trial=0) -> Run:
+    """A :func:`prepare`-d run with one call's stepsizes, x0, trials, key and first trial,
+    each validated (ValueError naming it); the memory the call needs is checked too."""
+    d, T, k = prepared.problem.dim, prepared.rounds, prepared.record_every
+    R = _check_int("trials", trials)
+    first_trial = _check_int("first_trial", first_trial, low=0)
+    if first_trial + R > 2 ** 31 - 1:
+        raise ValueError(f"first_trial + trials ({first_trial + R}) must be below 2^31")
+    chunk = R if prepared.chunk is None else min(prepared.chunk, R)
+    dtype = np.dtype(prepared.dtype).name
+    _check_size(d, T, k, R, chunk, prepared.record_x, dtype)
+    alphas = stepsize_array(stepsize, T)
+    x0 = np.asarray(x0, dtype=np.float64)
+    if x0.shape == () and d == 1:
+        x0 = x0.reshape(1)
+    if x0.shape == (d,):
+        x0 = np.broadcast_to(x0, (R, d))
+    if x0.shape != (R, d):
+        raise ValueError(f"x0 must have shape ({d},) or (trials={R}, {d}), got {x0.shape}")
+    if not np.all(np.isfinite(x0)):
+        raise ValueError("x0 must be finite")
+    if not (isinstance(key, jax.Array)
+            and ((jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) and key.shape == ())
+                 or (key.dtype == jnp.uint32 and key.shape == (2,)))):
+        raise ValueError("key must be a single JAX PRNG key, e.g. jax.random.key(0)")
+    if key.dtype == jnp.uint32:
+        key = jax.random.wrap_key_data(key, impl="threefry2x32")
+    if str(jax.random.key_impl(key)) != "threefry2x32":
+        raise ValueError("key must be a threefry2x32 key (the default, jax.random.key(seed)); "
+                         f"got a {jax.random.key_impl(key)} key")
+    key_words = remembered(_key_data, (key,))
+    c = prepared.config
+    config = {name: c[name] for name in ("problem", "n", "d", "num_sampled", "sampler", "oracle",
+                                          "algorithm", "local_steps", "rounds")}
+    config.update(trials=R, record_every=k, mode=c["mode"], dtype=c["dtype"], trial_chunk=chunk,
+                  stepsize=float(alphas[0]) if np.all(alphas == alphas[0]) else "schedule",
+                  key=list(key_words), devices=c["devices"], jax_version=c["jax_version"])
+    if first_trial:
+        config["first_trial"] = first_trial
+    config.update({name: c[name] for name in ("metrics", "generator", "transform") if name in c})
+    return dataclasses.replace(prepared, alphas=alphas, x0=x0, key=key, trials=R, chunk=chunk,
+                               config=config, first_trial=first_trial, key_words=key_words)
 
 
 def _local_steps(local_steps, n: int):

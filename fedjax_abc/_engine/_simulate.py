@@ -24,6 +24,7 @@ import sys
 import warnings
 from typing import Callable, Mapping, Optional, Sequence, Union
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -38,6 +39,8 @@ from fedjax_abc._engine._progress import Progress as _Progress
 from fedjax_abc._engine._run import Run as _Run
 from fedjax_abc._engine._run import checked as _checked
 from fedjax_abc._engine._run import checked_path as _checked_path
+from fedjax_abc._engine._run import for_call as _for_call
+from fedjax_abc._engine._run import prepare as _prepare
 from fedjax_abc._engine._checkpoint import Position
 from fedjax_abc._engine._plan import (Plan, closed_form_gradient, make_plan, recorded_rounds,
                                       stepsize_array)
@@ -48,7 +51,7 @@ from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._problems._samplers import AbstractSampler
 
-__all__ = ["simulate", "stepsize_array"]
+__all__ = ["Simulation", "simulate", "stepsize_array"]
 
 def _start_state(problem, algorithm, metrics, x0, groups=1, sampler=None, transform=None):
     """The state at t = 0 of trials started at x0 (R, d), and their records at t = 0 (the
@@ -418,6 +421,11 @@ def simulate(
     run = _checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key,
                    record_every, mode, sampler, oracle, algorithm, dtype, trial_chunk, record_x,
                    devices, first_trial, metrics, generator, transform)
+    return _execute(run, progress, path)
+
+
+def _execute(run: _Run, progress, path: Optional[str]) -> SimResult:
+    """The checked run, chunk by chunk (resumed from and saved to ``path`` if given)."""
     plan = make_plan(run.rounds, run.record_every, run.chunk, run.dtype, run.devices,
                      bool(progress) or path is not None, run.problem.num_clients,
                      run.x0.shape[1], closed_form_gradient(run.problem))
@@ -458,3 +466,64 @@ def simulate(
     result = _assemble(run, done)
     _warn_divergence(result)
     return result
+
+
+class Simulation(eqx.Module):
+    """A prepared run: the components and shape-setting options of :func:`simulate`,
+    validated and cast once, to run many times.
+
+    ``Simulation(problem, local_steps=..., rounds=..., ...)`` takes every argument of
+    :func:`simulate` except the per-call ones, which :meth:`run` takes: the key, x0, the
+    trials, the stepsize, the first trial, progress and a checkpoint. A second ``run`` with
+    a new key, x0, number of trials or stepsize of the same T compiles nothing new and
+    checks only what it was given; its result is the same as ``simulate``'s with the same
+    arguments, bit for bit.
+
+    Attributes:
+      problem, oracle, sampler, algorithm, transform, local_steps: the run's components,
+        cast to its dtype.
+
+    Example:
+      >>> import jax, fedjax_abc as fa
+      >>> p = fa.problems.huber_offsets(jax.random.key(0), n=10, d_max=20.0)
+      >>> sim = fa.Simulation(p, num_sampled=2, local_steps=5, rounds=100, record_every=10)
+      >>> a = sim.run(key=jax.random.key(1), x0=p.x_star + 1.0, trials=8, stepsize=1e-2)
+      >>> b = sim.run(key=jax.random.key(2), x0=p.x_star - 1.0, trials=8, stepsize=2e-2)
+      >>> a.gap.shape, b.gap.shape
+      ((8, 11), (8, 11))
+    """
+
+    problem: Problem
+    oracle: AbstractOracle
+    sampler: AbstractSampler
+    algorithm: AbstractAlgorithm
+    transform: Optional[AbstractTransform]
+    local_steps: Union[int, AbstractLocalSteps]
+    prepared: _Run = eqx.field(repr=False)
+
+    def __init__(self, problem: Problem, *, num_sampled: Optional[int] = None,
+                 local_steps: Union[int, Sequence[int], AbstractLocalSteps], rounds: int,
+                 record_every: Optional[int] = None, mode: str = "mask",
+                 sampler: Optional[AbstractSampler] = None,
+                 oracle: Optional[AbstractOracle] = None,
+                 algorithm: Optional[AbstractAlgorithm] = None, dtype: str = "float64",
+                 trial_chunk: Optional[int] = None, record_x: bool = True,
+                 devices: Optional[Sequence[jax.Device]] = None,
+                 metrics: Optional[Mapping[str, Callable]] = None, generator: str = "threefry",
+                 transform: Optional[AbstractTransform] = None):
+        prepared = _prepare(problem, num_sampled, local_steps, rounds, record_every, mode,
+                            sampler, oracle, algorithm, dtype, trial_chunk, record_x, devices,
+                            metrics, generator, transform)
+        self.problem, self.oracle, self.sampler = (prepared.problem, prepared.oracle,
+                                                   prepared.sampler)
+        self.algorithm, self.transform = prepared.algorithm, prepared.transform
+        self.local_steps = prepared.local_steps
+        self.prepared = prepared
+
+    def run(self, *, key: jax.Array, x0, stepsize: Union[float, Callable, np.ndarray],
+            trials: int = 1, first_trial: int = 0, progress: Union[bool, Callable] = False,
+            checkpoint: Optional[Union[str, os.PathLike]] = None) -> SimResult:
+        """The run's result for these per-call arguments (as :func:`simulate`'s)."""
+        path = _checked_path(checkpoint)
+        return _execute(_for_call(self.prepared, stepsize, x0, trials, key, first_trial),
+                        progress, path)

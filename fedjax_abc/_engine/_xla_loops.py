@@ -32,7 +32,7 @@ import os
 import re
 from typing import MutableMapping
 
-__all__ = ["LOOP_BYTES", "loop_flags", "native_loops", "set_loop_flags"]
+__all__ = ["LOOP_BYTES", "loop_flags", "native_loops", "remove_loop_flags", "set_loop_flags"]
 
 LOOP_BYTES = 4 * 2**20
 _OPTION = "xla_cpu_small_while_loop_byte_threshold"
@@ -66,6 +66,21 @@ def loop_flags(flags: str, limit: int = LOOP_BYTES) -> str:
 def set_loop_flags(environ: MutableMapping[str, str] = os.environ) -> None:
     """Sets the loop limit in ``environ["XLA_FLAGS"]`` (see :func:`loop_flags`)."""
     environ["XLA_FLAGS"] = loop_flags(environ.get("XLA_FLAGS", ""))
+
+
+def remove_loop_flags(environ: MutableMapping[str, str] = os.environ) -> None:
+    """Takes out of ``environ["XLA_FLAGS"]`` the setting :func:`set_loop_flags` adds (exactly
+    that one; a loop limit of the user's own stays)."""
+    flags = environ.get("XLA_FLAGS")
+    if not flags:
+        return
+    setting = f"{_OPTION}={LOOP_BYTES},{_NO_TILED_COPIES}"
+    flags = flags.replace(f" --xla_backend_extra_options={setting}", "").replace(
+        f"--xla_backend_extra_options={setting}", "").replace(f",{setting}", "").strip()
+    if flags:
+        environ["XLA_FLAGS"] = flags
+    else:
+        del environ["XLA_FLAGS"]
 
 
 def native_loops(environ: MutableMapping[str, str] = os.environ) -> bool:

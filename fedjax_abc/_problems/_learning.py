@@ -114,8 +114,7 @@ def _test_data(model, features, labels):
     if features.ndim != 2 or labels.ndim != 1 or features.shape[0] != labels.shape[0]:
         raise ValueError(f"features (m, p) and labels (m,) must match, got {features.shape} "
                          f"and {labels.shape}")
-    if not (np.issubdtype(labels.dtype, np.integer) or np.issubdtype(labels.dtype, np.bool_)
-            or (np.issubdtype(labels.dtype, np.floating) and np.all(labels == np.round(labels)))):
+    if not (np.issubdtype(labels.dtype, np.integer) or np.issubdtype(labels.dtype, np.bool_)):
         raise ValueError(f"labels must be integers, got {labels.dtype}")
     K = getattr(model, "num_classes", None)
     if K is not None and labels.size:
