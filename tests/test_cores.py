@@ -52,38 +52,26 @@ REPLICAS = """
 import json
 import fedjax_abc as fa, jax
 fa.use_cpu_cores(2)
-from fedjax_abc._engine import _simulate
-seen = []
-segment = _simulate._run_first  # a run of one segment: its only program
-def spy(problem, *args):
-    arrays = [leaf for leaf in jax.tree_util.tree_leaves(problem) if isinstance(leaf, jax.Array)]
-    seen.append(([len(a.sharding.device_set) for a in arrays], [id(a) for a in arrays]))
-    return segment(problem, *args)
-_simulate._run_first = spy
-kw = dict(num_sampled=2, local_steps=2, stepsize=0.1, rounds=4, x0=1.0, trials=20,
-          key=jax.random.key(1), mode="gather")
 small = fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=5.0)
-gaps = [fa.simulate(small, **kw).gap.sum(), fa.simulate(small, **kw).gap.sum()]
-_simulate._REPLICA_BYTES = 0  # as for components over the limit: jit copies them per call
-gaps.append(fa.simulate(fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=5.0),
-                        **kw).gap.sum())
-print(json.dumps(dict(devices=[s[0] for s in seen], same=seen[0][1] == seen[1][1],
+sim = fa.Simulation(small, num_sampled=2, local_steps=2, rounds=4, mode="gather")
+arrays = [leaf for leaf in jax.tree_util.tree_leaves((sim.problem, sim.algorithm))
+          if isinstance(leaf, jax.Array)]
+kw = dict(x0=1.0, trials=20, key=jax.random.key(1), stepsize=0.1)
+gaps = [sim.run(**kw).gap.sum(), sim.run(**kw).gap.sum()]
+print(json.dumps(dict(devices=[len(a.sharding.device_set) for a in arrays],
                       gaps=[float(g).hex() for g in gaps])))
 """
 
 
-def test_components_stay_on_both_devices_between_calls_up_to_a_size():
+def test_a_simulations_components_live_on_both_devices():
     out = json.loads(subprocess.run([sys.executable, "-c", REPLICAS], capture_output=True,
                                     text=True, timeout=300, check=True).stdout)
-    two, again, big = out["devices"]
-    assert two and set(two) == {2} and again == two  # copied to both devices once ...
-    assert out["same"]  # ... and the second call got the first call's copies
-    assert set(big) == {1}  # over the limit: left to jit, as before
+    assert out["devices"] and set(out["devices"]) == {2}  # copied to both devices once
     p = fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=5.0)
     one = fa.simulate(p, num_sampled=2, local_steps=2, stepsize=0.1, rounds=4, x0=1.0,
                       trials=20, key=jax.random.key(1), mode="gather",
                       devices=[jax.devices()[0]])
-    assert out["gaps"] == [float(one.gap.sum()).hex()] * 3  # the same bits every way
+    assert out["gaps"] == [float(one.gap.sum()).hex()] * 2  # the same bits every way
 
 
 # ------------------------------------------------------------ every core by default

@@ -23,6 +23,7 @@ import os
 from typing import NamedTuple, Optional
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from fedjax_abc._engine._plan import recorded_rounds
@@ -169,34 +170,26 @@ class StateSizes(NamedTuple):
     client_states: bool
 
 
-_STATE_SIZES: dict = {}
-
-
 def state_sizes(algorithm, d: int, dtype, transform=None) -> StateSizes:
     """An algorithm's state sizes in R^d (a client's transform state counted with its own),
-    traced (``eval_shape``) once per structure and d."""
-    leaves, treedef = jax.tree_util.tree_flatten((algorithm, transform))
-    signature = (treedef, tuple((getattr(a, "shape", None), getattr(a, "dtype", type(a)))
-                                for a in leaves), d, np.dtype(dtype))
-    if signature not in _STATE_SIZES:
-        x = jax.ShapeDtypeStruct((d,), dtype)
+    from its states at x0 = 0 (a few small operations: cheaper than tracing them)."""
+    x = jnp.zeros((d,), dtype)
 
-        def size(tree):
-            return sum(math.prod(a.shape) * np.dtype(a.dtype).itemsize
-                       for a in jax.tree_util.tree_leaves(tree))
+    def size(tree):
+        return sum(math.prod(np.shape(a)) * np.dtype(a.dtype).itemsize
+                   for a in jax.tree_util.tree_leaves(tree))
 
-        server = jax.eval_shape(algorithm.init, x)
-        client = jax.eval_shape(algorithm.init_client, x)
-        extra = () if transform is None else jax.eval_shape(transform.init, x)
-        _STATE_SIZES[signature] = StateSizes(size(server), size(client) + size(extra),
-                                             bool(jax.tree_util.tree_leaves(client)))
-    return _STATE_SIZES[signature]
+    server = algorithm.init(x)
+    client = algorithm.init_client(x)
+    extra = () if transform is None else transform.init(x)
+    return StateSizes(size(server), size(client) + size(extra),
+                      bool(jax.tree_util.tree_leaves(client)))
 
 
 def check_run(run, plan) -> None:
     """:func:`check` of a checked run (``_run.Run``) cut up by ``plan``."""
     n, d = run.problem.num_clients, run.problem.dim
-    sizes = state_sizes(run.algorithm, d, run.dtype, run.transform)
+    sizes = run.state_sizes or state_sizes(run.algorithm, d, run.dtype, run.transform)
     on_device = run.devices[0].platform != "cpu"
     est = estimate(
         trials=run.trials, records=len(recorded_rounds(run.rounds, run.record_every)), dim=d,

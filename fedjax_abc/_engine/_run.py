@@ -8,19 +8,18 @@ checkpoint path. ``sweep`` checks each grid point with the same function.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 from typing import Any, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from fedjax_abc._algorithms._base import AbstractAlgorithm
 from fedjax_abc._algorithms._transforms import AbstractTransform
 from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine import _memory, _round
-from fedjax_abc._engine._memo import remembered
 from fedjax_abc._engine._metrics import check_metrics
 from fedjax_abc._engine._plan import default_record_every, stepsize_array
 from fedjax_abc._engine._random import GENERATORS
@@ -83,6 +82,7 @@ class Run:
     key_words: tuple = ()  # the key's two uint32 words, as ints
     transform: Any = None  # an AbstractTransform cast to dtype, or None
     stat_names: tuple = ()  # the transform's statistics, sorted
+    state_sizes: Any = None  # _memory.StateSizes of the algorithm (and the transform)
 
     @property
     def max_steps(self) -> int:
@@ -172,7 +172,7 @@ def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampl
         raise ValueError("give num_sampled or sampler, not both")
     if not isinstance(sampler, AbstractSampler):
         raise ValueError(f"sampler must be a fedjax_abc.AbstractSampler, got {type(sampler).__name__}")
-    remembered(_validate, (sampler,), n)
+    sampler.validate(n)
     oracle = problem.oracle if oracle is None else oracle
     if not isinstance(oracle, AbstractOracle):
         raise ValueError(f"oracle must be a fedjax_abc.AbstractOracle, got {type(oracle).__name__}")
@@ -182,7 +182,7 @@ def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampl
                          f"{type(algorithm).__name__}")
     if not isinstance(record_x, bool):
         raise ValueError("record_x must be True or False")
-    remembered(check_components, (problem, oracle, sampler), Q, dtype)
+    check_components(problem, oracle, sampler, Q, dtype)
     devices = _resolve_devices(devices)
     jdtype = DTYPES[dtype]
     metric_names, metric_fns = check_metrics(metrics, d, jdtype)
@@ -194,8 +194,8 @@ def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampl
     if taken & set(stat_names):
         raise ValueError(f"the transform's statistics {sorted(taken & set(stat_names))} are named "
                          "like metrics or result fields; rename the metrics")
-    if _memory.state_sizes(algorithm, d, jdtype, transform).client_states and \
-            not sampler.distinct_slots:
+    sizes = _memory.state_sizes(algorithm, d, jdtype, transform)
+    if sizes.client_states and not sampler.distinct_slots:
         raise ValueError(f"{type(algorithm).__name__} keeps client states: it needs a sampler "
                          f"whose slots are distinct clients, not {type(sampler).__name__}")
 
@@ -213,11 +213,13 @@ def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampl
         config["generator"] = generator
     if transform is not None:
         config["transform"] = describe(transform)
-    run_problem = remembered(_run_problem, (problem,), jdtype, native_loops())
-    run_oracle = remembered(cast_floating, (oracle,), jdtype)
-    run_algorithm = remembered(cast_floating, (algorithm,), jdtype)
+    run_problem = _run_problem(problem, jdtype, native_loops())
+    run_oracle = cast_floating(oracle, jdtype)
+    run_algorithm = cast_floating(algorithm, jdtype)
     run_transform = None if transform is None else cast_floating(transform, jdtype)
     run_steps = local_steps if isinstance(local_steps, int) else cast_floating(local_steps, jdtype)
+    run_problem, run_oracle, sampler, run_algorithm = _replicated(
+        (run_problem, run_oracle, sampler, run_algorithm), devices)
     return Run(
         problem=run_problem, oracle=run_oracle, sampler=sampler,
         algorithm=run_algorithm, alphas=None, x0=None, key=None,
@@ -225,7 +227,7 @@ def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampl
         rounds=T, trials=0, record_every=k, mode=mode, dtype=jdtype, chunk=chunk,
         record_x=record_x, devices=devices, config=config,
         metric_names=metric_names, metrics=metric_fns, generator=generator,
-        transform=run_transform, stat_names=stat_names)
+        transform=run_transform, stat_names=stat_names, state_sizes=sizes)
 
 
 def for_call(prepared: Run, stepsize, x0, trials, key, first_trial=0) -> Run:
@@ -258,7 +260,7 @@ def for_call(prepared: Run, stepsize, x0, trials, key, first_trial=0) -> Run:
     if str(jax.random.key_impl(key)) != "threefry2x32":
         raise ValueError("key must be a threefry2x32 key (the default, jax.random.key(seed)); "
                          f"got a {jax.random.key_impl(key)} key")
-    key_words = remembered(_key_data, (key,))
+    key_words = _key_data(key)
     c = prepared.config
     config = {name: c[name] for name in ("problem", "n", "d", "num_sampled", "sampler", "oracle",
                                           "algorithm", "local_steps", "rounds")}
@@ -270,6 +272,31 @@ def for_call(prepared: Run, stepsize, x0, trials, key, first_trial=0) -> Run:
     config.update({name: c[name] for name in ("metrics", "generator", "transform") if name in c})
     return dataclasses.replace(prepared, alphas=alphas, x0=x0, key=key, trials=R, chunk=chunk,
                                config=config, first_trial=first_trial, key_words=key_words)
+
+
+# components up to this size are copied to every device once, when a run is prepared
+_REPLICA_BYTES = 16 * 2 ** 20
+
+
+def _replicated(parts: tuple, devices: list) -> tuple:
+    """The components with their JAX arrays on every device of a run over several.
+
+    ``jax.jit`` copies a component that lives on one device to every device of a sharded
+    call, at every call (the start and each segment), while the devices wait. Copied once
+    here, up to 16 MiB of arrays, they serve every call of the run, and every run of a
+    :class:`~fedjax_abc.Simulation`; larger components (a data set) are copied per call, so
+    as not to hold a second copy. The same numbers either way.
+    """
+    if len(devices) < 2 or any(dv.process_index != jax.process_index() for dv in devices):
+        return parts
+    leaves, treedef = jax.tree_util.tree_flatten(parts)
+    where = [i for i, leaf in enumerate(leaves) if isinstance(leaf, jax.Array)]
+    if sum(leaves[i].nbytes for i in where) > _REPLICA_BYTES:
+        return parts
+    everywhere = NamedSharding(Mesh(np.array(devices), ("trials",)), PartitionSpec())
+    for i, a in zip(where, jax.device_put([leaves[i] for i in where], everywhere)):
+        leaves[i] = a
+    return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
 def _local_steps(local_steps, n: int):
@@ -296,21 +323,14 @@ def _describe_steps(local_steps):
     return describe(local_steps)
 
 
-@functools.lru_cache(maxsize=64)
 def _default_sampler(num_sampled: Optional[int]) -> AbstractSampler:
-    """S clients uniformly without replacement, or all of them for None (one object per S,
-    so that what is prepared for it is remembered)."""
+    """S clients uniformly without replacement, or all of them for None."""
     return FullParticipation() if num_sampled is None else UniformWithoutReplacement(num_sampled)
 
 
-@functools.lru_cache(maxsize=None)
 def _default_algorithm() -> AbstractAlgorithm:
-    """Algorithm 1 (one object, made at the first run)."""
+    """Algorithm 1."""
     return FedAvg()
-
-
-def _validate(sampler: AbstractSampler, n: int) -> None:
-    sampler.validate(n)
 
 
 def _key_data(key: jax.Array) -> tuple:

@@ -33,7 +33,6 @@ from fedjax_abc._algorithms._base import AbstractAlgorithm
 from fedjax_abc._algorithms._transforms import AbstractTransform
 from fedjax_abc._engine import _checkpoint, _memory, _round
 from fedjax_abc._engine._jit import flat_jit
-from fedjax_abc._engine._memo import remembered
 from fedjax_abc._engine._metrics import record_trials as _record_trials
 from fedjax_abc._engine._progress import Progress as _Progress
 from fedjax_abc._engine._run import Run as _Run
@@ -149,44 +148,6 @@ def _put(values: Sequence[np.ndarray], dtypes: Sequence, sharding) -> list:
     """Host arrays onto the trials' sharding, cast on the host and copied in one call (over
     other processes' devices too, from the same values in every process)."""
     return jax.device_put([np.asarray(v).astype(t) for v, t in zip(values, dtypes)], sharding)
-
-
-# components up to this size are kept on every device between calls (below)
-_REPLICA_BYTES = 16 * 2 ** 20
-
-
-def _replicated(problem, oracle, sampler, algorithm, sharding):
-    """The components with their JAX arrays copied to every device of ``sharding``."""
-    leaves, treedef = jax.tree_util.tree_flatten((problem, oracle, sampler, algorithm))
-    where = [i for i, leaf in enumerate(leaves) if isinstance(leaf, jax.Array)]
-    for i, a in zip(where, jax.device_put([leaves[i] for i in where], sharding)):
-        leaves[i] = a
-    return jax.tree_util.tree_unflatten(treedef, leaves)
-
-
-def _with_replicas(run: _Run, plan: Plan) -> _Run:
-    """The run with its components on every device that shares the trials.
-
-    ``jax.jit`` copies a component that lives on one device to every device of a sharded
-    call, at every call (``_start`` and each segment), while the devices wait: on two CPU
-    devices, 0.5-0.7 ms of a 10-round call of Table II's workload (2.3-2.6 ms against
-    2.8-3.1 ms). The copies are remembered while the components live, as their cast copies
-    are (:mod:`~fedjax_abc._engine._memo`), up to 16 MiB of arrays; larger components (a
-    data set) are copied per call as before, so as not to hold a second copy between
-    calls. The same numbers either way.
-    """
-    sharding = plan.sharding
-    if plan.groups < 2 or not sharding.is_fully_addressable:
-        return run
-    parts = (run.problem, run.oracle, run.sampler, run.algorithm)
-    size = sum(leaf.nbytes for leaf in jax.tree_util.tree_leaves(parts)
-               if isinstance(leaf, jax.Array))
-    if size > _REPLICA_BYTES:
-        return run
-    everywhere = jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec())
-    problem, oracle, sampler, algorithm = remembered(_replicated, parts, everywhere)
-    return dataclasses.replace(run, problem=problem, oracle=oracle, sampler=sampler,
-                               algorithm=algorithm)
 
 
 def _host(arrays: Sequence[jax.Array]) -> list:
@@ -442,7 +403,6 @@ def _execute(run: _Run, progress, path: Optional[str]) -> SimResult:
                 return result
         tracker = _checkpoint.Tracker(path, fingerprint, position)
     done = position.done
-    run = _with_replicas(run, plan)
     bar = _Progress(progress, run.rounds * math.ceil(run.trials / run.chunk), "fedavg")
     bar.skip(position.chunk * run.rounds + _checkpoint.resume_round(plan, position))
     try:

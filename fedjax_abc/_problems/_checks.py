@@ -13,12 +13,9 @@ leading axis Q is sliced anyway. :func:`check_components` finds these in two ste
 - values only a run can show, on a few dozen word sets (random, and the extremes all-0 and
   all-1 bits): the indices in [0, n), the weights finite and >= 0.
 
-Both happen in one small ``jit`` call (the shape checks while it is traced): about 0.1 s
-the first time for a structure of problem, oracle and sampler. Both depend on nothing but
-that structure (the tree, its static fields and the shapes and dtypes of its arrays), the
-sampler's values too when it has no array leaf (the built-in ones): such a structure,
-once passed, is not checked again (a set of at most ``_PASSED_MAX`` of them), which keeps
-the checks out of the cost of a short run.
+Both happen in one small ``jit`` call (the shape checks while it is traced, once per
+structure of problem, oracle and sampler, as for any ``jit``); a
+:class:`~fedjax_abc.Simulation` makes them once for all its runs.
 
 Three more mistakes run without an error and give wrong numbers, and are refused too: a
 :class:`~fedjax_abc.Problem` built by hand whose ``local_minima`` (or ``x_star``,
@@ -51,8 +48,6 @@ __all__ = ["check_components"]
 _DTYPES = {"float64": jnp.float64, "float32": jnp.float32}
 _WORD_SETS = 30  # random word sets on which the sampler's values are checked, plus 2 extremes
 _SEED = 20240601  # fixed: the check is deterministic
-_PASSED_MAX = 256
-_PASSED: dict = {}  # the structures that passed (insertion-ordered: the oldest leaves first)
 
 
 def _count(owner: str, what: str, value) -> int:
@@ -228,23 +223,6 @@ def _word_sets(W: int) -> np.ndarray:
                            rng.integers(0, 2 ** 32, (_WORD_SETS, W), dtype=np.uint32)])
 
 
-def _structure(problem: Problem, oracle: AbstractOracle, sampler: AbstractSampler, Q: int,
-               dtype):
-    """What the checks depend on, hashable; None where that is not known from the structure
-    (a sampler with array leaves, or unhashable static fields)."""
-    if any(isinstance(leaf, (jax.Array, np.ndarray)) for leaf in jax.tree_util.tree_leaves(sampler)):
-        return None
-    leaves, treedef = jax.tree_util.tree_flatten((problem, oracle, sampler))
-    described = tuple((leaf.shape, leaf.dtype) if isinstance(leaf, (jax.Array, np.ndarray))
-                      else (type(leaf), leaf) for leaf in leaves)
-    key = (treedef, described, Q, dtype)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
-
-
 def check_components(problem: Problem, oracle: AbstractOracle, sampler: AbstractSampler,
                      local_steps: int, dtype) -> None:
     """Checks a run's sampler and oracle (see the module docstring) before it compiles.
@@ -273,9 +251,6 @@ def check_components(problem: Problem, oracle: AbstractOracle, sampler: Abstract
     _check_problem(problem)
     n, Q = problem.num_clients, local_steps
     oracle.validate(problem)  # e.g. a mini-batch larger than a client's data
-    structure = _structure(problem, oracle, sampler, Q, jdtype)
-    if structure is not None and structure in _PASSED:
-        return
     name = type(sampler).__name__
     m = _count(name, f"num_slots({n})", sampler.num_slots(n))
     W = _count(name, f"num_words({n})", sampler.num_words(n))
@@ -285,7 +260,3 @@ def check_components(problem: Problem, oracle: AbstractOracle, sampler: Abstract
     idx, w = _probe(problem, oracle, sampler, jnp.asarray(_word_sets(W)), n, m, Q, W_oracle,
                     jdtype)
     _sampler_values(name, np.asarray(idx), np.asarray(w), n)
-    if structure is not None:
-        if len(_PASSED) >= _PASSED_MAX:
-            del _PASSED[next(iter(_PASSED))]
-        _PASSED[structure] = True

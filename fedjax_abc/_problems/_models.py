@@ -25,7 +25,7 @@ where ell is the model's per-sample loss (cross-entropy). The same loss on a min
 from __future__ import annotations
 
 import dataclasses
-import functools
+import math
 from typing import Any
 
 import equinox as eqx
@@ -228,21 +228,30 @@ class LogisticRegression:
         return Xt.T @ ((coef * s * (1 - s))[:, None] * Xt)
 
 
-@functools.lru_cache(maxsize=None)
 def _mlp_structure(p: int, K: int, width: int, depth: int):
-    """(unravel, static part, d) of an equinox MLP of this shape (cached: built once)."""
-    net = eqx.nn.MLP(p, K, width, depth, activation=jax.nn.tanh, key=jax.random.key(0))
-    params, static = eqx.partition(net, eqx.is_array)
+    """(unravel, static part) of an equinox MLP of this shape, built abstractly
+    (``filter_eval_shape``: no arrays are made)."""
+    net = eqx.filter_eval_shape(eqx.nn.MLP, p, K, width, depth, activation=jax.nn.tanh,
+                                key=jax.random.key(0))
+    is_leaf = lambda a: isinstance(a, jax.ShapeDtypeStruct)  # noqa: E731
+    params, static = eqx.partition(net, is_leaf)
     leaves, treedef = jax.tree_util.tree_flatten(params)
     shapes = [leaf.shape for leaf in leaves]
-    sizes = [leaf.size for leaf in leaves]
+    sizes = [math.prod(leaf.shape) for leaf in leaves]
     offsets = [sum(sizes[:j]) for j in range(len(sizes))]
 
     def unravel(x):  # in x's dtype (jax.flatten_util's unravel would cast to the leaves')
         return jax.tree_util.tree_unflatten(
             treedef, [x[o: o + s].reshape(sh) for o, s, sh in zip(offsets, sizes, shapes)])
 
-    return unravel, static, int(sum(sizes))
+    return unravel, static
+
+
+def _mlp_dim(p: int, K: int, width: int, depth: int) -> int:
+    """The parameters of ``equinox.nn.MLP(p, K, width, depth)``: its linear layers' weights
+    and biases."""
+    sizes = [p, K] if depth == 0 else [p] + [width] * depth + [K]
+    return sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,12 +270,12 @@ class MLP:
 
     @property
     def dim(self) -> int:
-        return _mlp_structure(self.num_features, self.num_classes, self.width, self.depth)[2]
+        return _mlp_dim(self.num_features, self.num_classes, self.width, self.depth)
 
     def unravel(self, x: Array):
         """x -> the ``equinox.nn.MLP`` with these parameters."""
-        unravel, static, _ = _mlp_structure(self.num_features, self.num_classes, self.width,
-                                            self.depth)
+        unravel, static = _mlp_structure(self.num_features, self.num_classes, self.width,
+                                         self.depth)
         return eqx.combine(unravel(x), static)
 
     def init(self, key) -> Array:
