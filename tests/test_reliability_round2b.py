@@ -54,3 +54,84 @@ def test_theorem2_check_takes_the_default_records():
                                  rounds=1009, trials=2, key=jax.random.key(1),
                                  record_every=None, mode="gather")
     assert r["record_every"] == 2 and r["argmin_round"] % 2 == 0
+
+
+# ----------------------------------------------------------- huge sweep grids (item 9)
+
+
+def _count_checks(monkeypatch, limit=5):
+    """Makes sweep's point check raise once it ran ``limit`` times (the grid's size was not
+    checked before its points)."""
+    from fedjax_abc._engine import _sweep
+
+    calls, real = [], _sweep._checked
+
+    def counted(*args, **kw):
+        calls.append(1)
+        if len(calls) > limit:
+            raise AssertionError(f"{len(calls)} grid points checked before the grid's size")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(_sweep, "_checked", counted)
+    return calls
+
+
+def test_huge_sweep_grid_is_refused_before_its_points(problem, monkeypatch):
+    from fedjax_abc._engine import _memory
+
+    monkeypatch.setattr(_memory, "available_bytes", lambda: 10 ** 9)
+    calls = _count_checks(monkeypatch)
+    # 2000 x 2000 points of 3 trials, 3 records, d = 1: at least 8 kB of bookkeeping each,
+    # 4e6 x 8 kB = 32 GB > 1 GB
+    grid = {"stepsize": list(np.linspace(0.01, 0.1, 2000)),
+            "x0": [float(problem.x_star[0]) + v for v in np.linspace(1.0, 2.0, 2000)]}
+    with pytest.raises(ValueError, match=r"memory: the grid's 4,000,000 points \(2000 x 2000\) "
+                                         r"need about .* GB for their results .*more than the "
+                                         r"1\.0 GB available; pass fewer grid values"):
+        fa.sweep(problem, grid=grid, num_sampled=2, **KW)
+    assert len(calls) == 1  # the first point only
+
+
+def test_sweep_whose_points_fit_but_not_all_of_them_is_refused(problem, monkeypatch):
+    from fedjax_abc._engine import _memory
+
+    monkeypatch.setattr(_memory, "available_bytes", lambda: 10 ** 9)
+    _count_checks(monkeypatch)
+    # one point: 2 x 8 x 2000 trials x (1001 records x (2 + d) + d) = 96.128 MB, stepsizes
+    # 3 x 8 x 1000 = 24 kB, bookkeeping 8 kB: 96.16 MB < 1 GB; 100 points: 9.6 GB
+    kw = dict(KW, trials=2000, rounds=1000, record_every=1)
+    with pytest.raises(ValueError, match=r"the grid's 100 points \(100\) need about 9\.6 GB .*"
+                                         r"\(96\.2 MB each\).*record_x=False, a larger "
+                                         r"record_every \(now k=1 for T=1000\) or fewer trials "
+                                         r"\(now 2000\)"):
+        fa.sweep(problem, grid={"stepsize": list(np.linspace(0.01, 0.1, 100))}, num_sampled=2,
+                 x0=problem.x_star + 2.0, **kw)
+
+
+def test_sweep_that_fits_runs(problem, monkeypatch):
+    from fedjax_abc._engine import _memory
+
+    monkeypatch.setattr(_memory, "available_bytes", lambda: 10 ** 9)
+    sw = fa.sweep(problem, grid={"stepsize": [0.05, 0.1], "local_steps": [1, 2]},
+                  num_sampled=2, x0=problem.x_star + 2.0,
+                  **{k: v for k, v in KW.items() if k != "local_steps"})
+    assert sw.shape == (2, 2)
+
+
+def test_huge_grid_file_is_refused_before_its_first_part(tmp_path, monkeypatch, capsys):
+    from fedjax_abc._engine import _memory
+
+    monkeypatch.setattr(_memory, "available_bytes", lambda: 10 ** 8)
+    calls = _count_checks(monkeypatch, limit=0)
+    stepsizes = ", ".join(f"{v:.6g}" for v in np.linspace(0.001, 0.01, 3000))
+    (tmp_path / "g.toml").write_text(
+        'name = "g"\nseed = 0\ntrials = 3\nrounds = 8\nlocal_steps = 2\nx0_offset = 2.0\n'
+        '[problem]\nname = "huber_offsets"\nn = 6\nd_max = 10.0\nseed = 0\n'
+        f'[grid]\nnum_sampled = [1, 2, 3, 4, 5, 6]\nstepsize = [{stepsizes}]\n')
+    out = tmp_path / "out"
+    assert cli.main(["run", str(tmp_path / "g.toml"), "--out", str(out), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    # each point: 2 x 8 x 3 trials x (9 records x 2 + 1) + 3 x 8 x 8 stepsizes + 8000
+    assert ("the grid's 18,000 points (6 x 3000) need about 163.9 MB for their results "
+            "(9.1 kB each), more than the 100.0 MB available" in err) and err.count("\n") == 1
+    assert calls == [] and os.listdir(out / "parts") == []

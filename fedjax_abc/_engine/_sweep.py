@@ -335,6 +335,8 @@ def sweep(
     if overlap:
         raise ValueError(f"{sorted(overlap)} given both as a grid axis and as an argument")
     names = list(grid)
+    # the whole grid's size from its first point, before the other points are checked
+    _memory.check_sweep(_point_run(problem, kwargs, {n: v[0] for n, v in grid.items()}), grid)
     points = [dict(zip(names, values)) for values in itertools.product(*grid.values())]
     runs = [_point_run(problem, kwargs, point) for point in points]  # all checked first
     groups: dict = {}

@@ -191,6 +191,23 @@ def _parts(doc: dict):
     return shape_axes, data_axes, combos
 
 
+def _check_size(doc: dict) -> None:
+    """The results of the whole grid (every part is kept until they are joined) against the
+    memory, before the first part runs: one line (ValueError) if they cannot fit. d is the
+    [problem] table's ``d`` (1 without one), the largest of a ``problem.d`` axis."""
+    from fedjax_abc._engine import _memory
+
+    trials, rounds, k = doc.get("trials"), doc.get("rounds"), doc.get("record_every")
+    numbers = (trials, rounds) + (() if k is None else (k,))
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in numbers):
+        return  # fa.sweep refuses them, naming the setting
+    dims = [doc["problem"].get("d", 1)] + list(doc["grid"].get("problem.d", ()))
+    dims = [v for v in dims if isinstance(v, int) and not isinstance(v, bool)] or [1]
+    _memory.check_points([len(v) for v in doc["grid"].values()], trials=trials, rounds=rounds,
+                         record_every=k, dim=max(dims),
+                         itemsize=4 if doc.get("dtype") == "float32" else 8, record_x=False)
+
+
 def _run_part(doc: dict, shape_point: dict, data_axes: list, progress) -> Any:
     """``fa.sweep`` over the data axes at one combination of the shape axes."""
     import jax
@@ -303,6 +320,7 @@ def run_grid(spec: GridSpec, out: str, progress=None) -> dict:
     else:
         with common.atomic_open(spec_path) as f:
             f.write(text)
+    _check_size(doc)
     shape_axes, data_axes, combos = _parts(doc)
     grid = doc["grid"]
     n_data = math.prod(len(grid[a]) for a in data_axes)
