@@ -135,3 +135,76 @@ def test_huge_grid_file_is_refused_before_its_first_part(tmp_path, monkeypatch, 
     assert ("the grid's 18,000 points (6 x 3000) need about 163.9 MB for their results "
             "(9.1 kB each), more than the 100.0 MB available" in err) and err.count("\n") == 1
     assert calls == [] and os.listdir(out / "parts") == []
+
+
+# ------------------------------------------------ two runs on one checkpoint path (item 3)
+
+
+def _sim(problem, stepsize, path, **kw):
+    return fa.simulate(problem, num_sampled=2, stepsize=stepsize, x0=problem.x_star + 2.0,
+                       checkpoint=path, **dict(KW, **kw))
+
+
+def test_second_run_started_on_the_path_of_a_running_one_is_refused(problem, tmp_path):
+    path, seen = tmp_path / "c.npz", []
+
+    def start_another(done, total, secs):  # while the first run goes on, before any save
+        if not seen:
+            with pytest.raises(ValueError) as err:
+                _sim(problem, 0.1, path)
+            seen.append(str(err.value))
+
+    first = _sim(problem, 0.05, path, progress=start_another)
+    assert len(seen) == 1
+    assert seen[0].startswith(f"checkpoint ({path}) was written for another run: stepsize differ")
+    assert "\n" not in seen[0]
+    # the first run's checkpoint is whole: the same call returns its result
+    assert _sim(problem, 0.05, path).equals(first)
+
+
+def test_interrupted_run_is_not_overwritten_by_other_settings(problem, tmp_path):
+    path = tmp_path / "c.npz"
+
+    def stop(done, total, secs):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _sim(problem, 0.05, path, progress=stop)
+    with pytest.raises(ValueError, match=r"was written for another run: key differ; delete it"):
+        _sim(problem, 0.05, path, key=jax.random.key(1))
+    # the interrupted run resumes, and gives the uninterrupted run's numbers
+    assert _sim(problem, 0.05, path).equals(_sim(problem, 0.05, None))
+
+
+def test_save_never_replaces_another_runs_checkpoint(problem, tmp_path):
+    path, other = tmp_path / "c.npz", []
+
+    def take_over(done, total, secs):  # the file removed and another run's put there
+        if not other:
+            os.remove(path)
+            other.append(_sim(problem, 0.1, path))
+
+    with pytest.warns(RuntimeWarning, match=r"checkpoint \(.*c\.npz\) now holds another run's "
+                                            r"\(stepsize differ\): it is kept"):
+        first = _sim(problem, 0.05, path, progress=take_over)
+    assert not first.equals(other[0])
+    assert _sim(problem, 0.1, path).equals(other[0])  # the other run's complete file
+
+
+def test_checkpoint_on_a_full_disk_is_refused_before_the_run(problem, tmp_path, monkeypatch):
+    import shutil
+
+    from fedjax_abc._engine import _checkpoint
+
+    calls, usage = [], shutil.disk_usage(tmp_path)
+    # 3 trials x (3 records x 5 values + 1): 384 bytes of results, 64 kB of headers
+    monkeypatch.setattr(_checkpoint.shutil, "disk_usage",
+                        lambda folder: usage._replace(free=100_000))
+    with pytest.raises(OSError, match=r"checkpoint \(.*c\.npz\) cannot be written: it takes "
+                                      r"about 6\d\.\d kB, twice that while a save replaces the "
+                                      r"last one, and its disk has 100\.0 kB free"):
+        _sim(problem, 0.05, tmp_path / "c.npz", progress=lambda *a: calls.append(a))
+    assert calls == [] and os.listdir(tmp_path) == []
+    monkeypatch.setattr(_checkpoint.shutil, "disk_usage",
+                        lambda folder: usage._replace(free=10 ** 6))
+    assert _sim(problem, 0.05, tmp_path / "c.npz").trials == 3

@@ -31,7 +31,7 @@ from fedjax_abc._engine._memo import remembered
 from fedjax_abc._engine._plan import default_record_every, recorded_rounds
 
 __all__ = ["Estimate", "StateSizes", "available_bytes", "check", "check_run", "check_points",
-           "check_sweep", "estimate", "format_bytes", "state_sizes"]
+           "check_sweep", "checkpoint_bytes", "estimate", "format_bytes", "state_sizes"]
 
 _WORKING_COPIES = 6  # copies of a client's d-vector alive in a round (model, gradient, messages)
 _POINT_BYTES = 8000  # a grid point's bookkeeping on the host: its checked run, its SimResult
@@ -257,3 +257,15 @@ def check_points(sizes, *, trials: int, rounds: int, record_every: Optional[int]
                          "grid values, " + ("record_x=False, " if record_x else "")
                          + f"a larger record_every (now k={record_every} for T={rounds}) or "
                          f"fewer trials (now {trials})")
+
+
+def checkpoint_bytes(run, plan) -> int:
+    """About the bytes of a run's checkpoint file: every trial's records and x_T (a complete
+    run's file holds them all) and one call's loop carry, 64 kB of headers beside."""
+    n, d = run.problem.num_clients, run.problem.dim
+    sizes = state_sizes(run.algorithm, d, run.dtype)
+    per_record = 2 + len(run.metric_names) + (d if run.record_x else 0)
+    records = len(recorded_rounds(run.rounds, run.record_every))
+    results = np.dtype(run.dtype).itemsize * run.trials * (records * per_record + d)
+    carry = plan.per_call * (sizes.server_bytes + (n * sizes.client_bytes if sizes.client_states else 0))
+    return int(results + carry + 64_000)

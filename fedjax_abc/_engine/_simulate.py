@@ -407,7 +407,8 @@ def simulate(
                 result = _assemble(run, position.done)
                 _warn_divergence(result)
                 return result
-        tracker = _checkpoint.Tracker(path, fingerprint, position)
+        tracker = _checkpoint.Tracker(path, fingerprint, position,
+                                      _memory.checkpoint_bytes(run, plan))
     done = position.done
     run = _with_replicas(run, plan)
     bar = _Progress(progress, run.rounds * math.ceil(run.trials / run.chunk), "fedavg")
