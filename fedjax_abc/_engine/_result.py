@@ -193,6 +193,9 @@ class SimResult:
         parts = list(parts)
         if not parts:
             raise ValueError("concatenate needs at least one SimResult")
+        bad = [type(p).__name__ for p in parts if not isinstance(p, SimResult)]
+        if bad:
+            raise TypeError(f"concatenate takes SimResults, got a {bad[0]}")
         skip = ("trials", "first_trial", "trial_chunk", "devices")
         first = parts[0].config
         start = first.get("first_trial", 0)
