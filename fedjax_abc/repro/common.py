@@ -168,6 +168,9 @@ def experiment_settings(settings: Settings, experiment: str, strict: bool = Fals
     for S in cfg.get("S", []) if n is not None else []:
         if not 1 <= S <= n:
             raise ValueError(f"--set S: each S must be in [1, n={n}], got {S}")
+    if experiment == "thm3" and not 0.5 < cfg["p"] <= 1.0:
+        raise ValueError(f"--set p: Theorem 3's decay exponent must be in (1/2, 1], got "
+                         f"{cfg['p']:g}")
     return cfg
 
 
