@@ -208,3 +208,231 @@ def test_checkpoint_on_a_full_disk_is_refused_before_the_run(problem, tmp_path, 
     monkeypatch.setattr(_checkpoint.shutil, "disk_usage",
                         lambda folder: usage._replace(free=10 ** 6))
     assert _sim(problem, 0.05, tmp_path / "c.npz").trials == 3
+
+
+# ------------------------------------------------- bad arguments of the public surface (item 10)
+
+X = [np.array([[0.0], [1.0]]), np.array([[2.0], [3.0], [1.5]])]
+Y = [np.array([0, 1]), np.array([1, 1, 0])]
+
+
+def _sim_args(problem, **kw):
+    args = dict(num_sampled=2, stepsize=0.05, x0=problem.x_star + 2.0, **KW)
+    args.update(kw)
+    return args
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(stepsize="0.1"), r"stepsize must be a number, an array of T values or a schedule "
+                           r"t -> alpha_t, got '0\.1'"),
+    (dict(stepsize=0.05 + 1j), r"stepsize must be a number, .*got \(0\.05\+1j\)"),
+    (dict(stepsize=lambda t: "a"), r"stepsize schedule t -> alpha_t cannot be evaluated on "
+                                   r"t = 0, \.\.\., 7: ValueError: could not convert"),
+    (dict(stepsize=lambda t, u: 0.1), r"cannot be evaluated on t = 0, \.\.\., 7: TypeError"),
+    (dict(x0="zero"), r"x0 must be an array of real numbers, got 'zero'"),
+    (dict(x0=[[1.0], [1.0, 2.0]]), r"x0 must be an array of real numbers"),
+    (dict(x0=np.array([1 + 1j])), r"x0 must be an array of real numbers"),
+    (dict(progress="yes"), r"progress must be True, False or a callback"),
+    (dict(progress=1), r"progress must be True, False or a callback"),
+    (dict(devices=["cpu"]), r"devices must be JAX devices \(e\.g\. jax\.devices\(\)\), got 'cpu'"),
+    (dict(devices=jax.devices()[0]), r"devices must be a list of JAX devices"),
+])
+def test_simulate_refuses_bad_arguments_in_one_line(problem, kw, match):
+    with pytest.raises(ValueError, match=match) as err:
+        fa.simulate(problem, **_sim_args(problem, **kw))
+    assert "\n" not in str(err.value)
+    # the sweep checks its points with the same function
+    if "stepsize" in kw:
+        with pytest.raises(ValueError, match=match):
+            fa.sweep(problem, grid={"stepsize": [kw["stepsize"]]},
+                     **{k: v for k, v in _sim_args(problem).items() if k != "stepsize"})
+
+
+@pytest.mark.parametrize("fn, error, match", [
+    (lambda: fa.stepsize_array(0.1, 0), ValueError, r"rounds \(T\) must be an integer >= 1, got 0"),
+    (lambda: fa.stepsize_array(0.1, "3"), ValueError, r"rounds \(T\) must be an integer >= 1, got '3'"),
+    (lambda: fa.summarize("abc"), ValueError, r"summarize needs an array of numbers"),
+    (lambda: fa.summarize(np.zeros((3, 3)), axis=5), ValueError, r"axis \(5\) must be an axis "
+                                                                 r"of the 2-D values"),
+    (lambda: fa.GaussianOracle(C="1"), ValueError, r"GaussianOracle needs C >= 0 and D >= 0, "
+                                                   r"got C='1'.*C must be a number"),
+    (lambda: fa.GaussianOracle(C=[1.0, 2.0]), ValueError, r"C must be a number"),
+    (lambda: fa.GaussianOracle(D=None), ValueError, r"D must be a number, got None"),
+    (lambda: fa.RademacherOracle(magnitude=3), ValueError, r"magnitude must be a function"),
+])
+def test_components_refuse_bad_arguments(fn, error, match):
+    with pytest.raises(error, match=match):
+        fn()
+
+
+def test_load_and_save_name_the_path(problem, tmp_path):
+    res = fa.simulate(problem, **_sim_args(problem))
+    with pytest.raises(FileNotFoundError, match=r"^load: no result file at .*nope\.nc$"):
+        fa.load(tmp_path / "nope.nc")
+    with pytest.raises(IsADirectoryError, match=r"is a folder, not a result file"):
+        fa.load(tmp_path)
+    (tmp_path / "t.nc").write_text("hello")
+    with pytest.raises(ValueError, match=r"t\.nc cannot be read as a netCDF result file") as err:
+        fa.load(tmp_path / "t.nc")
+    assert "\n" not in str(err.value)
+    for bad in (None, 123):
+        with pytest.raises(TypeError, match=rf"save: path must be a file path .*got {bad}"):
+            res.save(bad)
+    with pytest.raises(ValueError, match=r"save: .* is a folder; give a file path, e\.g\. "):
+        res.save(tmp_path)
+    # a missing folder is made, as for a checkpoint
+    assert fa.load(res.save(tmp_path / "new" / "sub" / "r.nc")).equals(res)
+    with pytest.raises(TypeError, match=r"concatenate takes SimResults, got a int"):
+        fa.SimResult.concatenate([res, 3])
+    with pytest.raises(ValueError, match=r"summary must be True or False, got 'yes'"):
+        res.to_dataframe(summary="yes")
+
+
+@pytest.mark.parametrize("fn, match", [
+    (lambda: fa.problems.huber_offsets(jax.random.key(0), n=4, d_max="20"),
+     r"d_max \(Dmax\) must be a number, got '20'"),
+    (lambda: fa.problems.huber_offsets(0, n=4), r"key must be a single JAX PRNG key, e\.g\. "
+                                                r"jax\.random\.key\(0\), got 0"),
+    (lambda: fa.problems.huber_offsets(offsets=[[0.0, 1.0]]),
+     r"offsets must be a list of n >= 2 numbers \(one per client\), got float64 values of "
+     r"shape \(1, 2\)"),
+    (lambda: fa.problems.huber_offsets(offsets=["a", "b"]), r"offsets must be a list of n"),
+    (lambda: fa.problems.quadratics(None, n=4, d=3), r"key must be a single JAX PRNG key"),
+    (lambda: fa.problems.quadratics(jax.random.key(0), n=4, d=3, curvature=1.0),
+     r"curvature must be a pair \(a_min, a_max\), got 1\.0"),
+    (lambda: fa.problems.quadratics(jax.random.key(0), n=4, d=3, spread="1"),
+     r"spread must be a number"),
+    (lambda: fa.problems.bgd_counterexample(oracle="x"),
+     r"oracle must be a fedjax_abc\.AbstractOracle or None, got 'x'"),
+    (lambda: fa.problems.bgd_counterexample(search_radius=-1.0),
+     r"search_radius \(-1\) must be finite and > 0"),
+    (lambda: fa.make_problem(lambda p, x: jnp.sum((x - p) ** 2), jnp.zeros(4), fa.ExactOracle(),
+                             dim="1"), r"dim \(d='1'\) must be an integer >= 1"),
+    (lambda: fa.make_problem(lambda p, x: jnp.sum((x - p) ** 2), jnp.zeros(4), None),
+     r"oracle must be a fedjax_abc\.AbstractOracle \(e\.g\. "),
+    (lambda: fa.make_problem(lambda p, x: jnp.sum((x - p) ** 2), jnp.zeros(4), fa.ExactOracle(),
+                             x_star="0"), r"x_star must be a number or an array of numbers, got '0'"),
+])
+def test_problem_constructors_refuse_bad_arguments(fn, match):
+    with pytest.raises(ValueError, match=match):
+        fn()
+
+
+def test_problem_fields_are_checked_when_made(problem):
+    import dataclasses
+
+    fields = {f.name: getattr(problem, f.name) for f in dataclasses.fields(problem)}
+    with pytest.raises(ValueError, match=r"Problem\.loss must be a function .*got 3"):
+        fa.Problem(**dict(fields, loss=3))
+    with pytest.raises(ValueError, match=r"Problem\.oracle must be a fedjax_abc\.AbstractOracle, "
+                                         r"got 'o'"):
+        fa.Problem(**dict(fields, oracle="o"))
+    # too few f_i*: refused before sigma_f_star or a round could read them (item 4)
+    with pytest.raises(ValueError, match=r"Problem\.local_minima must have shape \(n=6,\) "
+                                         r"\(one f_i\* per client\), got \(5,\)"):
+        dataclasses.replace(problem, local_minima=problem.local_minima[:-1])
+    with pytest.raises(ValueError, match=r"Problem\.x_star must have shape \(d,\), got \(\)"):
+        dataclasses.replace(problem, x_star=jnp.asarray(1.0))
+    nan_star = dataclasses.replace(problem, f_star=jnp.asarray(np.nan))  # made, not run
+    with pytest.raises(ValueError, match=r"Problem\.f_star must be finite numbers, got nan"):
+        fa.simulate(nan_star, **_sim_args(problem))
+
+
+@pytest.mark.parametrize("fn, match", [
+    (lambda: fa.problems.softmax_regression(X, Y, l2="0.1"), r"l2 must be a number, got '0\.1'"),
+    (lambda: fa.problems.softmax_regression(X, Y, num_classes="2"),
+     r"num_classes \(K\) must be an integer >= 2, got '2'"),
+    (lambda: fa.problems.softmax_regression({"a": X[0]}, {"a": Y[0]}),
+     r"features must be a list of n per-client arrays, got dict"),
+    (lambda: fa.problems.softmax_regression([X[0], np.array([["a"], ["b"], ["c"]])], Y),
+     r"client 1: features must be an array of numbers"),
+    (lambda: fa.problems.mlp(jax.random.key(0), X, Y, width=0),
+     r"MLP width must be an integer >= 1, got 0"),
+    (lambda: fa.problems.mlp(jax.random.key(0), X, Y, depth=-1),
+     r"MLP depth must be an integer >= 0, got -1"),
+    (lambda: fa.problems.mlp(0, X, Y, width=4), r"key must be a single JAX PRNG key"),
+    (lambda: fa.problems.mlp(jax.random.key(0), X, Y, width=4, solver_steps=0),
+     r"solver_steps must be an integer >= 1, got 0"),
+    (lambda: fa.problems.learning_problem("softmax", X, Y),
+     r"model must be a fedjax_abc\.problems\.SoftmaxRegression, LogisticRegression or MLP"),
+    (lambda: fa.problems.SoftmaxRegression(0, 2),
+     r"SoftmaxRegression num_features \(p\) must be an integer >= 1, got 0"),
+    (lambda: fa.problems.SoftmaxRegression(2, 1),
+     r"SoftmaxRegression num_classes \(K\) must be an integer >= 2, got 1"),
+    (lambda: fa.problems.LogisticRegression(2.0),
+     r"LogisticRegression num_features \(p\) must be an integer >= 1, got 2\.0"),
+    (lambda: fa.data.split(np.zeros((4, 1)), np.zeros(4, int), [np.array([0, 1]), np.array([1, 5])]),
+     r"parts\[1\] holds index 5 outside 0\.\.3 \(the 4 samples\)"),
+    (lambda: fa.data.split(np.zeros((4, 1)), np.zeros(4, int), 2),
+     r"parts must be a list of index arrays"),
+])
+def test_learning_constructors_refuse_bad_arguments(fn, match):
+    with pytest.raises(ValueError, match=match):
+        fn()
+
+
+def test_evaluate_refuses_test_data_the_model_cannot_read(problem):
+    lg = fa.problems.logistic_regression(X, Y, l2=0.1)
+    for fn in (lambda *a: fa.problems.evaluate(lg, lg.x_star, *a),
+               lambda *a: fa.problems.held_out_metrics(lg, *a)):
+        with pytest.raises(ValueError, match=r"features have 3 columns; the model takes p=1"):
+            fn(np.zeros((2, 3)), np.array([0, 1]))
+        with pytest.raises(ValueError, match=r"hold no test samples \(m = 0\)"):
+            fn(np.zeros((0, 1)), np.zeros(0, int))
+        with pytest.raises(ValueError, match=r"features must be finite"):
+            fn(np.array([[np.nan], [1.0]]), np.array([0, 1]))
+    with pytest.raises(ValueError, match=r"take a learning problem or its model"):
+        fa.problems.evaluate(problem, problem.x_star, np.zeros((2, 1)), np.array([0, 1]))
+    with pytest.raises(ValueError, match=r"take a learning problem or its model"):
+        fa.problems.held_out_metrics(problem, np.zeros((2, 1)), np.array([0, 1]))
+
+
+def test_theory_checks_refuse_a_string_for_a_number(problem):
+    with pytest.raises(ValueError, match=r"p must be a number, got '0\.6'"):
+        fa.theory.theorem3_check(problem, L=1.0, C=1.0, num_sampled=2, local_steps=2, rounds=8,
+                                 trials=2, key=jax.random.key(0), alpha0=None, p="0.6")
+
+
+GRID = ('name = "g"\nseed = 0\ntrials = 3\nrounds = 8\nrecord_every = 4\nlocal_steps = 2\n'
+        'x0_offset = 2.0\n{extra}[problem]\nname = "huber_offsets"\nn = 6\nd_max = 10.0\n'
+        'seed = 0\n{table}[grid]\n{grid}\n')
+
+
+def _grid(extra="", table="", grid="stepsize = [0.01, 0.02]\nnum_sampled = [2]"):
+    return GRID.format(extra=extra, table=table, grid=grid)
+
+
+@pytest.mark.parametrize("text, match", [
+    (_grid().replace("trials = 3", 'trials = "3"'), r"trials must be an integer >= 1, got '3'"),
+    (_grid().replace("rounds = 8", "rounds = 8.5"), r"rounds must be an integer >= 1, got 8\.5"),
+    (_grid().replace("seed = 0\ntrials", "seed = -1\ntrials"),
+     r"seed must be an integer >= 0, got -1"),
+    (_grid().replace("n = 6", "n = 6\nwidth = 3"),
+     r"\[problem\]: huber_offsets takes no argument 'width' \(its arguments: n, d_max, offsets\)"),
+    (_grid(table='[algorithm]\nname = "FedProx"\nmuu = 0.1\n'),
+     r"\[algorithm\]: FedProx takes no argument 'muu' \(its arguments: mu\)"),
+    (_grid().replace("d_max = 10.0\nseed = 0", 'd_max = 10.0\nseed = "x"'),
+     r"\[problem\] seed must be an integer in \[0, 2\^32\), got 'x'"),
+    (_grid(grid="num_sampled = [2, 3]"), r"give stepsize = \.\.\. or a stepsize grid axis"),
+    (_grid(table='[sampler]\nname = "Bernoulli"\np = 0.5\n'),
+     r"\[sampler\] and num_sampled both choose the clients of a round: give one of them"),
+    (_grid(extra="x0 = [1.0]\n"), r"give x0 or x0_offset, not both"),
+])
+def test_grid_file_settings_are_refused_in_one_line(tmp_path, capsys, text, match):
+    import re
+
+    (tmp_path / "g.toml").write_text(text)
+    out = tmp_path / "out"
+    assert cli.main(["run", str(tmp_path / "g.toml"), "--out", str(out), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("fedjax-abc: error: ") and err.count("\n") == 1
+    assert re.search(match, err), err
+    assert not os.path.exists(out / "parts") or os.listdir(out / "parts") == []
+
+
+def test_reproduce_refuses_a_theorem3_exponent_outside_its_range(tmp_path, capsys):
+    assert cli.main(["reproduce", "thm3", "--quick", "--set", "p=2", "--quiet",
+                     "--out", str(tmp_path)]) != 0
+    err = capsys.readouterr().err
+    assert "--set p: Theorem 3's decay exponent must be in (1/2, 1], got 2" in err
+    assert not os.path.exists(tmp_path / "thm3.json")

@@ -77,11 +77,18 @@ def _summary_rows(res: SimResult):
     return pd.concat(parts, ignore_index=True)
 
 
+def _check_summary(summary) -> None:
+    if not isinstance(summary, bool):
+        raise ValueError(f"summary must be True or False, got {summary!r}")
+
+
 def sim_dataframe(res: SimResult, summary: bool = False):
+    _check_summary(summary)
     return _summary_rows(res) if summary else _trial_rows(res)
 
 
 def sweep_dataframe(sw: SweepResult, summary: bool = False):
+    _check_summary(summary)
     import pandas as pd
 
     parts = []

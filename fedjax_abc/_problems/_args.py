@@ -22,7 +22,7 @@ def check_count(name: str, value, low: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     if value < low:
-        raise ValueError(f"{name} ({value}) must be an integer >= {low}")
+        raise ValueError(f"{name} must be an integer >= {low}, got {value}")
     return int(value)
 
 

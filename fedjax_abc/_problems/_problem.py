@@ -79,6 +79,16 @@ class Problem(eqx.Module):
                              f"{self.oracle!r}")
         if self.grad_fn is not None and not callable(self.grad_fn):
             raise ValueError(f"Problem.grad_fn must be a function or None, got {self.grad_fn!r}")
+        leaves = jax.tree_util.tree_leaves(self.params)
+        if leaves and all(np.ndim(a) >= 1 for a in leaves):  # else refused when run
+            n = int(np.shape(leaves[0])[0])
+            if np.shape(self.local_minima) != (n,):
+                raise ValueError(f"Problem.local_minima must have shape (n={n},) (one f_i* per "
+                                 f"client), got {np.shape(self.local_minima)}")
+        if np.ndim(self.x_star) != 1:
+            raise ValueError(f"Problem.x_star must have shape (d,), got {np.shape(self.x_star)}")
+        if np.shape(self.f_star) != ():
+            raise ValueError(f"Problem.f_star must be a scalar, got shape {np.shape(self.f_star)}")
 
     @property
     def num_clients(self) -> int:
