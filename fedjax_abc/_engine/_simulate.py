@@ -377,7 +377,9 @@ def simulate(
     Raises:
       ValueError: on invalid input, before anything is compiled; when the run's estimated
         memory exceeds what is available (saying what to change); on a checkpoint of
-        another run.
+        another run (also one started on the same path while this one runs).
+      OSError: before the run, where the checkpoint cannot be written (an unwritable path,
+        a disk without room for two copies of it).
 
     Example:
       >>> import jax, fedjax_abc as fa

@@ -309,7 +309,8 @@ def sweep(
 
     Raises:
       ValueError: for an unknown axis, an empty one, or any point's invalid arguments
-        (checked before anything compiles).
+        (checked before anything compiles); when the whole grid's results would not fit in
+        the memory (estimated from the first point before the others are checked).
 
     Example:
       >>> import jax, fedjax_abc as fa
