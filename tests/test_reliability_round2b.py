@@ -436,3 +436,19 @@ def test_reproduce_refuses_a_theorem3_exponent_outside_its_range(tmp_path, capsy
     err = capsys.readouterr().err
     assert "--set p: Theorem 3's decay exponent must be in (1/2, 1], got 2" in err
     assert not os.path.exists(tmp_path / "thm3.json")
+
+
+def test_run_stopped_before_its_first_round_leaves_no_claim(problem, tmp_path, monkeypatch):
+    from fedjax_abc._engine import _simulate
+
+    path, real = tmp_path / "c.npz", _simulate._run_chunk
+
+    def broken(*args, **kw):  # fails while compiling, before the first segment ends
+        raise RuntimeError("a bug in the user's oracle")
+
+    monkeypatch.setattr(_simulate, "_run_chunk", broken)
+    with pytest.raises(RuntimeError, match="a bug in the user's oracle"):
+        _sim(problem, 0.05, path)
+    assert not path.exists()  # the claim is gone: the mended call is not refused
+    monkeypatch.setattr(_simulate, "_run_chunk", real)
+    assert _sim(problem, 0.1, path).trials == 3

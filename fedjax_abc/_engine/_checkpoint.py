@@ -407,8 +407,11 @@ class Tracker:
         self.saved = position
         self.last = time.perf_counter()
         self.taken = False  # another run's checkpoint is at the path: save nothing more
+        self.claimed = False  # the file at the path is this run's claim, nothing saved since
         if position.chunk == 0 and position.state is None and not position.done:
-            if not save(path, fingerprint, position, exclusive=True):
+            if save(path, fingerprint, position, exclusive=True):
+                self.claimed = True
+            else:
                 load(path, fingerprint)  # another run's: ValueError naming what differs
 
     def commit(self, position: Position) -> None:
@@ -422,6 +425,13 @@ class Tracker:
         position = self.position
         if self.taken:
             return
+        if self.claimed and position is self.saved and not complete:
+            # stopped before anything was done: the claim goes, as if never started (a
+            # rerun after fixing what stopped it is not refused as another run)
+            self.claimed = False
+            if saved_fingerprint(self.path) == self.fingerprint:
+                os.remove(self.path)
+            return
         if position is not self.saved or complete:
             saved = saved_fingerprint(self.path)
             if saved is not None and saved != self.fingerprint:
@@ -434,6 +444,7 @@ class Tracker:
                 return
             save(self.path, self.fingerprint, position, complete)
             self.saved = position
+            self.claimed = False
         self.last = time.perf_counter()
 
 
