@@ -9,7 +9,10 @@ fingerprint of every setting that affects the numbers, the source of the compone
 defined outside the library among them (a changed oracle class is another run); resuming
 reruns nothing twice and skips nothing, so the result is the uninterrupted run's, bit for
 bit. The file's folder is made, and a file written in it, before the run starts: a path
-where no checkpoint can be saved is an error then, not after the run.
+where no checkpoint can be saved, or a disk without room for two of them, is an error
+then, not after the run. A run claims its path when it starts and never replaces a file
+holding another run's fingerprint: two runs with other settings on one path do not
+overwrite each other (see :class:`Tracker`).
 
 The file is one NumPy ``.npz`` archive at exactly the given path, written to a temporary
 file in the same folder and moved into place with ``os.replace`` (a reader sees the old
@@ -32,17 +35,20 @@ import json
 import math
 import os
 import re
+import shutil
 import sys
 import time
 import types
 import uuid
+import warnings
 from typing import Any, NamedTuple, Optional
 
 import jax
 import numpy as np
 
 __all__ = ["FORMAT", "Position", "Tracker", "check_writable", "class_code", "code_fingerprint",
-           "digest", "fingerprint", "load", "restored", "resume_round", "save", "where"]
+           "digest", "fingerprint", "load", "restored", "resume_round", "save",
+           "saved_fingerprint", "where"]
 
 FORMAT = 1
 SAVE_EVERY_S = 60.0  # seconds between saves while a run goes on (also saved when it stops)
@@ -258,8 +264,13 @@ def _joined(parts: tuple, axis: int) -> np.ndarray:
     return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=axis)
 
 
-def save(path: str, fingerprint: dict, position: Position, complete: bool = False) -> None:
-    """Writes ``position`` to ``path`` atomically (temporary file, then ``os.replace``)."""
+def save(path: str, fingerprint: dict, position: Position, complete: bool = False,
+         exclusive: bool = False) -> bool:
+    """Writes ``position`` to ``path`` atomically (temporary file, then ``os.replace``).
+
+    With ``exclusive`` the file is put in place only if ``path`` does not exist (a hard link,
+    which fails on an existing name): returns False, writing nothing, if it does.
+    """
     arrays = {}
     if position.state is not None:
         for i, leaf in enumerate(_state_leaves(position.state)):
@@ -282,11 +293,40 @@ def save(path: str, fingerprint: dict, position: Position, complete: bool = Fals
             np.savez(fh, **arrays)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+        if not exclusive:
+            os.replace(tmp, path)
+            return True
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        except OSError:  # a file system without hard links: the name checked just before
+            if os.path.exists(path):
+                return False
+            os.replace(tmp, path)
+        return True
+    finally:
         if os.path.exists(tmp):
             os.remove(tmp)
-        raise
+
+
+def _differ(saved: dict, fingerprint: dict) -> list:
+    """The settings whose values in ``saved`` and ``fingerprint`` differ."""
+    differ = [k for k in fingerprint if saved.get(k) != fingerprint[k]]
+    return differ + [k for k in saved if k not in fingerprint]
+
+
+def saved_fingerprint(path: str) -> Optional[dict]:
+    """The fingerprint of the checkpoint at ``path`` (its header only); None if there is no
+    file, {} if it is not a checkpoint of this format."""
+    if not os.path.exists(path):
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            header = json.loads(str(z["header"]))
+        return header["fingerprint"] if header.get("format") == FORMAT else {}
+    except Exception:  # removed meanwhile, zipfile, JSON, missing header
+        return None if not os.path.exists(path) else {}
 
 
 def load(path: str, fingerprint: dict) -> Optional[tuple[Position, bool]]:
@@ -308,9 +348,7 @@ def load(path: str, fingerprint: dict) -> Optional[tuple[Position, bool]]:
     if header.get("format") != FORMAT:
         raise ValueError(f"checkpoint ({path}) has format {header.get('format')}, this version "
                          f"reads {FORMAT}; delete it or pass another path")
-    saved = header["fingerprint"]
-    differ = [k for k in fingerprint if saved.get(k) != fingerprint[k]]
-    differ += [k for k in saved if k not in fingerprint]
+    differ = _differ(header["fingerprint"], fingerprint)
     if differ:
         raise ValueError(f"checkpoint ({path}) was written for another run: {', '.join(differ)} "
                          "differ; delete it or pass another path")
@@ -321,9 +359,11 @@ def load(path: str, fingerprint: dict) -> Optional[tuple[Position, bool]]:
     return position, bool(header["complete"])
 
 
-def check_writable(path: str) -> None:
+def check_writable(path: str, size: int = 0) -> None:
     """Creates ``path``'s folder and a file in it (removed): raises OSError, in one line
-    naming the path, where a checkpoint could not be saved there."""
+    naming the path, where a checkpoint could not be saved there, or where its disk has
+    less free space than two checkpoints of ``size`` bytes (the new one is written beside
+    the old one before it replaces it)."""
     folder = os.path.dirname(os.path.abspath(path))
     probe = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{uuid.uuid4().hex[:8]}.probe")
     try:
@@ -331,9 +371,18 @@ def check_writable(path: str) -> None:
         with open(probe, "xb"):
             pass
         os.remove(probe)
+        free = shutil.disk_usage(folder).free
     except OSError as err:
         raise OSError(f"checkpoint ({path}) cannot be written: {err.strerror or err} "
                       f"({err.filename or folder})") from None
+    old = os.path.getsize(path) if os.path.isfile(path) else 0
+    need = 2 * size - old
+    if need > free:
+        from fedjax_abc._engine._memory import format_bytes
+
+        raise OSError(f"checkpoint ({path}) cannot be written: it takes about "
+                      f"{format_bytes(size)}, twice that while a save replaces the last one, "
+                      f"and its disk has {format_bytes(free)} free ({folder})")
 
 
 class Tracker:
@@ -341,15 +390,29 @@ class Tracker:
 
     ``commit`` replaces the position in one assignment, so whatever interrupts the run
     (Ctrl-C included) finds a consistent one to :meth:`save`.
+
+    The path is claimed when the run starts: a new file holding the starting position is
+    put there only if no file is there (:func:`save` with ``exclusive``), so a second run
+    with other settings started on the same path meanwhile is refused then, naming the
+    settings that differ. A save never replaces a file holding another run's fingerprint
+    (one put there while this run went on): it warns once, naming the path and the
+    settings, and this run saves no more checkpoints there; the other run's file is kept.
     """
 
-    def __init__(self, path: str, fingerprint: dict, position: Position):
-        check_writable(path)  # before the run, not after it
+    def __init__(self, path: str, fingerprint: dict, position: Position, size: int = 0):
+        check_writable(path, size)  # before the run, not after it
         self.path = path
         self.fingerprint = fingerprint
         self.position = position
         self.saved = position
         self.last = time.perf_counter()
+        self.taken = False  # another run's checkpoint is at the path: save nothing more
+        self.claimed = False  # the file at the path is this run's claim, nothing saved since
+        if position.chunk == 0 and position.state is None and not position.done:
+            if save(path, fingerprint, position, exclusive=True):
+                self.claimed = True
+            else:
+                load(path, fingerprint)  # another run's: ValueError naming what differs
 
     def commit(self, position: Position) -> None:
         self.position = position
@@ -357,11 +420,31 @@ class Tracker:
             self.save()
 
     def save(self, complete: bool = False) -> None:
-        """Writes the last committed position (if it changed since the last save)."""
+        """Writes the last committed position (if it changed since the last save), unless
+        the file at the path is now another run's."""
         position = self.position
+        if self.taken:
+            return
+        if self.claimed and position is self.saved and not complete:
+            # stopped before anything was done: the claim goes, as if never started (a
+            # rerun after fixing what stopped it is not refused as another run)
+            self.claimed = False
+            if saved_fingerprint(self.path) == self.fingerprint:
+                os.remove(self.path)
+            return
         if position is not self.saved or complete:
+            saved = saved_fingerprint(self.path)
+            if saved is not None and saved != self.fingerprint:
+                self.taken = True
+                what = (f"{', '.join(_differ(saved, self.fingerprint))} differ" if saved
+                        else "it is not a checkpoint of this format")
+                warnings.warn(f"checkpoint ({self.path}) now holds another run's ({what}): "
+                              "it is kept, and this run saves no checkpoint there",
+                              RuntimeWarning, stacklevel=3)
+                return
             save(self.path, self.fingerprint, position, complete)
             self.saved = position
+            self.claimed = False
         self.last = time.perf_counter()
 
 

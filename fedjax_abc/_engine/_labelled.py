@@ -77,11 +77,18 @@ def _summary_rows(res: SimResult):
     return pd.concat(parts, ignore_index=True)
 
 
+def _check_summary(summary) -> None:
+    if not isinstance(summary, bool):
+        raise ValueError(f"summary must be True or False, got {summary!r}")
+
+
 def sim_dataframe(res: SimResult, summary: bool = False):
+    _check_summary(summary)
     return _summary_rows(res) if summary else _trial_rows(res)
 
 
 def sweep_dataframe(sw: SweepResult, summary: bool = False):
+    _check_summary(summary)
     import pandas as pd
 
     parts = []
@@ -166,11 +173,20 @@ def _checksum(ds) -> str:
 
 
 def save(result, path, attrs: Optional[dict] = None) -> str:
-    """Writes a SimResult or SweepResult to ``path`` (netCDF 3 through SciPy), atomically.
+    """Writes a SimResult or SweepResult to ``path`` (netCDF 3 through SciPy), atomically;
+    the file's folder is made if it does not exist.
 
     ``attrs``: extra string attributes stored in the file (read back with :func:`attributes`).
     """
-    path = os.fspath(path)
+    path = _file_path(path, "save")
+    if os.path.isdir(path):
+        raise ValueError(f"save: {path} is a folder; give a file path, e.g. {os.path.join(path, 'result.nc')}")
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as err:
+        raise OSError(f"save: the folder of {path} cannot be made: {err.strerror or err} "
+                      f"({err.filename or folder})") from None
     ds = sim_dataset(result) if isinstance(result, SimResult) else sweep_dataset(result)
     ds.attrs.update(attrs or {})
     ds.attrs["checksum"] = _checksum(ds)
@@ -197,10 +213,22 @@ def _sim(arrays: dict, rounds, config: dict, dtypes: dict, metrics: list) -> Sim
                      metrics={name: get[name] for name in metrics})
 
 
+def _file_path(path, what: str) -> str:
+    """``path`` as a string: TypeError naming ``what``'s argument if it is not a path."""
+    if isinstance(path, bool) or not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
+        raise TypeError(f"{what}: path must be a file path (str or os.PathLike), got {path!r}")
+    return os.fspath(path)
+
+
 def _dataset(path):
     """The file's Dataset, checked: written by fedjax_abc, a known format, its checksum."""
     import xarray as xr
 
+    path = _file_path(path, "load")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"load: no result file at {path}")
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"load: {path} is a folder, not a result file")
     try:
         with xr.open_dataset(os.fspath(path), engine="scipy", mask_and_scale=False,
                              decode_times=False) as ds:
@@ -208,8 +236,9 @@ def _dataset(path):
     except OSError:
         raise
     except Exception as err:  # noqa: BLE001 - a damaged header: any error, one line
+        first = (str(err).strip().splitlines() or [""])[0]
         raise ValueError(f"{path} cannot be read as a netCDF result file "
-                         f"({type(err).__name__}: {err})") from None
+                         f"({type(err).__name__}: {first})") from None
     kind = ds.attrs.get("fedjax_abc")
     if kind not in ("SimResult", "SweepResult"):
         raise ValueError(f"{path} is not a result file written by fedjax_abc")

@@ -13,7 +13,9 @@
 
 :func:`check` compares it with the memory available (``MemAvailable`` of /proc/meminfo,
 else the physical memory; accelerators: their memory limit where JAX reports one) and
-refuses a run that cannot fit, in one line that says what to change.
+refuses a run that cannot fit, in one line that says what to change. :func:`check_sweep`
+does the same for a whole grid of ``sweep`` from its first point, before the other points
+are checked (each check takes about a millisecond, a grid of millions of points hours).
 """
 
 from __future__ import annotations
@@ -26,12 +28,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedjax_abc._engine._plan import recorded_rounds
+from fedjax_abc._engine._plan import default_record_every, recorded_rounds
 
-__all__ = ["Estimate", "StateSizes", "available_bytes", "check", "check_run", "estimate",
-           "format_bytes", "state_sizes"]
+__all__ = ["Estimate", "StateSizes", "available_bytes", "check", "check_run", "check_points",
+           "check_sweep", "checkpoint_bytes", "estimate", "format_bytes", "state_sizes"]
 
 _WORKING_COPIES = 6  # copies of a client's d-vector alive in a round (model, gradient, messages)
+_POINT_BYTES = 8000  # a grid point's bookkeeping on the host: its checked run, its SimResult
 
 
 class Estimate(NamedTuple):
@@ -203,3 +206,52 @@ def check_run(run, plan) -> None:
     device = device_bytes(run.devices[0]) if on_device else None
     check(est, record_x=run.record_x, rounds=run.rounds, trials=run.trials, chunk=run.chunk,
           record_every=run.record_every, device_available=device)
+
+
+def check_sweep(first, grid: dict, available: Optional[int] = None) -> None:
+    """Raises ValueError (one line) if the results of every point of ``grid`` cannot fit.
+
+    Args:
+      first: the checked run (``_run.Run``) of the grid's first point; every point keeps
+        as many trials, records and stepsizes (a ``problem`` axis: of its largest d).
+      grid: axis name -> list of values (checked by ``sweep``).
+      available: host bytes available; default :func:`available_bytes` (no check if None).
+    """
+    dim = max([first.problem.dim] + [getattr(p, "dim", 0) for p in grid.get("problem", ())])
+    check_points([len(values) for values in grid.values()], trials=first.trials,
+                 rounds=first.rounds, record_every=first.record_every, dim=dim,
+                 itemsize=np.dtype(first.dtype).itemsize, record_x=first.record_x,
+                 available=available)
+
+
+def check_points(sizes, *, trials: int, rounds: int, record_every: Optional[int], dim: int,
+                 itemsize: int, record_x: bool, available: Optional[int] = None) -> None:
+    """:func:`check_sweep` from the axes' sizes and the settings every point shares (also
+    for ``fedjax-abc run``, whose parts are sweeps kept until the grid is joined)."""
+    points = math.prod(sizes)
+    if record_every is None or rounds % record_every:
+        record_every = default_record_every(rounds)
+    est = estimate(trials=trials, records=len(recorded_rounds(rounds, record_every)), dim=dim,
+                   itemsize=itemsize, record_x=record_x, rounds=rounds)
+    each = est.results + est.stepsizes + _POINT_BYTES
+    available = available_bytes() if available is None else available
+    if available is not None and points * each > available:
+        shape = " x ".join(str(size) for size in sizes)
+        raise ValueError(f"memory: the grid's {points:,} points ({shape}) need about "
+                         f"{format_bytes(points * each)} for their results ({format_bytes(each)} "
+                         f"each), more than the {format_bytes(available)} available; pass fewer "
+                         "grid values, " + ("record_x=False, " if record_x else "")
+                         + f"a larger record_every (now k={record_every} for T={rounds}) or "
+                         f"fewer trials (now {trials})")
+
+
+def checkpoint_bytes(run, plan) -> int:
+    """About the bytes of a run's checkpoint file: every trial's records and x_T (a complete
+    run's file holds them all) and one call's loop carry, 64 kB of headers beside."""
+    n, d = run.problem.num_clients, run.problem.dim
+    sizes = run.state_sizes or state_sizes(run.algorithm, d, run.dtype, run.transform)
+    per_record = 2 + len(run.metric_names) + len(run.stat_names) + (d if run.record_x else 0)
+    records = len(recorded_rounds(run.rounds, run.record_every))
+    results = np.dtype(run.dtype).itemsize * run.trials * (records * per_record + d)
+    carry = plan.per_call * (sizes.server_bytes + (n * sizes.client_bytes if sizes.client_states else 0))
+    return int(results + carry + 64_000)

@@ -33,16 +33,27 @@ def stepsize_array(stepsize, rounds: int) -> np.ndarray:
     Raises:
       ValueError: if any alpha_t is not finite and positive, or an array has the wrong shape.
     """
+    if isinstance(rounds, bool) or not isinstance(rounds, (int, np.integer)) or rounds < 1:
+        raise ValueError(f"rounds (T) must be an integer >= 1, got {rounds!r}")
     if callable(stepsize):
         ts = jnp.arange(rounds)
         try:
             alphas = np.asarray(jax.vmap(stepsize)(ts), dtype=np.float64)
         except Exception:  # a schedule written for Python numbers
-            alphas = np.array([float(stepsize(t)) for t in range(rounds)], dtype=np.float64)
+            try:
+                alphas = np.array([float(stepsize(t)) for t in range(rounds)], dtype=np.float64)
+            except Exception as err:  # noqa: BLE001 - the user's function: one line
+                first = (str(err).strip().splitlines() or [""])[0]
+                raise ValueError(f"stepsize schedule t -> alpha_t cannot be evaluated on "
+                                 f"t = 0, ..., {rounds - 1}: {type(err).__name__}: {first}") from None
         what = "stepsize schedule"
     else:
-        alphas = np.asarray(stepsize, dtype=np.float64)
         what = "stepsize"
+        alphas = np.asarray(stepsize) if not isinstance(stepsize, (str, bytes)) else None
+        if alphas is None or alphas.dtype.kind not in "biuf":
+            raise ValueError(f"stepsize must be a number, an array of T values or a schedule "
+                             f"t -> alpha_t, got {stepsize!r}"[:200])
+        alphas = alphas.astype(np.float64)
         if alphas.ndim == 0:
             alphas = np.full((rounds,), float(alphas))
     if alphas.shape != (rounds,):

@@ -12,6 +12,9 @@ class Progress:
     """Progress on stderr: rounds done, rate, time left; or a user callback."""
 
     def __init__(self, progress, total: int, label: str):
+        if not (progress is None or isinstance(progress, bool) or callable(progress)):
+            raise ValueError("progress must be True, False or a callback(rounds_done, total, "
+                             f"secs), got {progress!r}")
         self.callback = progress if callable(progress) else None
         self.bar = None
         self.total = total

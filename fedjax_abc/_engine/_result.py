@@ -42,7 +42,15 @@ class Summary(NamedTuple):
 
 def summarize(values, axis: int = 0) -> Summary:
     """:class:`Summary` of ``values`` over ``axis`` (the trials axis by default)."""
-    values = np.asarray(values, dtype=float)
+    try:
+        values = np.asarray(values, dtype=float) if not isinstance(values, (str, bytes)) else None
+    except (TypeError, ValueError):
+        values = None
+    if values is None or values.ndim == 0:
+        raise ValueError("summarize needs an array of numbers with a trials axis")
+    if isinstance(axis, bool) or not isinstance(axis, (int, np.integer)) or \
+            not -values.ndim <= axis < values.ndim:
+        raise ValueError(f"axis ({axis!r}) must be an axis of the {values.ndim}-D values")
     m = values.shape[axis]
     mean = values.mean(axis=axis)
     if m > 1:
@@ -193,6 +201,9 @@ class SimResult:
         parts = list(parts)
         if not parts:
             raise ValueError("concatenate needs at least one SimResult")
+        bad = [type(p).__name__ for p in parts if not isinstance(p, SimResult)]
+        if bad:
+            raise TypeError(f"concatenate takes SimResults, got a {bad[0]}")
         skip = ("trials", "first_trial", "trial_chunk", "devices")
         first = parts[0].config
         start = first.get("first_trial", 0)

@@ -48,10 +48,29 @@ def _check_int(name: str, value, low: int = 1) -> int:
 def _resolve_devices(devices):
     if devices is None:
         devices = jax.local_devices()
+    if isinstance(devices, jax.Device) or not isinstance(devices, (list, tuple)):
+        raise ValueError(f"devices must be a list of JAX devices (e.g. jax.devices()), got "
+                         f"{devices!r}")
     devices = list(devices)
     if not devices:
         raise ValueError("devices must name at least one device")
+    bad = [d for d in devices if not isinstance(d, jax.Device)]
+    if bad:
+        raise ValueError(f"devices must be JAX devices (e.g. jax.devices()), got {bad[0]!r}")
     return devices
+
+
+def _points(name: str, value) -> np.ndarray:
+    """``value`` as a float64 array: ValueError naming ``name`` for strings, ragged lists,
+    complex or non-numeric values (NumPy would raise deep inside, or drop the imaginary
+    part)."""
+    try:
+        a = np.asarray(value) if not isinstance(value, (str, bytes)) else None
+    except ValueError:  # a ragged list
+        a = None
+    if a is None or a.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be an array of real numbers, got {value!r}"[:200])
+    return a.astype(np.float64)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -242,7 +261,7 @@ def for_call(prepared: Run, stepsize, x0, trials, key, first_trial=0) -> Run:
     dtype = np.dtype(prepared.dtype).name
     _check_size(d, T, k, R, chunk, prepared.record_x, dtype)
     alphas = stepsize_array(stepsize, T)
-    x0 = np.asarray(x0, dtype=np.float64)
+    x0 = _points("x0", x0)
     if x0.shape == () and d == 1:
         x0 = x0.reshape(1)
     if x0.shape == (d,):

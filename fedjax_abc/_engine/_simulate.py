@@ -366,7 +366,9 @@ def simulate(
     Raises:
       ValueError: on invalid input, before anything is compiled; when the run's estimated
         memory exceeds what is available (saying what to change); on a checkpoint of
-        another run.
+        another run (also one started on the same path while this one runs).
+      OSError: before the run, where the checkpoint cannot be written (an unwritable path,
+        a disk without room for two copies of it).
 
     Example:
       >>> import jax, fedjax_abc as fa
@@ -401,7 +403,8 @@ def _execute(run: _Run, progress, path: Optional[str]) -> SimResult:
                 result = _assemble(run, position.done)
                 _warn_divergence(result)
                 return result
-        tracker = _checkpoint.Tracker(path, fingerprint, position)
+        tracker = _checkpoint.Tracker(path, fingerprint, position,
+                                      _memory.checkpoint_bytes(run, plan))
     done = position.done
     bar = _Progress(progress, run.rounds * math.ceil(run.trials / run.chunk), "fedavg")
     bar.skip(position.chunk * run.rounds + _checkpoint.resume_round(plan, position))

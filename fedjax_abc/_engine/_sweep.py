@@ -320,7 +320,8 @@ def sweep(
 
     Raises:
       ValueError: for an unknown axis, an empty one, or any point's invalid arguments
-        (checked before anything compiles).
+        (checked before anything compiles); when the whole grid's results would not fit in
+        the memory (estimated from the first point before the others are checked).
 
     Example:
       >>> import jax, fedjax_abc as fa
@@ -348,6 +349,8 @@ def sweep(
     if overlap:
         raise ValueError(f"{sorted(overlap)} given both as a grid axis and as an argument")
     names = list(grid)
+    # the whole grid's size from its first point, before the other points are checked
+    _memory.check_sweep(_point_run(problem, kwargs, {n: v[0] for n, v in grid.items()}), grid)
     points = [dict(zip(names, values)) for values in itertools.product(*grid.values())]
     runs = [_point_run(problem, kwargs, point) for point in points]  # all checked first
     groups: dict = {}

@@ -104,6 +104,10 @@ def _check_problem(problem: Problem) -> None:
                          f"got {np.shape(problem.local_minima)}")
     if np.shape(problem.f_star) != ():
         raise ValueError(f"Problem.f_star must be a scalar, got shape {np.shape(problem.f_star)}")
+    for name in ("local_minima", "f_star", "x_star"):
+        value = np.asarray(getattr(problem, name))
+        if value.dtype.kind not in "iuf" or not np.all(np.isfinite(value)):
+            raise ValueError(f"Problem.{name} must be finite numbers, got {value.tolist()}"[:200])
 
 
 def _sampler_shapes(sampler: AbstractSampler, n: int, m: int, W: int) -> None:

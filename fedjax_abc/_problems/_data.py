@@ -103,6 +103,21 @@ def _draws(key, shape, kind: str = "normal") -> np.ndarray:
 def split(features, labels, parts) -> tuple[list, list]:
     """(features[idx], labels[idx]) for every index array idx of ``parts``, as two lists."""
     features, labels = np.asarray(features), np.asarray(labels)
+    if features.ndim < 1 or labels.ndim != 1 or features.shape[0] != labels.shape[0]:
+        raise ValueError(f"features (m, p) and labels (m,) must have the same rows, got "
+                         f"{features.shape} and {labels.shape}")
+    if isinstance(parts, (str, bytes, dict)) or not hasattr(parts, "__iter__"):
+        raise ValueError(f"parts must be a list of index arrays (e.g. from iid_partition), "
+                         f"got {parts!r}"[:200])
+    parts = [np.asarray(idx) for idx in parts]
+    m = labels.shape[0]
+    for i, idx in enumerate(parts):
+        if idx.ndim != 1 or idx.dtype.kind not in "iu":
+            raise ValueError(f"parts[{i}] must be a 1-D array of integer indices, got "
+                             f"{idx.dtype} of shape {idx.shape}")
+        if idx.size and not (0 <= idx.min() and idx.max() < m):
+            raise ValueError(f"parts[{i}] holds index {int(idx.max() if idx.max() >= m else idx.min())} "
+                             f"outside 0..{m - 1} (the {m} samples)")
     return [features[idx] for idx in parts], [labels[idx] for idx in parts]
 
 

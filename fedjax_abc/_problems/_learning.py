@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_abc._problems import _data
+from fedjax_abc._problems._args import check_count, check_key, check_real
 from fedjax_abc._problems._models import (MLP, ClientData, DatasetGrad, DatasetLoss,
                                           LogisticRegression, PooledData, SoftmaxRegression)
 from fedjax_abc._problems._oracles import AbstractOracle, ExactOracle
@@ -60,7 +61,7 @@ WEIGHTINGS = ("uniform", "samples")
 def _client_arrays(features, labels, num_classes: Optional[int]):
     """Checked float64 features and int32 labels per client, and K (ValueError, one line)."""
     for name, value in (("features", features), ("labels", labels)):
-        if isinstance(value, (np.ndarray, jax.Array)) or not hasattr(value, "__len__"):
+        if isinstance(value, (np.ndarray, jax.Array, dict, str, bytes)) or not hasattr(value, "__len__"):
             raise ValueError(f"{name} must be a list of n per-client arrays, got "
                              f"{type(value).__name__}")
     if len(features) != len(labels):
@@ -71,7 +72,12 @@ def _client_arrays(features, labels, num_classes: Optional[int]):
     Xs, ys = [], []
     p = None
     for i, (X, y) in enumerate(zip(features, labels)):
-        X = np.asarray(X, dtype=np.float64)
+        try:
+            X = np.asarray(X, dtype=np.float64) if not isinstance(X, (str, bytes)) else None
+        except (TypeError, ValueError):
+            X = None
+        if X is None:
+            raise ValueError(f"client {i}: features must be an array of numbers (m_i, p)")
         y = np.asarray(y)
         if X.ndim != 2:
             raise ValueError(f"client {i}: features must have shape (m_i, p), got {X.shape}")
@@ -93,7 +99,7 @@ def _client_arrays(features, labels, num_classes: Optional[int]):
         Xs.append(X)
         ys.append(y.astype(np.int64))
     top = max(int(y.max()) for y in ys)
-    K = top + 1 if num_classes is None else int(num_classes)
+    K = top + 1 if num_classes is None else check_count("num_classes (K)", num_classes, low=2)
     for i, y in enumerate(ys):
         bad = (y < 0) | (y >= K)
         if bad.any():
@@ -107,13 +113,40 @@ def _client_arrays(features, labels, num_classes: Optional[int]):
     return Xs, [y.astype(np.int32) for y in ys], K
 
 
+def _model_of(problem_or_model):
+    """The model of a learning problem (or the model itself)."""
+    if isinstance(problem_or_model, Problem):
+        return getattr(problem_or_model.loss, "model", None)
+    return problem_or_model
+
+
+def _points(name: str, value) -> np.ndarray:
+    try:
+        a = np.asarray(value) if not isinstance(value, (str, bytes)) else None
+    except ValueError:  # ragged
+        a = None
+    if a is None or a.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be an array of real numbers, got {value!r}"[:200])
+    return a.astype(np.float64)
+
+
 def _test_data(model, features, labels):
     """Checked (m, p) test features and (m,) int32 labels in [0, K) (ValueError, one line)."""
-    features = np.asarray(features, np.float64)
+    if not hasattr(model, "num_features"):
+        raise ValueError(f"evaluate and held_out_metrics take a learning problem or its model "
+                         f"(fa.problems.softmax_regression, ...), got {model!r}"[:200])
+    features = _points("features", features)
     labels = np.asarray(labels)
     if features.ndim != 2 or labels.ndim != 1 or features.shape[0] != labels.shape[0]:
         raise ValueError(f"features (m, p) and labels (m,) must match, got {features.shape} "
                          f"and {labels.shape}")
+    if features.shape[0] == 0:
+        raise ValueError("features and labels hold no test samples (m = 0)")
+    if features.shape[1] != model.num_features:
+        raise ValueError(f"features have {features.shape[1]} columns; the model takes "
+                         f"p={model.num_features}")
+    if not np.all(np.isfinite(features)):
+        raise ValueError("features must be finite")
     if not (np.issubdtype(labels.dtype, np.integer) or np.issubdtype(labels.dtype, np.bool_)):
         raise ValueError(f"labels must be integers, got {labels.dtype}")
     K = getattr(model, "num_classes", None)
@@ -178,13 +211,15 @@ def learning_problem(model, features, labels, *, l2: float = 1e-3, weighting: st
         out of range or not integers, bad l2 or weighting, a batch larger than a client's
         data (``MinibatchOracle`` without replacement).
     """
+    if not isinstance(model, (SoftmaxRegression, LogisticRegression, MLP)):
+        raise ValueError("model must be a fedjax_abc.problems.SoftmaxRegression, "
+                         f"LogisticRegression or MLP, got {model!r}"[:200])
     Xs, ys, K = _client_arrays(features, labels, model.num_classes)
     if Xs[0].shape[1] != model.num_features:
         raise ValueError(f"the model takes {model.num_features} features, the data has "
                          f"{Xs[0].shape[1]}")
-    l2 = float(l2)
-    if not (np.isfinite(l2) and l2 >= 0):
-        raise ValueError(f"l2 ({l2}) must be finite and >= 0")
+    l2 = check_real("l2", l2, low=0.0)
+    solver_steps = check_count("solver_steps", solver_steps)
     if model.convex and l2 <= 0:
         raise ValueError(f"l2 ({l2}) must be > 0 for {type(model).__name__}: without it f_i may "
                          "have no minimiser (separable data)")
@@ -289,6 +324,7 @@ def mlp(key, features, labels, *, width: int = 32, depth: int = 1, l2: float = 1
       >>> p.dim, p.certified
       (31, False)
     """
+    check_key("key", key)
     Xs, _, K = _client_arrays(features, labels, num_classes)
     model = MLP(Xs[0].shape[1], K, width, depth)
     return learning_problem(model, features, labels, l2=l2, weighting=weighting, oracle=oracle,
@@ -349,8 +385,7 @@ def evaluate(problem_or_model, x, features, labels) -> Evaluation:
       >>> float(ev.accuracy)
       1.0
     """
-    model = problem_or_model.loss.model if isinstance(problem_or_model, Problem) \
-        else problem_or_model
+    model = _model_of(problem_or_model)
     features, labels = _test_data(model, features, labels)
     features = jnp.asarray(features)
     x = np.asarray(x, np.float64)
@@ -402,8 +437,7 @@ def held_out_metrics(problem_or_model, features, labels) -> dict:
       >>> res.metrics["test_accuracy"].shape
       (2, 3)
     """
-    model = problem_or_model.loss.model if isinstance(problem_or_model, Problem) \
-        else problem_or_model
+    model = _model_of(problem_or_model)
     features, labels = _test_data(model, features, labels)
     data = (jnp.asarray(features), jnp.asarray(labels, jnp.int32))
     return {"test_accuracy": HeldOut(model, *data, "accuracy"),

@@ -34,6 +34,8 @@ import jax.numpy as jnp
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float, Int
 
+from fedjax_abc._problems._args import check_count
+
 __all__ = ["ClientData", "DatasetGrad", "DatasetLoss", "LogisticRegression", "MLP", "PooledData",
            "SoftmaxRegression"]
 
@@ -110,6 +112,10 @@ class SoftmaxRegression:
     num_features: int
     num_classes: int
     convex = True
+
+    def __post_init__(self):
+        check_count("SoftmaxRegression num_features (p)", self.num_features)
+        check_count("SoftmaxRegression num_classes (K)", self.num_classes, low=2)
 
     @property
     def dim(self) -> int:
@@ -191,6 +197,9 @@ class LogisticRegression:
     num_classes = 2
     convex = True
 
+    def __post_init__(self):
+        check_count("LogisticRegression num_features (p)", self.num_features)
+
     @property
     def dim(self) -> int:
         return self.num_features + 1
@@ -267,6 +276,12 @@ class MLP:
     width: int = 32
     depth: int = 1
     convex = False
+
+    def __post_init__(self):
+        check_count("MLP num_features (p)", self.num_features)
+        check_count("MLP num_classes (K)", self.num_classes, low=2)
+        check_count("MLP width", self.width)
+        check_count("MLP depth", self.depth, low=0)
 
     @property
     def dim(self) -> int:

@@ -170,8 +170,14 @@ class GaussianOracle(AbstractOracle):
     D: Float[Array, ""]
 
     def __init__(self, C=1.0, D=0.0):
-        if not (float(C) >= 0 and float(D) >= 0):
-            raise ValueError(f"GaussianOracle needs C >= 0 and D >= 0, got C={C}, D={D}")
+        from fedjax_abc._problems._args import check_real
+
+        try:
+            check_real("C", C, low=0.0)
+            check_real("D", D, low=0.0)
+        except ValueError as err:
+            raise ValueError(f"GaussianOracle needs C >= 0 and D >= 0, got C={C!r}, D={D!r} "
+                             f"({err})") from None
         self.C = jnp.asarray(C, float)
         self.D = jnp.asarray(D, float)
 
@@ -243,6 +249,11 @@ class RademacherOracle(AbstractOracle):
     """
 
     magnitude: Callable = eqx.field(static=True, default=objective_gap_magnitude)
+
+    def __check_init__(self):
+        if not callable(self.magnitude):
+            raise ValueError("RademacherOracle's magnitude must be a function "
+                             f"(problem, client, x, f_i(x)) -> m_i(x), got {self.magnitude!r}")
 
     def noise(self, key, shape, dtype):
         return jax.random.rademacher(key, shape, dtype)

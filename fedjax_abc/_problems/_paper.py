@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_abc._problems import _minimize
+from fedjax_abc._problems._args import check_key, check_real
 from fedjax_abc._problems._oracles import (AbstractOracle, GaussianOracle, RademacherOracle,
                                           nonnegative)
 from fedjax_abc._problems._problem import Problem
@@ -150,16 +151,22 @@ def huber_offsets(key: Optional[jax.Array] = None, n: int = 40, d_max: float = 2
     if offsets is None:
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
             raise ValueError(f"n ({n}) must be an integer >= 2")
-        d_max = float(d_max)
-        if not (np.isfinite(d_max) and d_max > 0):
-            raise ValueError(f"d_max (Dmax={d_max}) must be finite and > 0")
+        d_max = check_real("d_max (Dmax)", d_max, low=0.0, strict=True)
         if key is None:
             raise ValueError("key is required to draw the offsets (or pass offsets=)")
+        check_key("key", key)
         rest = np.asarray(jax.random.uniform(key, (n - 2,), jnp.float64, 0.0, d_max))
         offsets = np.concatenate([np.zeros(2), rest])
         label = f"huber_offsets(n={n}, d_max={d_max:g})"
     else:
-        offsets = np.asarray(offsets, dtype=np.float64).reshape(-1)
+        try:
+            offsets = np.asarray(offsets)
+        except ValueError:  # ragged
+            offsets = np.asarray(None)
+        if offsets.ndim != 1 or offsets.dtype.kind not in "iuf":
+            raise ValueError(f"offsets must be a list of n >= 2 numbers (one per client), got "
+                             f"{offsets.dtype} values of shape {offsets.shape}")
+        offsets = offsets.astype(np.float64)
         n = offsets.shape[0]
         if n < 2 or not np.all(np.isfinite(offsets)):
             raise ValueError(f"offsets must be >= 2 finite numbers, got shape {offsets.shape}")
@@ -210,6 +217,9 @@ def bgd_counterexample(oracle: Optional[AbstractOracle] = None, search_radius: f
     Returns:
       A :class:`~fedjax_abc.Problem` with n = 2, d = 1.
     """
+    if oracle is not None and not isinstance(oracle, AbstractOracle):
+        raise ValueError(f"oracle must be a fedjax_abc.AbstractOracle or None, got {oracle!r}")
+    search_radius = check_real("search_radius", search_radius, low=0.0, strict=True)
     signs = jnp.asarray([1.0, -1.0])
     f64 = jax.jit(_bgd_counterexample_loss)
     minima = [
@@ -262,11 +272,13 @@ def quadratics(key: jax.Array, n: int = 10, d: int = 100, *, curvature=(0.5, 1.0
     for name, v in (("n", n), ("d", d)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise ValueError(f"{name} ({v}) must be an integer >= 1")
-    a_min, a_max = map(float, curvature)
+    if isinstance(curvature, (str, bytes)) or not hasattr(curvature, "__len__") or len(curvature) != 2:
+        raise ValueError(f"curvature must be a pair (a_min, a_max), got {curvature!r}")
+    a_min, a_max = (check_real(f"curvature[{i}]", v) for i, v in enumerate(curvature))
     if not 0 < a_min <= a_max:
         raise ValueError(f"curvature {curvature} must satisfy 0 < a_min <= a_max")
-    if not spread >= 0:
-        raise ValueError(f"spread ({spread}) must be >= 0")
+    spread = check_real("spread", spread, low=0.0)
+    check_key("key", key)
     ka, kc = jax.random.split(key)
     a = np.asarray(jax.random.uniform(ka, (n, d), jnp.float64, a_min, a_max))
     c = spread * np.asarray(jax.random.normal(kc, (n, d), jnp.float64))

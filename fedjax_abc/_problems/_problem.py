@@ -70,6 +70,26 @@ class Problem(eqx.Module):
     certified: bool = eqx.field(static=True, default=True)
     pooled: Optional[eqx.Module] = None
 
+    def __check_init__(self):
+        if not callable(self.loss):
+            raise ValueError(f"Problem.loss must be a function loss(params_i, x) -> f_i(x), "
+                             f"got {self.loss!r}")
+        if not isinstance(self.oracle, AbstractOracle):
+            raise ValueError(f"Problem.oracle must be a fedjax_abc.AbstractOracle, got "
+                             f"{self.oracle!r}")
+        if self.grad_fn is not None and not callable(self.grad_fn):
+            raise ValueError(f"Problem.grad_fn must be a function or None, got {self.grad_fn!r}")
+        leaves = jax.tree_util.tree_leaves(self.params)
+        if leaves and all(np.ndim(a) >= 1 for a in leaves):  # else refused when run
+            n = int(np.shape(leaves[0])[0])
+            if np.shape(self.local_minima) != (n,):
+                raise ValueError(f"Problem.local_minima must have shape (n={n},) (one f_i* per "
+                                 f"client), got {np.shape(self.local_minima)}")
+        if np.ndim(self.x_star) != 1:
+            raise ValueError(f"Problem.x_star must have shape (d,), got {np.shape(self.x_star)}")
+        if np.shape(self.f_star) != ():
+            raise ValueError(f"Problem.f_star must be a scalar, got shape {np.shape(self.f_star)}")
+
     @property
     def num_clients(self) -> int:
         return int(jax.tree_util.tree_leaves(self.params)[0].shape[0])
@@ -220,6 +240,8 @@ def _given(name: str, value, shape: tuple[int, ...]):
     """A given f_i*, f* or x* as a float64 array of ``shape`` (None stays None)."""
     if value is None:
         return None
+    if isinstance(value, (str, bytes)):
+        raise ValueError(f"{name} must be a number or an array of numbers, got {value!r}")
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError):
@@ -359,8 +381,13 @@ def make_problem(
     n = int(jnp.shape(leaves[0])[0]) if jnp.ndim(leaves[0]) else 0
     if n < 1 or any(jnp.ndim(a) == 0 or jnp.shape(a)[0] != n for a in leaves):
         raise ValueError("every leaf of params must have the same leading axis n >= 1 (clients)")
-    if dim < 1:
-        raise ValueError(f"dim (d={dim}) must be >= 1")
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
+        raise ValueError(f"dim (d={dim!r}) must be an integer >= 1")
+    if not callable(loss):
+        raise ValueError(f"loss must be a function loss(params_i, x) -> f_i(x), got {loss!r}")
+    if not isinstance(oracle, AbstractOracle):
+        raise ValueError(f"oracle must be a fedjax_abc.AbstractOracle (e.g. "
+                         f"fa.GaussianOracle(1.0, 0.0)), got {oracle!r}")
     lo, hi = search_box
     if not (np.isfinite(lo) and np.isfinite(hi) and lo < hi):
         raise ValueError(f"search_box {search_box} must be a finite interval lo < hi")

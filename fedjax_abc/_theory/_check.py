@@ -66,7 +66,7 @@ def _divergence(res) -> dict:
 
 def theorem2_check(problem: Problem, *, L: float, C: float, D: float, num_sampled: int,
                    local_steps: int, rounds: int, trials: int, key: jax.Array, x0=None,
-                   record_every: int = 1, mode: str = "mask",
+                   record_every: Optional[int] = 1, mode: str = "mask",
                    trial_chunk: Optional[int] = None, dtype: str = "float64",
                    progress=False, checkpoint=None) -> dict:
     """Runs FedAvg at Theorem 2's stepsize (22) and compares min_t E||grad f(x_t)||^2 with (21).
@@ -87,7 +87,9 @@ def theorem2_check(problem: Problem, *, L: float, C: float, D: float, num_sample
       key: PRNG key of the simulation.
       x0: initial point; default x* + 10 in each coordinate (Section IV-B's start).
         f(x0) > f* is required.
-      record_every: k, a divisor of T (default 1: every round).
+      record_every: k, a divisor of T (default 1: every round); None: as in
+        :func:`fedjax_abc.simulate` (about 1000 records, the last interval shorter where
+        no divisor of T fits).
       mode, trial_chunk, dtype, progress, checkpoint: passed to :func:`fedjax_abc.simulate`.
 
     Returns:
@@ -122,7 +124,7 @@ def theorem2_check(problem: Problem, *, L: float, C: float, D: float, num_sample
         raise ValueError(f"f(x0) - f* ({delta}) must be > 0 for the stepsize (22)")
     sigma = max(0.0, _sigma(problem))
     p = validated_params(L, C, D, sigma, delta, n, num_sampled, local_steps, rounds)
-    k = check_int("record_every", record_every)
+    k = None if record_every is None else check_int("record_every", record_every)
     alpha = theorem2_stepsize(p.L, p.C, p.D, sigma, delta, n, p.S, p.Q, p.T)
     terms = bound_terms(alpha, p)
     bound = float(sum(terms.values()))
@@ -144,7 +146,7 @@ def theorem2_check(problem: Problem, *, L: float, C: float, D: float, num_sample
         "local_steps": p.Q,
         "rounds": p.T,
         "trials": int(trials),
-        "record_every": k,
+        "record_every": int(res.config["record_every"]),
         "x0": [float(v) for v in x0],
         "L": p.L,
         "C": p.C,

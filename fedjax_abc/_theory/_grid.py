@@ -44,6 +44,8 @@ def check_int(name: str, value, low: int = 1, high=None) -> int:
 
 
 def _as_float(name: str, value) -> float:
+    if isinstance(value, (str, bytes, bool)):  # float("0.6") would read a string
+        raise ValueError(f"{name} must be a number, got {value!r}")
     try:
         out = float(value)
     except (TypeError, ValueError):

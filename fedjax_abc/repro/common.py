@@ -168,6 +168,9 @@ def experiment_settings(settings: Settings, experiment: str, strict: bool = Fals
     for S in cfg.get("S", []) if n is not None else []:
         if not 1 <= S <= n:
             raise ValueError(f"--set S: each S must be in [1, n={n}], got {S}")
+    if experiment == "thm3" and not 0.5 < cfg["p"] <= 1.0:
+        raise ValueError(f"--set p: Theorem 3's decay exponent must be in (1/2, 1], got "
+                         f"{cfg['p']:g}")
     return cfg
 
 
@@ -191,12 +194,21 @@ def run_key(seed: int, experiment: str, *tags: int):
 KEY_RULE = "fold_in(fold_in(jax.random.key(seed), experiment_id), tag) for each tag in order"
 
 
-def record_every(rounds: int, target: int = 500) -> int:
-    """The smallest divisor k of T with T / k <= target (at most ``target`` records)."""
+def record_every(rounds: int, target: int = 500) -> Optional[int]:
+    """k for the records t = 0, k, 2k, ..., T of an experiment's curves: at most ``target``
+    records and at least a fifth of them (or every round where T < target / 5).
+
+    The smallest divisor k of T with T / k <= target when it leaves at least
+    min(T, target / 5) records; otherwise (a prime T, or T = 2p, whose divisors jump from
+    T / 2 records to 2) None: ``fa.simulate``'s default, about 1000 records every
+    ceil(T / 1000) rounds with a shorter last interval, so that no T gives a curve of a few
+    points.
+    """
+    least = min(rounds, max(2, target // 5))
     for k in range(max(1, rounds // target), rounds + 1):
         if rounds % k == 0 and rounds // k <= target:
-            return k
-    return rounds
+            return k if rounds // k >= least else None
+    return None
 
 
 def environment() -> dict:

@@ -122,11 +122,47 @@ def load_spec(path: str, trials: Optional[int] = None, rounds: Optional[int] = N
     for axis, values in doc["grid"].items():
         if not isinstance(values, list) or not values:
             raise ValueError(f"{path}: grid axis {axis!r} must be a non-empty list")
+    _check_settings(path, doc)
     if sum(a.startswith("problem.") for a in doc["grid"]) > 1:
         raise ValueError(f"{path}: the grid may vary one argument of the problem, not several")
     if "name" not in doc.get("problem", {}):
         raise ValueError(f"{path}: [problem] needs a name (a function of fedjax_abc.problems)")
     return GridSpec(doc)
+
+
+def _check_settings(path: str, doc: dict) -> None:
+    """The top-level numbers and the choices that would be dropped silently, checked."""
+    for key, low in (("trials", 1), ("rounds", 1), ("local_steps", 1), ("record_every", 1),
+                     ("num_sampled", 1), ("seed", 0)):
+        value = doc.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < low):
+            raise ValueError(f"{path}: {key} must be an integer >= {low}, got {value!r}")
+    if not 0 <= doc.get("seed", 0) < 2 ** 32:
+        raise ValueError(f"{path}: seed must be in [0, 2^32), got {doc['seed']}")
+    grid = doc["grid"]
+    if "stepsize" not in doc and "stepsize" not in grid:
+        raise ValueError(f"{path}: give stepsize = ... or a stepsize grid axis")
+    if "sampler" in doc and ("num_sampled" in doc or "num_sampled" in grid):
+        raise ValueError(f"{path}: [sampler] and num_sampled both choose the clients of a "
+                         "round: give one of them")
+    if "x0" in doc and "x0_offset" in doc:
+        raise ValueError(f"{path}: give x0 or x0_offset, not both")
+
+
+def _call(where: str, fn, args: dict):
+    """``fn(**args)``: an argument ``fn`` does not take is a ValueError naming it and the
+    arguments it takes (not a TypeError from deep inside the run)."""
+    import inspect
+
+    params = inspect.signature(fn).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        unknown = sorted(set(args) - set(params))
+        if unknown:
+            known = ", ".join(name for name in params if name != "key") or "none"
+            raise ValueError(f"{where}: {fn.__name__} takes no argument "
+                             f"{', '.join(map(repr, unknown))} (its arguments: {known})")
+    return fn(**args)
 
 
 # ------------------------------------------------------------------------ building values
@@ -144,8 +180,11 @@ def _problem(table: dict):
         raise ValueError(f"unknown problem {name!r}; use one of huber_offsets, softplus_huber, "
                          "quadratics, bgd_counterexample")
     if "seed" in args:
-        args["key"] = jax.random.key(int(args.pop("seed")))
-    return fn(**args)
+        seed = args.pop("seed")
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 32:
+            raise ValueError(f"[problem] seed must be an integer in [0, 2^32), got {seed!r}")
+        args["key"] = jax.random.key(seed)
+    return _call("[problem]", fn, args)
 
 
 def _component(kind: str, table: Optional[dict]):
@@ -162,7 +201,7 @@ def _component(kind: str, table: Optional[dict]):
                            "Bernoulli")}[kind]
     if name not in allowed:
         raise ValueError(f"[{kind}] name must be one of {', '.join(allowed)}, got {name!r}")
-    return getattr(where, name)(**args)
+    return _call(f"[{kind}]", getattr(where, name), args)
 
 
 def _x0(doc: dict, problem, offset=None):
@@ -189,6 +228,23 @@ def _parts(doc: dict):
     data_axes = [a for a in grid if a not in SHAPE_AXES]
     combos = list(itertools.product(*(range(len(grid[a])) for a in shape_axes)))
     return shape_axes, data_axes, combos
+
+
+def _check_size(doc: dict) -> None:
+    """The results of the whole grid (every part is kept until they are joined) against the
+    memory, before the first part runs: one line (ValueError) if they cannot fit. d is the
+    [problem] table's ``d`` (1 without one), the largest of a ``problem.d`` axis."""
+    from fedjax_abc._engine import _memory
+
+    trials, rounds, k = doc.get("trials"), doc.get("rounds"), doc.get("record_every")
+    numbers = (trials, rounds) + (() if k is None else (k,))
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in numbers):
+        return  # fa.sweep refuses them, naming the setting
+    dims = [doc["problem"].get("d", 1)] + list(doc["grid"].get("problem.d", ()))
+    dims = [v for v in dims if isinstance(v, int) and not isinstance(v, bool)] or [1]
+    _memory.check_points([len(v) for v in doc["grid"].values()], trials=trials, rounds=rounds,
+                         record_every=k, dim=max(dims),
+                         itemsize=4 if doc.get("dtype") == "float32" else 8, record_x=False)
 
 
 def _run_part(doc: dict, shape_point: dict, data_axes: list, progress) -> Any:
@@ -303,6 +359,7 @@ def run_grid(spec: GridSpec, out: str, progress=None) -> dict:
     else:
         with common.atomic_open(spec_path) as f:
             f.write(text)
+    _check_size(doc)
     shape_axes, data_axes, combos = _parts(doc)
     grid = doc["grid"]
     n_data = math.prod(len(grid[a]) for a in data_axes)

@@ -1,0 +1,53 @@
+"""Checks of the public constructors' arguments: one-line errors naming the argument.
+
+Each helper returns the argument in the form the constructor uses (an int, a float, the
+key) or raises ValueError / TypeError naming it, before NumPy or JAX would fail deep inside
+(a string where a number goes, an int where a key goes) or accept it silently (``float``
+reads the string ``"0.1"``; ``int`` cuts 2.5 to 2).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import jax
+import numpy as np
+
+__all__ = ["check_count", "check_key", "check_real"]
+
+
+def check_count(name: str, value, low: int = 1) -> int:
+    """An integer >= ``low`` (bools, floats and strings refused)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    if value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value}")
+    return int(value)
+
+
+def check_real(name: str, value, *, low: Optional[float] = None, strict: bool = False) -> float:
+    """A finite real number (a 0-d array too), >= ``low`` (> with ``strict``)."""
+    if isinstance(value, (bool, str, bytes)) or value is None:
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    try:
+        a = np.asarray(value)
+    except Exception:  # noqa: BLE001 - not array-like
+        a = None
+    if a is None or a.shape != () or a.dtype.kind not in "iuf":
+        raise ValueError(f"{name} must be a number, got {value!r}"[:200])
+    out = float(a)
+    if not math.isfinite(out) or (low is not None and (out <= low if strict else out < low)):
+        bound = "" if low is None else f" and {'>' if strict else '>='} {low:g}"
+        raise ValueError(f"{name} ({out:g}) must be finite{bound}")
+    return out
+
+
+def check_key(name: str, key) -> jax.Array:
+    """A single JAX PRNG key (``jax.random.key(seed)``; raw uint32 key data of shape (2,) too)."""
+    if isinstance(key, jax.Array) and (
+            (jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) and key.shape == ())
+            or (key.dtype == np.uint32 and key.shape == (2,))):
+        return key
+    raise ValueError(f"{name} must be a single JAX PRNG key, e.g. jax.random.key(0), got "
+                     f"{key!r}"[:200])
