@@ -452,3 +452,26 @@ def test_run_stopped_before_its_first_round_leaves_no_claim(problem, tmp_path, m
     assert not path.exists()  # the claim is gone: the mended call is not refused
     monkeypatch.setattr(_simulate, "_run_chunk", real)
     assert _sim(problem, 0.1, path).trials == 3
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: fa.UniformWithoutReplacement(0), r"num_sampled \(S=0\) must be >= 1"),
+    (lambda: fa.UniformWithoutReplacement(2.5), r"num_sampled \(S=2.5\) must be an integer"),
+    (lambda: fa.UniformWithoutReplacement("2"), r"num_sampled \(S='2'\) must be an integer"),
+    (lambda: fa.WithReplacement(0), r"num_sampled \(S=0\) must be >= 1"),
+    (lambda: fa.Bernoulli("0.5"), r"p must be a number in \(0, 1\], got '0.5'"),
+    (lambda: fa.Bernoulli([0.5, 0.5]), r"p must be a number in \(0, 1\]"),
+    (lambda: fa.sample_mask(fa.UniformWithoutReplacement(2), 0, 5), r"single JAX PRNG key"),
+    (lambda: fa.sample_mask(fa.UniformWithoutReplacement(6), jax.random.key(0), 5),
+     r"num_sampled \(S=6\) must be in \[1, n=5\]"),
+    (lambda: fa.sample_mask(fa.UniformWithoutReplacement(2), jax.random.key(0), 0),
+     r"n must be an integer >= 1, got 0"),
+])
+def test_sampler_constructors_and_sample_mask_refuse_bad_input(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_sample_mask_still_draws_s_of_n():
+    mask = np.asarray(fa.sample_mask(fa.UniformWithoutReplacement(2), jax.random.key(0), 5))
+    assert sorted(mask.tolist()) == [0.0, 0.0, 0.0, 1.0, 1.0]

@@ -136,6 +136,11 @@ class UniformWithoutReplacement(AbstractSampler):
 
     num_sampled: int = eqx.field(static=True)
 
+    def __check_init__(self):
+        _check_size(self.num_sampled)
+        if self.num_sampled < 1:
+            raise ValueError(f"num_sampled (S={self.num_sampled}) must be >= 1")
+
     def num_slots(self, n):
         return self.num_sampled
 
@@ -213,6 +218,11 @@ class WithReplacement(AbstractSampler):
 
     num_sampled: int = eqx.field(static=True)
 
+    def __check_init__(self):
+        _check_size(self.num_sampled)
+        if self.num_sampled < 1:
+            raise ValueError(f"num_sampled (S={self.num_sampled}) must be >= 1")
+
     def num_slots(self, n):
         return self.num_sampled
 
@@ -239,8 +249,9 @@ class Bernoulli(AbstractSampler):
     p: Float[Array, ""]
 
     def __init__(self, p):
-        if not 0.0 < float(p) <= 1.0:
-            raise ValueError(f"participation probability (p={p}) must be in (0, 1]")
+        if isinstance(p, (str, bytes, bool)) or np.ndim(p) != 0 or not np.isreal(p) or \
+                not 0.0 < float(p) <= 1.0:
+            raise ValueError(f"participation probability p must be a number in (0, 1], got {p!r}")
         self.p = jnp.asarray(p, float)
 
     def __check_init__(self):  # also for a value put in by eqx.tree_at (a sweep's axis)
@@ -262,5 +273,13 @@ def sample_mask(sampler: AbstractSampler, key: Array, n: int) -> Float[Array, " 
     For :class:`UniformWithoutReplacement` it is the indicator vector (I_{1,t}, ..., I_{n,t})
     of eq. (9), with exactly S ones.
     """
+    if not isinstance(sampler, AbstractSampler):
+        raise ValueError(f"sampler must be a fedjax_abc.AbstractSampler, got {type(sampler).__name__}")
+    if not (isinstance(key, jax.Array) and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+            and key.shape == ()):
+        raise ValueError("key must be a single JAX PRNG key, e.g. jax.random.key(0)")
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be an integer >= 1, got {n!r}")
+    sampler.validate(int(n))
     idx, w = sampler(key, n)
     return jnp.zeros((n,), w.dtype).at[idx].add(w)
