@@ -251,7 +251,7 @@ class Bernoulli(AbstractSampler):
     def __init__(self, p):
         if isinstance(p, (str, bytes, bool)) or np.ndim(p) != 0 or not np.isreal(p) or \
                 not 0.0 < float(p) <= 1.0:
-            raise ValueError(f"participation probability p must be a number in (0, 1], got {p!r}")
+            raise ValueError(f"participation probability (p={p!r}) must be a number in (0, 1]")
         self.p = jnp.asarray(p, float)
 
     def __check_init__(self):  # also for a value put in by eqx.tree_at (a sweep's axis)
