@@ -6,7 +6,8 @@
 - :class:`FedOpt`: any optax optimizer on the server (FedAvgM, FedAdam, FedYogi, FedAdagrad).
 - :class:`AbstractAlgorithm`: subclass it for your own (six pure functions: the engine owns
   the loops over rounds and local steps); its server state subclasses
-  :class:`AbstractServerState`.
+  :class:`AbstractServerState`; :class:`AbstractLocalSGD` gives plain local SGD clients,
+  leaving ``init`` and ``server_update``.
 
 Example:
   >>> import fedjax_abc as fa
@@ -18,13 +19,15 @@ Example:
 
 from fedjax_abc._algorithms._base import (AbstractAlgorithm, AbstractServerState, LocalInfo,
                                           RoundInfo)
-from fedjax_abc._algorithms._fedavg import FedAvg, ServerState, local_run, sgd_step
+from fedjax_abc._algorithms._fedavg import (AbstractLocalSGD, FedAvg, ServerState, local_run,
+                                            sgd_step)
 from fedjax_abc._algorithms._fedopt import FedOpt, FedOptState
 from fedjax_abc._algorithms._fedprox import FedProx
 from fedjax_abc._algorithms._scaffold import Scaffold, ScaffoldState
 
 __all__ = [
     "AbstractAlgorithm",
+    "AbstractLocalSGD",
     "AbstractServerState",
     "FedAvg",
     "FedOpt",

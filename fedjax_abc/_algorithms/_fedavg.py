@@ -16,7 +16,7 @@ from jaxtyping import Array, Float
 from fedjax_abc._algorithms._base import AbstractAlgorithm, AbstractServerState, RoundInfo
 from fedjax_abc._algorithms._checks import check_leaf, positive_scalar
 
-__all__ = ["FedAvg", "ServerState", "local_run", "sgd_step", "server_step"]
+__all__ = ["AbstractLocalSGD", "FedAvg", "ServerState", "local_run", "sgd_step", "server_step"]
 
 
 def local_run(problem, oracle, i, x: Array, stepsize, noise, local_steps: int | None = None,
@@ -71,7 +71,28 @@ class ServerState(AbstractServerState):
     x: Array
 
 
-class FedAvg(AbstractAlgorithm):
+class AbstractLocalSGD(AbstractAlgorithm):
+    """An algorithm whose clients run plain local SGD from x_t (eq. 5) and send y^K.
+
+    Stateless clients, no local state besides y: ``init_client``, ``client_init``,
+    ``local_step`` (y - alpha g_i(y)) and ``client_final`` (message y) are given; a
+    subclass gives ``init`` and ``server_update``.
+    """
+
+    def init_client(self, x0):
+        return ()
+
+    def client_init(self, server, client):
+        return ()
+
+    def local_step(self, server, y, local, gradient, stepsize):
+        return sgd_step(y, gradient(y), stepsize), local
+
+    def client_final(self, server, client, y, local, info):
+        return y, client
+
+
+class FedAvg(AbstractLocalSGD):
     """FedAvg with partial participation (Algorithm 1), with a server stepsize eta_g [10].
 
     Each sampled client runs Q local steps from x_t (eq. 5),
@@ -102,18 +123,6 @@ class FedAvg(AbstractAlgorithm):
 
     def init(self, x0):
         return ServerState(x0)
-
-    def init_client(self, x0):
-        return ()
-
-    def client_init(self, server, client):
-        return ()
-
-    def local_step(self, server, y, local, gradient, stepsize):
-        return sgd_step(y, gradient(y), stepsize), local
-
-    def client_final(self, server, client, y, local, info):
-        return y, client
 
     def server_update(self, server, mean_message, info: RoundInfo):
         return ServerState(server_step(server.x, mean_message, self.server_stepsize))

@@ -13,8 +13,8 @@ import equinox as eqx
 import optax
 from jaxtyping import Array
 
-from fedjax_abc._algorithms._base import AbstractAlgorithm, AbstractServerState, RoundInfo
-from fedjax_abc._algorithms._fedavg import sgd_step
+from fedjax_abc._algorithms._base import AbstractServerState, RoundInfo
+from fedjax_abc._algorithms._fedavg import AbstractLocalSGD
 
 __all__ = ["FedOpt", "FedOptState"]
 
@@ -26,7 +26,7 @@ class FedOptState(AbstractServerState):
     opt_state: Any
 
 
-class FedOpt(AbstractAlgorithm):
+class FedOpt(AbstractLocalSGD):
     """FedAvg's clients with an optax server optimizer (Reddi et al., 2021).
 
     Sampled clients run Q local steps from x_t as in Algorithm 1; the server forms the
@@ -61,18 +61,6 @@ class FedOpt(AbstractAlgorithm):
 
     def init(self, x0):
         return FedOptState(x0, self.server_optimizer.init(x0))
-
-    def init_client(self, x0):
-        return ()
-
-    def client_init(self, server, client):
-        return ()
-
-    def local_step(self, server, y, local, gradient, stepsize):
-        return sgd_step(y, gradient(y), stepsize), local
-
-    def client_final(self, server, client, y, local, info):
-        return y, client
 
     def server_update(self, server, mean_message, info: RoundInfo):
         pseudo_grad = server.x - mean_message
