@@ -54,7 +54,7 @@ import fedjax_abc as fa, jax
 fa.use_cpu_cores(2)
 small = fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=5.0)
 sim = fa.Simulation(small, num_sampled=2, local_steps=2, rounds=4, mode="gather")
-arrays = [leaf for leaf in jax.tree_util.tree_leaves((sim.problem, sim.algorithm))
+arrays = [leaf for leaf in jax.tree_util.tree_leaves(sim.prepared.replicas)
           if isinstance(leaf, jax.Array)]
 kw = dict(x0=1.0, trials=20, key=jax.random.key(1), stepsize=0.1)
 gaps = [sim.run(**kw).gap.sum(), sim.run(**kw).gap.sum()]

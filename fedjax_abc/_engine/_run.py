@@ -102,6 +102,16 @@ class Run:
     transform: Any = None  # an AbstractTransform cast to dtype, or None
     stat_names: tuple = ()  # the transform's statistics, sorted
     state_sizes: Any = None  # _memory.StateSizes of the algorithm (and the transform)
+    replicas: Any = None  # (problem, oracle, sampler, algorithm) on every device, or None
+
+    def on_devices(self, groups: int) -> "Run":
+        """The run with its components' copies on every device when it is sharded over them
+        all (``groups`` devices), else as it is."""
+        if self.replicas is None or groups != len(self.devices):
+            return self
+        problem, oracle, sampler, algorithm = self.replicas
+        return dataclasses.replace(self, problem=problem, oracle=oracle, sampler=sampler,
+                                   algorithm=algorithm)
 
     @property
     def max_steps(self) -> int:
@@ -237,8 +247,7 @@ def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampl
     run_algorithm = cast_floating(algorithm, jdtype)
     run_transform = None if transform is None else cast_floating(transform, jdtype)
     run_steps = local_steps if isinstance(local_steps, int) else cast_floating(local_steps, jdtype)
-    run_problem, run_oracle, sampler, run_algorithm = _replicated(
-        (run_problem, run_oracle, sampler, run_algorithm), devices)
+    replicas = _replicated((run_problem, run_oracle, sampler, run_algorithm), devices)
     return Run(
         problem=run_problem, oracle=run_oracle, sampler=sampler,
         algorithm=run_algorithm, alphas=None, x0=None, key=None,
@@ -246,7 +255,7 @@ def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampl
         rounds=T, trials=0, record_every=k, mode=mode, dtype=jdtype, chunk=chunk,
         record_x=record_x, devices=devices, config=config,
         metric_names=metric_names, metrics=metric_fns, generator=generator,
-        transform=run_transform, stat_names=stat_names, state_sizes=sizes)
+        transform=run_transform, stat_names=stat_names, state_sizes=sizes, replicas=replicas)
 
 
 def for_call(prepared: Run, stepsize, x0, trials, key, first_trial=0) -> Run:
@@ -297,8 +306,9 @@ def for_call(prepared: Run, stepsize, x0, trials, key, first_trial=0) -> Run:
 _REPLICA_BYTES = 16 * 2 ** 20
 
 
-def _replicated(parts: tuple, devices: list) -> tuple:
-    """The components with their JAX arrays on every device of a run over several.
+def _replicated(parts: tuple, devices: list) -> Optional[tuple]:
+    """The components with their JAX arrays on every device of a run over several (None for
+    one device, several processes or components over the size below).
 
     ``jax.jit`` copies a component that lives on one device to every device of a sharded
     call, at every call (the start and each segment), while the devices wait. Copied once
@@ -307,11 +317,11 @@ def _replicated(parts: tuple, devices: list) -> tuple:
     as not to hold a second copy. The same numbers either way.
     """
     if len(devices) < 2 or any(dv.process_index != jax.process_index() for dv in devices):
-        return parts
+        return None
     leaves, treedef = jax.tree_util.tree_flatten(parts)
     where = [i for i, leaf in enumerate(leaves) if isinstance(leaf, jax.Array)]
     if sum(leaves[i].nbytes for i in where) > _REPLICA_BYTES:
-        return parts
+        return None
     everywhere = NamedSharding(Mesh(np.array(devices), ("trials",)), PartitionSpec())
     for i, a in zip(where, jax.device_put([leaves[i] for i in where], everywhere)):
         leaves[i] = a

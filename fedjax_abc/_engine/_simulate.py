@@ -393,6 +393,7 @@ def _execute(run: _Run, progress, path: Optional[str]) -> SimResult:
                      bool(progress) or path is not None, run.problem.num_clients,
                      run.x0.shape[1], closed_form_gradient(run.problem))
     _memory.check_run(run, plan)
+    run = run.on_devices(plan.groups)
     position, tracker = Position(0, 0, None, {}, ()), None
     if path is not None:
         fingerprint = _checkpoint.fingerprint(run, plan)
