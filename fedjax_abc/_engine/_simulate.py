@@ -313,6 +313,7 @@ def simulate(
     Args:
       problem: a :class:`~fedjax_abc.Problem` (see ``fedjax_abc.problems``).
       num_sampled: S in [1, n]; None with no ``sampler`` means full participation (S = n).
+        Give ``num_sampled`` or ``sampler``, not both (both is a ValueError).
       local_steps: Q >= 1.
       stepsize: alpha > 0, an array of T values, or a schedule ``t -> alpha_t`` (optax too).
       rounds: T >= 1.
@@ -333,7 +334,8 @@ def simulate(
       mode: "mask" runs all n virtual local trajectories (Section II-A) and averages the
         sampled ones; "gather" runs only the sampled clients. Same key, same draws: the
         same numbers bit for bit on the paper's problems, to rounding in general.
-      sampler: an :class:`~fedjax_abc.AbstractSampler`; overrides ``num_sampled``.
+      sampler: an :class:`~fedjax_abc.AbstractSampler`, in place of ``num_sampled`` (which
+        must then be None).
       oracle: overrides ``problem.oracle``.
       algorithm: a :class:`~fedjax_abc.algorithms.AbstractAlgorithm`; None is Algorithm 1
         (:class:`~fedjax_abc.algorithms.FedAvg`). Algorithms with client states (SCAFFOLD)
