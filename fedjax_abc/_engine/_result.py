@@ -27,6 +27,13 @@ class Summary(NamedTuple):
     axis. ``ci_low, ci_high = mean -/+ 1.96 stderr`` (normal approximation, stderr = sample
     standard deviation / sqrt(trials); stderr is NaN for a single trial). ``excluded``: how
     many diverged trials were left out (:meth:`SimResult.summary`); 0 from :func:`summarize`.
+    ``ci95`` (a property) is the interval's half width, 1.96 stderr, so that
+    ``mean +- ci95`` is the interval.
+
+    Example:
+      >>> import fedjax_abc as fa
+      >>> fa.summarize([1.0, 2.0, 3.0])
+      Summary(mean=2.0, stderr=0.5773502691896258, ci_low=0.8684..., ci_high=3.1315..., excluded=0)
     """
 
     mean: np.ndarray
@@ -39,6 +46,18 @@ class Summary(NamedTuple):
     def ci95(self) -> np.ndarray:
         """Half width of the 95% interval, 1.96 stderr."""
         return Z95 * self.stderr
+
+    def __repr__(self) -> str:
+        return "Summary(" + ", ".join(f"{k}={_plain(v)}" for k, v in self._asdict().items()) + ")"
+
+
+def _plain(value) -> str:
+    """A field as Python writes a number (``2.0``, not ``np.float64(2.0)``), or an array's
+    values."""
+    a = np.asarray(value)
+    if a.ndim == 0:
+        return repr(a.item())
+    return np.array2string(a, separator=", ", threshold=20)
 
 
 def summarize(values, axis: int = 0) -> Summary:
