@@ -41,6 +41,7 @@ def _load(results, name):
         return json.load(fh)
 
 
+@pytest.mark.slow  # end to end
 def test_all_files_written(results):
     for files in FILES.values():
         for f in files:
@@ -65,6 +66,7 @@ def _check_config(doc, name):
     assert c["rerun"].startswith(f"fedjax-abc reproduce {name}")
 
 
+@pytest.mark.slow  # end to end
 def test_fig1_schema(results):
     doc = _load(results, "fig1")
     _check_config(doc, "fig1")
@@ -78,6 +80,7 @@ def test_fig1_schema(results):
         assert doc["final_gap"][S]["mean"] == pytest.approx(doc["mean_gap"][S][-1])
 
 
+@pytest.mark.slow  # end to end
 def test_table2_schema(results):
     doc = _load(results, "table2")
     _check_config(doc, "table2")
@@ -93,6 +96,7 @@ def test_table2_schema(results):
     assert [round(r["sigma_f_star"], 3) for r in doc["rows"]] == [4.838, 12.809, 26.096, 52.675]
 
 
+@pytest.mark.slow  # end to end
 def test_fig3_schema(results):
     doc = _load(results, "fig3")
     _check_config(doc, "fig3")
@@ -108,6 +112,7 @@ def test_fig3_schema(results):
     np.testing.assert_allclose(doc["D_Q"]["mean"], expect, rtol=1e-10, atol=1e-14)
 
 
+@pytest.mark.slow  # end to end
 def test_theorem_schemas(results):
     t1 = _load(results, "thm1")
     for key in ("L_bound", "max_abs_second_derivative", "sigma_f_star", "f1_star", "f2_star",
@@ -128,6 +133,7 @@ def test_theorem_schemas(results):
         assert c["schedule_check"]["tail_exponent_ok"] == c["theorem3_schedule"]
 
 
+@pytest.mark.slow  # end to end
 def test_hypotheses_and_remark4_schemas(results):
     h = _load(results, "table2_hypotheses")
     _check_config(h, "table2_hypotheses")
@@ -141,6 +147,7 @@ def test_hypotheses_and_remark4_schemas(results):
     assert len(r4["rows"]) == 4 and all(len(r["yang2021"]) == len(r4["Q"]) for r in r4["rows"])
 
 
+@pytest.mark.slow  # end to end
 def test_report_command(results, tmp_path):
     out = tmp_path / "docs" / "reproduction.md"
     assert cli.main(["report", "--results", str(results), "--out", str(out)]) == 0
@@ -189,6 +196,7 @@ def test_runtime_errors_one_line(tmp_path, capsys):
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # end to end
 def test_module_entry_point_bad_option():
     proc = subprocess.run([sys.executable, "-m", "fedjax_abc", "reproduce", "fig1", "--rounds", "0"],
                           capture_output=True, text=True, timeout=120)

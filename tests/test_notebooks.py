@@ -1,6 +1,6 @@
 """The example notebooks in notebooks/: each is a jupytext py:percent file paired with its
 executed .ipynb; the two hold the same cells, the .ipynb its outputs, under 2 MB, and the
-notebook runs top to bottom (the quickstart in the default run, the others with -m slow).
+notebook runs top to bottom (with -m slow).
 
 Each run uses a fresh ``python3`` kernel on a copy of the notebook in a temporary folder (so
 nothing in notebooks/ or left by an earlier run can help it), with its stored outputs
@@ -72,10 +72,11 @@ def test_ipynb_and_py_hold_the_same_cells(name):
     assert stored.metadata["jupytext"]["formats"] == "ipynb,py:percent"
 
 
-# The quickstart runs in the default test run; the others (30 s to a minute each on 2 cores)
-# with the long checks (pytest -m slow), to keep the default run under 10 minutes. Every
-# stored notebook's cells, outputs and size are checked in the default run above.
-RUN_BY_DEFAULT = ("01_quickstart.ipynb",)
+# Executing a notebook starts a kernel that imports JAX and compiles its runs (30 s to a
+# minute each on 2 cores): they all run with the long checks (pytest -m slow), to keep the
+# default run under 10 minutes. Every stored notebook's cells, outputs and size are checked
+# in the default run above.
+RUN_BY_DEFAULT = ()  # every notebook runs with the long checks (pytest -m slow)
 
 
 @pytest.mark.parametrize("name", [n if n in RUN_BY_DEFAULT else pytest.param(n, marks=pytest.mark.slow)
