@@ -65,10 +65,19 @@ def test_ipynb_and_py_hold_the_same_cells(name):
     source = jupytext.read(NB_DIR / (name[:-6] + ".py"))
     assert [(c.cell_type, c.source) for c in stored.cells] == [
         (c.cell_type, c.source) for c in source.cells
-    ], (f"{name} differs from {name[:-6]}.py; rerun it: jupytext --to ipynb --update --execute "
+    ], (f"{name} differs from {name[:-6]}.py; rerun it: python examples/execute_notebooks.py "
         f"notebooks/{name[:-6]}.py")
     assert stored.metadata["kernelspec"]["name"] == "python3"
     assert stored.metadata["jupytext"]["formats"] == "ipynb,py:percent"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_stored_notebook_has_no_timestamps(name):
+    """A rerun of an unchanged notebook must leave no diff but its outputs."""
+    stored = nbformat.read(NB_DIR / name, as_version=4)
+    stamped = [c.get("id") for c in stored.cells if "execution" in c.get("metadata", {})]
+    assert not stamped, f"{name}: cells {stamped} hold execution timestamps; store it with " \
+                        "python examples/execute_notebooks.py"
 
 
 # Executing a notebook starts a kernel that imports JAX and compiles its runs (30 s to a
