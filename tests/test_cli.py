@@ -222,3 +222,33 @@ def test_progress_line_reports_rounds_rate_and_time_left():
     assert "rounds 50/100" in out and out.rstrip().endswith("demo: done in 0:00 (ok)")
     (timing,) = progress.timings
     assert timing["run"] == "S=4" and timing["work"] == 100.0 and timing["steady_rate"] > 0
+
+
+def test_progress_while_compiling_shows_no_rate():
+    progress = common.Progress("demo", stream=io.StringIO())
+    progress.plan(200.0)
+    progress.task("S=4", 100.0)  # no round done yet: the run is compiling
+    line = progress.line()
+    assert "compiling" in line and "client-steps/s" not in line and "left" not in line
+
+
+def test_progress_time_left_is_smoothed():
+    progress = common.Progress("demo", stream=io.StringIO())
+    progress.plan(100.0)
+    progress.done, progress.start = 50.0, time.perf_counter() - 50.0  # 1 step/s so far
+    assert "~0:50 left" in progress.line()
+    progress.start -= 50.0  # a stall: 0.5 step/s overall; the estimate moves a third of the way
+    line = progress.line()
+    assert "~1:0" in line and "~1:40 left" not in line  # 50 / (1 - 0.5 / 3) = 60 s
+
+
+def test_an_interrupted_run_is_not_reported_done():
+    stream = io.StringIO()
+    progress = common.Progress("demo", stream=stream, interval=10)
+    progress.plan(1.0)
+    with pytest.raises(KeyboardInterrupt):
+        try:
+            raise KeyboardInterrupt
+        finally:
+            progress.close()
+    assert "done" not in stream.getvalue() and "demo: stopped after" in stream.getvalue()

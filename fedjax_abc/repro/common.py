@@ -306,6 +306,7 @@ class Progress:
         self.stop = threading.Event()
         self.thread = None
         self.width = 0
+        self.smooth_rate = None  # client-steps/s, smoothed over the progress lines
 
     def plan(self, total_work: float):
         self.total = float(total_work)
@@ -359,14 +360,20 @@ class Progress:
             done = self.done + work * frac_run
         elapsed = time.perf_counter() - self.start
         frac = min(done / self.total, 1.0) if self.total else 0.0
-        rate = done / elapsed if elapsed > 0 else 0.0
-        left = elapsed * (1 - frac) / frac if frac > 0 else float("inf")
         if r_total:
             rounds = f"rounds {r_done:,}/{r_total:,}"
         else:
             rounds = "between runs" if desc.endswith(", done") else "compiling or running"
+        if done <= 0:  # nothing counted yet: compiling, no rate or time left to show
+            return (f"{self.label} [{desc}] {rounds} | {100 * frac:5.1f}% | compiling"
+                    f" | {_clock(elapsed)} elapsed")
+        rate = done / elapsed
+        # exponential smoothing: one slow or fast interval moves the estimate by a third
+        self.smooth_rate = rate if self.smooth_rate is None else (
+            self.smooth_rate + (rate - self.smooth_rate) / 3)
+        left = (self.total - done) / self.smooth_rate if self.total else float("inf")
         return (f"{self.label} [{desc}] {rounds} | {100 * frac:5.1f}% | {rate:.2e} client-steps/s"
-                f" | {_clock(elapsed)} elapsed, ~{_clock(left)} left")
+                f" | {_clock(elapsed)} elapsed, ~{_clock(max(left, 0.0))} left")
 
     def _write(self, text: str, final: bool = False):
         if self.tty:
@@ -387,7 +394,9 @@ class Progress:
             self.thread.join()
         if self.enabled:
             elapsed = time.perf_counter() - self.start
-            text = f"{self.label}: done in {_clock(elapsed)}" + (f" ({message})" if message else "")
+            stopped = sys.exc_info()[0] is not None  # closed by a finally: the run was stopped
+            word = "stopped after" if stopped else "done in"
+            text = f"{self.label}: {word} {_clock(elapsed)}" + (f" ({message})" if message else "")
             self._write(text, final=True)
 
 
