@@ -3,8 +3,8 @@
 Before anything is compiled, a call of ``simulate`` prepares its components on the host:
 the problem cast to the run's dtype, the checks of the sampler and the oracle, the default
 sampler and algorithm. Each is a pure function of immutable objects, and together they
-cost about 1.2 ms (equinox builds a module for every bound method it hands out): a third
-of a 10-round call of Table II's workload on one core, all of it before the first round.
+cost a sizeable part of a short call (equinox builds a module for every bound method it
+hands out; ``docs/performance.md``), all of it before the first round.
 A second call with the same objects (a loop of short runs, a benchmark, a sweep) finds
 them here.
 

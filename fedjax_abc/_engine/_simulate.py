@@ -106,8 +106,7 @@ def _first_segment(problem, oracle, sampler, algorithm, x0, ints, stepsizes, loc
 
     A call then passes three small host arrays (x_0, ``ints``, the stepsizes), where the two
     programs take five (the trials' ids and x_0, the key, t0, the stepsizes): on two CPU
-    devices every host or single-device argument is a copy to each device at every call,
-    0.05-0.1 ms apiece.
+    devices every host or single-device argument is a copy to each device at every call.
     ``ints`` = (the key's two words, the chunk's first trial id) as uint32; ``x0`` is either
     one starting point (d,), shared by every trial, or the chunk's (per_call, d), sharded.
     The ids and the broadcast x_0 are made on the devices, laid out as ``sharding``; the
@@ -154,9 +153,8 @@ def _with_replicas(run: _Run, plan: Plan) -> _Run:
     """The run with its components on every device that shares the trials.
 
     ``jax.jit`` copies a component that lives on one device to every device of a sharded
-    call, at every call (``_start`` and each segment), while the devices wait: on two CPU
-    devices, 0.5-0.7 ms of a 10-round call of Table II's workload (2.3-2.6 ms against
-    2.8-3.1 ms). The copies are remembered while the components live, as their cast copies
+    call, at every call (``_start`` and each segment), while the devices wait (a sizeable
+    part of a short call: ``docs/performance.md``). The copies are remembered while the components live, as their cast copies
     are (:mod:`~fedjax_abc._engine._memo`), up to 16 MiB of arrays; larger components (a
     data set) are copied per call as before, so as not to hold a second copy between
     calls. The same numbers either way.

@@ -13,8 +13,8 @@ leading axis Q is sliced anyway. :func:`check_components` finds these in two ste
 - values only a run can show, on a few dozen word sets (random, and the extremes all-0 and
   all-1 bits): the indices in [0, n), the weights finite and >= 0.
 
-Both happen in one small ``jit`` call (the shape checks while it is traced): about 0.1 s
-the first time for a structure of problem, oracle and sampler. Both depend on nothing but
+Both happen in one small ``jit`` call (the shape checks while it is traced), the first
+time for a structure of problem, oracle and sampler. Both depend on nothing but
 that structure (the tree, its static fields and the shapes and dtypes of its arrays), the
 sampler's values too when it has no array leaf (the built-in ones): such a structure,
 once passed, is not checked again (a set of at most ``_PASSED_MAX`` of them), which keeps
