@@ -252,3 +252,33 @@ def test_an_interrupted_run_is_not_reported_done():
         finally:
             progress.close()
     assert "done" not in stream.getvalue() and "demo: stopped after" in stream.getvalue()
+
+
+HELP_WITHOUT_JAX = """
+import sys
+import fedjax_abc_cli
+for argv in (["--help"], ["reproduce", "--help"], ["run", "-h"]):
+    assert fedjax_abc_cli.main(argv) == 0, argv
+heavy = sorted(m for m in sys.modules if m == "jax" or m.startswith(("jax.", "fedjax_abc.",
+                                                                      "numpy")) or m == "fedjax_abc")
+print("@@", heavy)
+"""
+
+
+def test_help_imports_neither_jax_nor_the_package():
+    """The installed command (pyproject's entry point) prints its help in a fresh process
+    that never imports JAX, NumPy or a module of fedjax_abc."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    with open(os.path.join(os.path.dirname(__file__), "..", "pyproject.toml"), "rb") as fh:
+        scripts = tomllib.load(fh)["project"]["scripts"]
+    assert scripts["fedjax-abc"] == "fedjax_abc_cli:main"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.join(os.path.dirname(__file__), "..")] + sys.path))
+    proc = subprocess.run([sys.executable, "-c", HELP_WITHOUT_JAX], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "usage: fedjax-abc" in proc.stdout and "@@ []" in proc.stdout, proc.stdout[-500:]
