@@ -282,3 +282,11 @@ def test_help_imports_neither_jax_nor_the_package():
                           text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "usage: fedjax-abc" in proc.stdout and "@@ []" in proc.stdout, proc.stdout[-500:]
+
+
+def test_progress_of_a_grid_names_what_it_counts():
+    progress = common.Progress("grid", stream=io.StringIO())
+    progress.plan(100.0)
+    progress.task("part 1/1", 100.0, unit="rounds (grid total)")(300, 600, 1.0)
+    line = progress.line()
+    assert "rounds (grid total) 300/600" in line and "50.0%" in line

@@ -307,6 +307,7 @@ class Progress:
         self.thread = None
         self.width = 0
         self.smooth_rate = None  # client-steps/s, smoothed over the progress lines
+        self.unit = "rounds"
 
     def plan(self, total_work: float):
         self.total = float(total_work)
@@ -314,9 +315,12 @@ class Progress:
             self.thread = threading.Thread(target=self._beat, daemon=True)
             self.thread.start()
 
-    def task(self, desc: str, work: float) -> Callable:
+    def task(self, desc: str, work: float, unit: str = "rounds") -> Callable:
+        """``unit``: what the callback's counts count (a grid's sweep: rounds of all its
+        points and trial chunks together)."""
         now = time.perf_counter()
         with self.lock:
+            self.unit = unit
             self.runs += 1
             self.current = (desc, float(work), 0, 0)
             self.timing = {"run": desc, "work": float(work), "start": now, "first": None,
@@ -361,7 +365,7 @@ class Progress:
         elapsed = time.perf_counter() - self.start
         frac = min(done / self.total, 1.0) if self.total else 0.0
         if r_total:
-            rounds = f"rounds {r_done:,}/{r_total:,}"
+            rounds = f"{self.unit} {r_done:,}/{r_total:,}"
         else:
             rounds = "between runs" if desc.endswith(", done") else "compiling or running"
         if done <= 0:  # nothing counted yet: compiling, no rate or time left to show

@@ -263,7 +263,11 @@ def _sweep_offsets_per_problem(doc: dict, problems: list, sweep_grid: dict, prog
             own["x0"] = _x0(doc, problem)
         if not grid:
             grid["stepsize"] = [own.pop("stepsize")]
-        per.append(fa.sweep(problem, grid=grid, progress=progress, **own))
+        shifted = progress
+        if callable(progress):  # the P sweeps counted as one: sweep k's rounds after k others'
+            def shifted(done, total, seconds, k=len(per)):
+                progress(k * total + done, len(problems) * total, seconds)
+        per.append(fa.sweep(problem, grid=grid, progress=shifted, **own))
     sizes = [len(sweep_grid[a]) for a in rest]
     results = []
     for index in itertools.product(*(range(len(sweep_grid[a])) for a in names)):
@@ -360,7 +364,7 @@ def run_grid(spec: GridSpec, out: str, progress=None) -> dict:
             callback = None
             if progress is not None:
                 callback = progress.task(f"part {c + 1}/{len(combos)}: {desc}",
-                                         work(point))
+                                         work(point), unit="rounds (grid total)")
             part = _run_part(doc, point, data_axes, callback)
             _labelled.save(part, path, attrs={"grid_part": fingerprint})
             if progress is not None:
