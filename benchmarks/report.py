@@ -376,6 +376,20 @@ def compare_section(doc) -> str:
     return "\n".join(lines)
 
 
+KEPT = "<!-- hand-written notes: benchmarks/report.py keeps everything below this line -->"
+
+
+def kept_notes(path) -> str:
+    """The hand-written tail of an existing report (from the KEPT line on), or ""."""
+    try:
+        with open(path) as f:
+            old = f.read()
+    except FileNotFoundError:
+        return ""
+    i = old.find(KEPT)
+    return "" if i < 0 else "\n" + old[i:]
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description="Render benchmarks/run.py --json output as Markdown")
     ap.add_argument("json_file")
@@ -391,6 +405,8 @@ def main(argv=None):
             text = text.rstrip("\n") + "\n\n" + compare_section(json.load(f)) + "\n"
     if args.out:
         from fedjax_abc.repro.common import atomic_open  # imports jax: only when writing
+
+        text = text.rstrip("\n") + "\n" + kept_notes(args.out)
 
         with atomic_open(args.out) as f:  # a failed write keeps the previous report
             f.write(text)

@@ -285,6 +285,9 @@ def reproduce(args, argv: Sequence[str]) -> int:
         if not args.quiet:
             print(f"{name}: {time.perf_counter() - start:.1f} s, wrote "
                   + ", ".join(os.path.basename(p) for p in paths), file=sys.stderr)
+    if not args.quiet:
+        print(f"next: {PROG} report --results {args.out} --out docs/reproduction.md writes the "
+              "report beside the paper's numbers", file=sys.stderr)
     return 0
 
 
@@ -334,6 +337,17 @@ def report(args) -> int:
     return 0
 
 
+def _start_up() -> None:
+    """Imports JAX and the package; one CPU device per core, over which simulate shards the
+    trials (same numbers)."""
+    from fedjax_abc._engine._cores import use_cpu_cores
+
+    try:
+        use_cpu_cores()
+    except RuntimeError:  # called inside a process that has already run JAX: leave it
+        pass
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of ``fedjax-abc``; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -347,13 +361,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
-    from fedjax_abc._engine._cores import use_cpu_cores
-
-    try:  # one CPU device per core: simulate shards the trials over them (same numbers)
-        use_cpu_cores()
-    except RuntimeError:  # called inside a process that has already run JAX: leave it
-        pass
     try:
+        _start_up()
         if args.command == "reproduce":
             return reproduce(args, argv)
         if args.command == "compare":

@@ -76,6 +76,7 @@ def test_default_cases_are_the_package_in_its_default_configuration():
     assert quick and all(c["workload"] == "table2" and c["T"] == 20 for c in quick)
 
 
+@pytest.mark.slow  # end to end
 def test_a_worktree_of_head_imports_its_own_package_and_is_removed():
     commit = compare.resolve("HEAD")
     with compare.checkout(commit) as tree:
@@ -97,6 +98,7 @@ def test_one_case_in_a_worktree_of_head_and_in_this_checkout():
     assert r["ratio"] == pytest.approx(r["earlier_run_s"] / r["current_run_s"])
 
 
+@pytest.mark.slow  # end to end
 def test_a_worktree_is_removed_when_the_work_inside_is_interrupted():
     with pytest.raises(KeyboardInterrupt):
         with compare.checkout(compare.resolve("HEAD")) as tree:

@@ -101,6 +101,7 @@ def test_baselines_do_not_import_the_package():
     assert out.stdout.strip() == "False"
 
 
+@pytest.mark.slow  # subprocesses that import JAX
 def test_runner_quick_end_to_end(tmp_path):
     out_json = tmp_path / "bench.json"
     proc = subprocess.run(

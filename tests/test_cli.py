@@ -41,6 +41,7 @@ def _load(results, name):
         return json.load(fh)
 
 
+@pytest.mark.slow  # end to end
 def test_all_files_written(results):
     for files in FILES.values():
         for f in files:
@@ -65,6 +66,7 @@ def _check_config(doc, name):
     assert c["rerun"].startswith(f"fedjax-abc reproduce {name}")
 
 
+@pytest.mark.slow  # end to end
 def test_fig1_schema(results):
     doc = _load(results, "fig1")
     _check_config(doc, "fig1")
@@ -78,6 +80,7 @@ def test_fig1_schema(results):
         assert doc["final_gap"][S]["mean"] == pytest.approx(doc["mean_gap"][S][-1])
 
 
+@pytest.mark.slow  # end to end
 def test_table2_schema(results):
     doc = _load(results, "table2")
     _check_config(doc, "table2")
@@ -93,6 +96,7 @@ def test_table2_schema(results):
     assert [round(r["sigma_f_star"], 3) for r in doc["rows"]] == [4.838, 12.809, 26.096, 52.675]
 
 
+@pytest.mark.slow  # end to end
 def test_fig3_schema(results):
     doc = _load(results, "fig3")
     _check_config(doc, "fig3")
@@ -108,6 +112,7 @@ def test_fig3_schema(results):
     np.testing.assert_allclose(doc["D_Q"]["mean"], expect, rtol=1e-10, atol=1e-14)
 
 
+@pytest.mark.slow  # end to end
 def test_theorem_schemas(results):
     t1 = _load(results, "thm1")
     for key in ("L_bound", "max_abs_second_derivative", "sigma_f_star", "f1_star", "f2_star",
@@ -128,6 +133,7 @@ def test_theorem_schemas(results):
         assert c["schedule_check"]["tail_exponent_ok"] == c["theorem3_schedule"]
 
 
+@pytest.mark.slow  # end to end
 def test_hypotheses_and_remark4_schemas(results):
     h = _load(results, "table2_hypotheses")
     _check_config(h, "table2_hypotheses")
@@ -141,6 +147,7 @@ def test_hypotheses_and_remark4_schemas(results):
     assert len(r4["rows"]) == 4 and all(len(r["yang2021"]) == len(r4["Q"]) for r in r4["rows"])
 
 
+@pytest.mark.slow  # end to end
 def test_report_command(results, tmp_path):
     out = tmp_path / "docs" / "reproduction.md"
     assert cli.main(["report", "--results", str(results), "--out", str(out)]) == 0
@@ -189,6 +196,7 @@ def test_runtime_errors_one_line(tmp_path, capsys):
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # end to end
 def test_module_entry_point_bad_option():
     proc = subprocess.run([sys.executable, "-m", "fedjax_abc", "reproduce", "fig1", "--rounds", "0"],
                           capture_output=True, text=True, timeout=120)
@@ -214,3 +222,71 @@ def test_progress_line_reports_rounds_rate_and_time_left():
     assert "rounds 50/100" in out and out.rstrip().endswith("demo: done in 0:00 (ok)")
     (timing,) = progress.timings
     assert timing["run"] == "S=4" and timing["work"] == 100.0 and timing["steady_rate"] > 0
+
+
+def test_progress_while_compiling_shows_no_rate():
+    progress = common.Progress("demo", stream=io.StringIO())
+    progress.plan(200.0)
+    progress.task("S=4", 100.0)  # no round done yet: the run is compiling
+    line = progress.line()
+    assert "compiling" in line and "client-steps/s" not in line and "left" not in line
+
+
+def test_progress_time_left_is_smoothed():
+    progress = common.Progress("demo", stream=io.StringIO())
+    progress.plan(100.0)
+    progress.done, progress.start = 50.0, time.perf_counter() - 50.0  # 1 step/s so far
+    assert "~0:50 left" in progress.line()
+    progress.start -= 50.0  # a stall: 0.5 step/s overall; the estimate moves a third of the way
+    line = progress.line()
+    assert "~1:0" in line and "~1:40 left" not in line  # 50 / (1 - 0.5 / 3) = 60 s
+
+
+def test_an_interrupted_run_is_not_reported_done():
+    stream = io.StringIO()
+    progress = common.Progress("demo", stream=stream, interval=10)
+    progress.plan(1.0)
+    with pytest.raises(KeyboardInterrupt):
+        try:
+            raise KeyboardInterrupt
+        finally:
+            progress.close()
+    assert "done" not in stream.getvalue() and "demo: stopped after" in stream.getvalue()
+
+
+HELP_WITHOUT_JAX = """
+import sys
+import fedjax_abc_cli
+for argv in (["--help"], ["reproduce", "--help"], ["run", "-h"]):
+    assert fedjax_abc_cli.main(argv) == 0, argv
+heavy = sorted(m for m in sys.modules if m == "jax" or m.startswith(("jax.", "fedjax_abc.",
+                                                                      "numpy")) or m == "fedjax_abc")
+print("@@", heavy)
+"""
+
+
+def test_help_imports_neither_jax_nor_the_package():
+    """The installed command (pyproject's entry point) prints its help in a fresh process
+    that never imports JAX, NumPy or a module of fedjax_abc."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+
+    with open(os.path.join(os.path.dirname(__file__), "..", "pyproject.toml"), "rb") as fh:
+        scripts = tomllib.load(fh)["project"]["scripts"]
+    assert scripts["fedjax-abc"] == "fedjax_abc_cli:main"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.join(os.path.dirname(__file__), "..")] + sys.path))
+    proc = subprocess.run([sys.executable, "-c", HELP_WITHOUT_JAX], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "usage: fedjax-abc" in proc.stdout and "@@ []" in proc.stdout, proc.stdout[-500:]
+
+
+def test_progress_of_a_grid_names_what_it_counts():
+    progress = common.Progress("grid", stream=io.StringIO())
+    progress.plan(100.0)
+    progress.task("part 1/1", 100.0, unit="rounds (grid total)")(300, 600, 1.0)
+    line = progress.line()
+    assert "rounds (grid total) 300/600" in line and "50.0%" in line

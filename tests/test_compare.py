@@ -31,6 +31,7 @@ def run(tmp_path_factory):
     return out, doc, stdout.getvalue()
 
 
+@pytest.mark.slow  # end to end
 def test_files_written(run):
     out, doc, _ = run
     for name in FILES:
@@ -57,6 +58,7 @@ def _numbers(value):
         yield value
 
 
+@pytest.mark.slow  # end to end
 def test_numbers_finite_and_config(run):
     _, doc, _ = run
     c = doc["config"]
@@ -86,6 +88,7 @@ def test_numbers_finite_and_config(run):
     assert all(math.isfinite(v) for v in _numbers(doc["problems"]))
 
 
+@pytest.mark.slow  # end to end
 def test_table_matches_curves_and_pairs(run):
     _, doc, _ = run
     for row in doc["table"]:
@@ -101,6 +104,7 @@ def test_table_matches_curves_and_pairs(run):
                 row["gap"]["mean"] - base["gap"]["mean"], rel=1e-9, abs=1e-15)
 
 
+@pytest.mark.slow  # end to end
 def test_drift_verdicts(run):
     """FedAvg's exact-gradient fixed point: x* at Q = 1 and at Dmax = 200, biased at Q > 1 for
     Dmax = 20 (alpha Q = 1 > clearance); SCAFFOLD reaches x* everywhere."""
@@ -134,6 +138,7 @@ def test_drift_verdicts(run):
     assert "client drift" in text and verdicts[0] in text
 
 
+@pytest.mark.slow  # end to end
 def test_stochastic_verdicts(run):
     _, doc, text = run
     lines = doc["verdicts"]["stochastic"]

@@ -21,6 +21,7 @@ print(n, len(jax.devices("cpu")), res.config["devices"], float(np.sum(res.gap)).
 """
 
 
+@pytest.mark.slow  # subprocesses that import JAX
 def test_two_cpu_devices_in_a_fresh_process_same_numbers():
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
                          timeout=300, check=True).stdout.split()

@@ -18,6 +18,7 @@ DEFAULT = [
     "fedjax_abc._algorithms._fedopt",
     "fedjax_abc._engine._simulate",
     "fedjax_abc._engine._sweep",
+    "fedjax_abc._engine._result",
     "fedjax_abc._problems._problem",
     "fedjax_abc._problems._checks",
     "fedjax_abc._problems._paper",

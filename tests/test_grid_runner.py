@@ -45,7 +45,7 @@ def test_example_grid_runs_and_resumes(path, tmp_path, capsys):
                       local_steps=doc["local_steps"], mode=doc["mode"], record_x=False,
                       num_sampled=point.get("num_sampled", doc.get("num_sampled")),
                       stepsize=point.get("stepsize", doc.get("stepsize")),
-                      x0=grid._problem(doc["problem"]).x_star + point.get("x0_offset", doc.get("x0_offset", 0.0)),
+                      x0=problem.x_star + point.get("x0_offset", doc.get("x0_offset", 0.0)),
                       algorithm=algorithm, record_every=doc.get("record_every"))
     assert ref.equals(last)
     # an interruption after the first part: the rerun loads it and runs the others

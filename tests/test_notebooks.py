@@ -1,6 +1,6 @@
 """The example notebooks in notebooks/: each is a jupytext py:percent file paired with its
 executed .ipynb; the two hold the same cells, the .ipynb its outputs, under 2 MB, and the
-notebook runs top to bottom (the quickstart in the default run, the others with -m slow).
+notebook runs top to bottom (with -m slow).
 
 Each run uses a fresh ``python3`` kernel on a copy of the notebook in a temporary folder (so
 nothing in notebooks/ or left by an earlier run can help it), with its stored outputs
@@ -13,7 +13,6 @@ import shutil
 import jupytext
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NB_DIR = ROOT / "notebooks"
@@ -66,21 +65,33 @@ def test_ipynb_and_py_hold_the_same_cells(name):
     source = jupytext.read(NB_DIR / (name[:-6] + ".py"))
     assert [(c.cell_type, c.source) for c in stored.cells] == [
         (c.cell_type, c.source) for c in source.cells
-    ], (f"{name} differs from {name[:-6]}.py; rerun it: jupytext --to ipynb --update --execute "
+    ], (f"{name} differs from {name[:-6]}.py; rerun it: python examples/execute_notebooks.py "
         f"notebooks/{name[:-6]}.py")
     assert stored.metadata["kernelspec"]["name"] == "python3"
     assert stored.metadata["jupytext"]["formats"] == "ipynb,py:percent"
 
 
-# The quickstart runs in the default test run; the others (30 s to a minute each on 2 cores)
-# with the long checks (pytest -m slow), to keep the default run under 10 minutes. Every
-# stored notebook's cells, outputs and size are checked in the default run above.
-RUN_BY_DEFAULT = ("01_quickstart.ipynb",)
+@pytest.mark.parametrize("name", NAMES)
+def test_stored_notebook_has_no_timestamps(name):
+    """A rerun of an unchanged notebook must leave no diff but its outputs."""
+    stored = nbformat.read(NB_DIR / name, as_version=4)
+    stamped = [c.get("id") for c in stored.cells if "execution" in c.get("metadata", {})]
+    assert not stamped, f"{name}: cells {stamped} hold execution timestamps; store it with " \
+                        "python examples/execute_notebooks.py"
+
+
+# Executing a notebook starts a kernel that imports JAX and compiles its runs (30 s to a
+# minute each on 2 cores): they all run with the long checks (pytest -m slow), to keep the
+# default run under 10 minutes. Every stored notebook's cells, outputs and size are checked
+# in the default run above.
+RUN_BY_DEFAULT = ()  # every notebook runs with the long checks (pytest -m slow)
 
 
 @pytest.mark.parametrize("name", [n if n in RUN_BY_DEFAULT else pytest.param(n, marks=pytest.mark.slow)
                                   for n in NAMES])
 def test_notebook_runs_top_to_bottom(name, tmp_path):
+    from nbclient import NotebookClient  # .[dev] only: the light .[test] install lacks it
+
     copy = tmp_path / name
     shutil.copyfile(NB_DIR / name, copy)
     nb = nbformat.read(copy, as_version=4)

@@ -1,5 +1,6 @@
 """The README's Python blocks run as written, and its set-up commands are the CI's."""
 
+import pytest
 import pathlib
 import re
 
@@ -13,6 +14,7 @@ def _python_blocks():
     return re.findall(r"```python\n(.*?)```", text, flags=re.S)
 
 
+@pytest.mark.slow  # end to end
 def test_readme_python_blocks_run(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # blocks that write files write them there
     blocks = _python_blocks()

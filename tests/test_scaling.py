@@ -119,6 +119,7 @@ def two_devices(tmp_path_factory):
     return out, programs
 
 
+@pytest.mark.slow  # subprocesses that import JAX
 def test_sharding_over_two_devices_is_bit_identical(two_devices):
     out, _ = two_devices
     assert len(out.pop("devices")) == 2
@@ -129,6 +130,7 @@ def test_sharding_over_two_devices_is_bit_identical(two_devices):
         assert all(r.get("segmented", {}).values()), (case, r["segmented"])
 
 
+@pytest.mark.slow  # subprocesses that import JAX
 def test_each_device_runs_its_own_trials_without_collectives(two_devices):
     _, programs = two_devices
     sharded = {name: text for name, text in programs.items() if "num_partitions=2" in text}

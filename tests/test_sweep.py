@@ -149,3 +149,30 @@ def test_sweep_sharded_over_two_devices_is_bit_identical():
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("@@")][-1]
     assert line.startswith("@@ True") and "cpu:1" in line, line
+
+
+def test_point_by_class_name_or_by_the_grid_value():
+    p = offsets()
+    algs = [fa.algorithms.FedAvg(), fa.algorithms.FedProx(mu=0.5)]
+    sw = fa.sweep(p, grid={"algorithm": algs}, stepsize=0.05, num_sampled=3, x0=p.x_star + 3.0,
+                  **KW)
+    prox = alone(p, algorithm=algs[1], stepsize=0.05, num_sampled=3, x0=p.x_star + 3.0)
+    assert prox.equals(sw.point(algorithm="FedProx"))
+    assert prox.equals(sw.point(algorithm=fa.algorithms.FedProx(mu=0.5)))
+    assert sw.point(algorithm="FedAvg") is sw.results[0]
+    assert sw.point(algorithm=fa.algorithms.FedAvg()) is sw.results[0]
+    with pytest.raises(ValueError, match="no grid point"):
+        sw.point(algorithm="Scaffold")
+    with pytest.raises(ValueError, match="no grid point"):
+        sw.point(algorithm=fa.algorithms.FedProx(mu=0.25))
+
+
+def test_point_by_class_name_must_be_unique():
+    first, second = object(), object()  # stand-ins: point only looks up labels
+    sw = fa.SweepResult(axes={"algorithm": ("FedAvg(server_stepsize=1)",
+                                            "FedAvg(server_stepsize=0.5)")},
+                        results=(first, second))
+    assert sw.point(algorithm=fa.algorithms.FedAvg(server_stepsize=0.5)) is second
+    assert sw.point(algorithm="FedAvg(server_stepsize=1)") is first
+    with pytest.raises(ValueError, match="2 values of class FedAvg"):
+        sw.point(algorithm="FedAvg")

@@ -12,9 +12,7 @@ Run as XLA's sequence of calls per iteration, a loop's operations execute on a t
 that every device shares, and XLA splits the operations its cost model rates as large into
 tasks on that pool (on Table II's workload, the Threefry hash of a round's 4 x 504 sampler
 words); with every core busy with a device, a device's round then waits for the others'
-tasks. Table II's workload (1000 trials, float64, two devices) took 0.109 s per call with
-its loops as calls and 0.073 s with native loops (benchmark run 17; from call to call in
-one process, calls varied by up to 1.5x), against 0.18 s on one core. A native loop
+tasks (measurements: ``docs/performance.md``, notes at the end). A native loop
 runs on its device's thread; the numbers are the same bits either way.
 
 Every core by default: ``import fedjax_abc`` calls :func:`default_cpu_cores`, which makes the

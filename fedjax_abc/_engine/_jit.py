@@ -6,9 +6,8 @@ included, and the other leaves (ints, strings, functions), compared by ``==``. I
 in two ways that matter to a short run:
 
 - the arguments are flattened once, by JAX's C++ pytree code, and the arrays passed to a
-  ``jax.jit`` as a flat list: about 0.1 ms a call, dispatch included, where ``filter_jit``
-  walks every module in Python to partition them (0.4-0.5 ms more, measured on a 2-core
-  CPU: a tenth of a ``simulate`` call of a few rounds);
+  ``jax.jit`` as a flat list, where ``filter_jit`` walks every module in Python to
+  partition them at every call (``docs/performance.md`` has the cost);
   a static leaf is compared with its type (``1 == 1.0`` would share a program);
 - the call returns at once, as ``jax.jit``'s does, so the host prepares the next step while
   the device runs (``filter_jit`` waits for the result).

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from typing import Any, NamedTuple, Optional
 
 import numpy as np
@@ -26,6 +27,13 @@ class Summary(NamedTuple):
     axis. ``ci_low, ci_high = mean -/+ 1.96 stderr`` (normal approximation, stderr = sample
     standard deviation / sqrt(trials); stderr is NaN for a single trial). ``excluded``: how
     many diverged trials were left out (:meth:`SimResult.summary`); 0 from :func:`summarize`.
+    ``ci95`` (a property) is the interval's half width, 1.96 stderr, so that
+    ``mean +- ci95`` is the interval.
+
+    Example:
+      >>> import fedjax_abc as fa
+      >>> fa.summarize([1.0, 2.0, 3.0])
+      Summary(mean=2.0, stderr=0.5773502691896258, ci_low=0.8684..., ci_high=3.1315..., excluded=0)
     """
 
     mean: np.ndarray
@@ -38,6 +46,18 @@ class Summary(NamedTuple):
     def ci95(self) -> np.ndarray:
         """Half width of the 95% interval, 1.96 stderr."""
         return Z95 * self.stderr
+
+    def __repr__(self) -> str:
+        return "Summary(" + ", ".join(f"{k}={_plain(v)}" for k, v in self._asdict().items()) + ")"
+
+
+def _plain(value) -> str:
+    """A field as Python writes a number (``2.0``, not ``np.float64(2.0)``), or an array's
+    values."""
+    a = np.asarray(value)
+    if a.ndim == 0:
+        return repr(a.item())
+    return np.array2string(a, separator=", ", threshold=20)
 
 
 def summarize(values, axis: int = 0) -> Summary:
@@ -268,6 +288,13 @@ class SimResult:
         return _labelled.save(self, path)
 
 
+def _is_label(value, coordinate) -> bool:
+    try:
+        return bool(value == coordinate)
+    except Exception:  # an array or a module compared with a label
+        return False
+
+
 def _same_array(a, b) -> bool:
     if a is None or b is None:
         return a is None and b is None
@@ -310,16 +337,39 @@ class SweepResult:
 
     def point(self, **labels) -> SimResult:
         """The result at the grid point with these labels, e.g. ``res.point(stepsize=1e-4)``
-        (axes of length 1 may be left out)."""
-        want = {k: v for k, v in labels.items()}
-        unknown = set(want) - set(self.axes)
+        (axes of length 1 may be left out).
+
+        A value may be given as its coordinate label (``"FedAvg(server_stepsize=1)"``), as
+        the grid value itself (``algorithm=FedAvg()``, matched through the label the sweep
+        gives it), or as a bare class name (``algorithm="FedAvg"``) when one value of the
+        axis has that class."""
+        unknown = set(labels) - set(self.axes)
         if unknown:
             raise ValueError(f"no grid axis {sorted(unknown)}; the axes are {list(self.axes)}")
+        want = {k: self._coordinate(k, v) for k, v in labels.items()}
         for p, res in zip(self.points, self.results):
             if all(p[k] == v for k, v in want.items()) and all(
                     k in want or len(self.axes[k]) == 1 for k in self.axes):
                 return res
         raise ValueError(f"no grid point {labels}; the axes are {self.axes}")
+
+    def _coordinate(self, axis: str, value):
+        """The coordinate label of ``axis`` that ``value`` names (``value`` itself if none)."""
+        coords = self.axes[axis]
+        if any(_is_label(value, c) for c in coords):
+            return value
+        if not isinstance(value, (str, numbers.Number)):
+            from fedjax_abc._engine._sweep import _label
+            label = _label(value, axis, -1)
+            return label if label in coords else value
+        if isinstance(value, str):
+            named = [c for c in coords if isinstance(c, str) and c.split("(", 1)[0] == value]
+            if len(named) == 1:
+                return named[0]
+            if len(named) > 1:
+                raise ValueError(f"grid axis '{axis}' has {len(named)} values of class "
+                                 f"{value}: {named}; give one of these labels")
+        return value
 
     def _stacked(self, name: str) -> np.ndarray:
         values = [getattr(r, name) for r in self.results]

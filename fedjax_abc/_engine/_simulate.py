@@ -119,8 +119,7 @@ def _first_segment(problem, oracle, sampler, algorithm, x0, ints, stepsizes, loc
 
     A call then passes three small host arrays (x_0, ``ints``, the stepsizes), where the two
     programs take five (the trials' ids and x_0, the key, t0, the stepsizes): on two CPU
-    devices every host or single-device argument is a copy to each device at every call,
-    0.05-0.1 ms apiece.
+    devices every host or single-device argument is a copy to each device at every call.
     ``ints`` = (the key's two words, the chunk's first trial id) as uint32; ``x0`` is either
     one starting point (d,), shared by every trial, or the chunk's (per_call, d), sharded.
     The ids and the broadcast x_0 are made on the devices, laid out as ``sharding``; the
@@ -292,6 +291,7 @@ def simulate(
     Args:
       problem: a :class:`~fedjax_abc.Problem` (see ``fedjax_abc.problems``).
       num_sampled: S in [1, n]; None with no ``sampler`` means full participation (S = n).
+        Give ``num_sampled`` or ``sampler``, not both (both is a ValueError).
       local_steps: Q >= 1 (every client Q steps, Algorithm 1); an array of n counts Q_i
         (client i takes Q_i steps every round); or a law drawn for every client and round
         (:class:`~fedjax_abc.UniformSteps`, :class:`~fedjax_abc.GeometricSteps`,
@@ -317,7 +317,8 @@ def simulate(
       mode: "mask" runs all n virtual local trajectories (Section II-A) and averages the
         sampled ones; "gather" runs only the sampled clients. Same key, same draws: the
         same numbers bit for bit on the paper's problems, to rounding in general.
-      sampler: an :class:`~fedjax_abc.AbstractSampler`; overrides ``num_sampled``.
+      sampler: an :class:`~fedjax_abc.AbstractSampler`, in place of ``num_sampled`` (which
+        must then be None).
       oracle: overrides ``problem.oracle``.
       algorithm: a :class:`~fedjax_abc.algorithms.AbstractAlgorithm`; None is Algorithm 1
         (:class:`~fedjax_abc.algorithms.FedAvg`). Algorithms with client states (SCAFFOLD)

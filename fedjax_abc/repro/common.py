@@ -318,6 +318,8 @@ class Progress:
         self.stop = threading.Event()
         self.thread = None
         self.width = 0
+        self.smooth_rate = None  # client-steps/s, smoothed over the progress lines
+        self.unit = "rounds"
 
     def plan(self, total_work: float):
         self.total = float(total_work)
@@ -325,9 +327,12 @@ class Progress:
             self.thread = threading.Thread(target=self._beat, daemon=True)
             self.thread.start()
 
-    def task(self, desc: str, work: float) -> Callable:
+    def task(self, desc: str, work: float, unit: str = "rounds") -> Callable:
+        """``unit``: what the callback's counts count (a grid's sweep: rounds of all its
+        points and trial chunks together)."""
         now = time.perf_counter()
         with self.lock:
+            self.unit = unit
             self.runs += 1
             self.current = (desc, float(work), 0, 0)
             self.timing = {"run": desc, "work": float(work), "start": now, "first": None,
@@ -371,14 +376,20 @@ class Progress:
             done = self.done + work * frac_run
         elapsed = time.perf_counter() - self.start
         frac = min(done / self.total, 1.0) if self.total else 0.0
-        rate = done / elapsed if elapsed > 0 else 0.0
-        left = elapsed * (1 - frac) / frac if frac > 0 else float("inf")
         if r_total:
-            rounds = f"rounds {r_done:,}/{r_total:,}"
+            rounds = f"{self.unit} {r_done:,}/{r_total:,}"
         else:
             rounds = "between runs" if desc.endswith(", done") else "compiling or running"
+        if done <= 0:  # nothing counted yet: compiling, no rate or time left to show
+            return (f"{self.label} [{desc}] {rounds} | {100 * frac:5.1f}% | compiling"
+                    f" | {_clock(elapsed)} elapsed")
+        rate = done / elapsed
+        # exponential smoothing: one slow or fast interval moves the estimate by a third
+        self.smooth_rate = rate if self.smooth_rate is None else (
+            self.smooth_rate + (rate - self.smooth_rate) / 3)
+        left = (self.total - done) / self.smooth_rate if self.total else float("inf")
         return (f"{self.label} [{desc}] {rounds} | {100 * frac:5.1f}% | {rate:.2e} client-steps/s"
-                f" | {_clock(elapsed)} elapsed, ~{_clock(left)} left")
+                f" | {_clock(elapsed)} elapsed, ~{_clock(max(left, 0.0))} left")
 
     def _write(self, text: str, final: bool = False):
         if self.tty:
@@ -399,7 +410,9 @@ class Progress:
             self.thread.join()
         if self.enabled:
             elapsed = time.perf_counter() - self.start
-            text = f"{self.label}: done in {_clock(elapsed)}" + (f" ({message})" if message else "")
+            stopped = sys.exc_info()[0] is not None  # closed by a finally: the run was stopped
+            word = "stopped after" if stopped else "done in"
+            text = f"{self.label}: {word} {_clock(elapsed)}" + (f" ({message})" if message else "")
             self._write(text, final=True)
 
 

@@ -13,8 +13,8 @@ grid axes; see ``examples/grids/`` for two complete files. Keys::
     num_sampled = 4                # unless a grid axis, or [sampler] is given
     mode = "gather"                # optional, default "mask"
     dtype = "float64"              # optional
-    x0_offset = 10.0               # x0 = x* + x0_offset, x* of the [problem] table's problem
-                                   # (also where the grid varies the problem); or x0 = [...]
+    x0_offset = 10.0               # x0 = x* + x0_offset, x* of the run's problem (each grid
+                                   # problem's own where the grid varies it); or x0 = [...]
 
     [problem]                      # a function of fedjax_abc.problems and its arguments;
     name = "huber_offsets"         # seed = K passes jax.random.key(K) as its key
@@ -289,13 +289,50 @@ def _run_part(doc: dict, shape_point: dict, data_axes: list, progress) -> Any:
     if not sweep_grid:  # every axis changes shapes: a grid of one point
         sweep_grid["stepsize"] = [kw.pop("stepsize")]
     kw = {k: v for k, v in kw.items() if v is not None or k in ("record_every",)}
-    res = fa.sweep(base_problem, grid=sweep_grid, progress=progress, **kw)
+    if problems is not None and "x0" not in doc:
+        res = _sweep_offsets_per_problem(doc, problems, sweep_grid, progress, kw)
+    else:
+        res = fa.sweep(base_problem, grid=sweep_grid, progress=progress, **kw)
     # the file's axis names and values as labels (x0_offset, problem.<arg>)
     axes = {}
     for axis, name in zip(data_axes, res.axes):
         axes[axis] = tuple(grid[axis]) if axis.startswith("problem.") or axis == "x0_offset" \
             else res.axes[name]
     return fa.SweepResult(axes=axes, results=res.results)
+
+
+def _sweep_offsets_per_problem(doc: dict, problems: list, sweep_grid: dict, progress, kw: dict):
+    """``fa.sweep`` over ``sweep_grid`` with x0 = x* + offset, x* of each grid problem's own.
+
+    One sweep per problem (the same shapes: one compilation), its results put back in the
+    C order of ``sweep_grid``'s axes."""
+    import fedjax_abc as fa
+
+    names = list(sweep_grid)
+    rest = [a for a in names if a != "problem"]
+    per = []
+    for problem in problems:
+        grid, own = {a: sweep_grid[a] for a in rest}, dict(kw)
+        if "x0" in grid:  # an x0_offset axis
+            grid["x0"] = [_x0(doc, problem, v) for v in doc["grid"]["x0_offset"]]
+        else:
+            own["x0"] = _x0(doc, problem)
+        if not grid:
+            grid["stepsize"] = [own.pop("stepsize")]
+        shifted = progress
+        if callable(progress):  # the P sweeps counted as one: sweep k's rounds after k others'
+            def shifted(done, total, seconds, k=len(per)):
+                progress(k * total + done, len(problems) * total, seconds)
+        per.append(fa.sweep(problem, grid=grid, progress=shifted, **own))
+    sizes = [len(sweep_grid[a]) for a in rest]
+    results = []
+    for index in itertools.product(*(range(len(sweep_grid[a])) for a in names)):
+        at = dict(zip(names, index))
+        flat = int(np.ravel_multi_index([at[a] for a in rest], sizes)) if rest else 0
+        results.append(per[at["problem"]].results[flat])
+    axes = {a: (tuple(range(len(problems))) if a == "problem" else per[0].axes[a])
+            for a in names}
+    return fa.SweepResult(axes=axes, results=tuple(results))
 
 
 def _label(value, axis: str, i: int):
@@ -384,7 +421,7 @@ def run_grid(spec: GridSpec, out: str, progress=None) -> dict:
             callback = None
             if progress is not None:
                 callback = progress.task(f"part {c + 1}/{len(combos)}: {desc}",
-                                         work(point))
+                                         work(point), unit="rounds (grid total)")
             part = _run_part(doc, point, data_axes, callback)
             _labelled.save(part, path, attrs={"grid_part": fingerprint})
             if progress is not None:
@@ -437,25 +474,39 @@ def _point_text(point: dict) -> str:
     return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in point.items())
 
 
+# colour x line style: 8 colours and 3 styles (coprime), so that 24 series are all distinct
+# and neighbours differ in both; beyond 24 the curves are not labelled
+_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
+            "tab:pink", "tab:gray")
+_STYLES = [(_COLOURS[i % 8], ("-", "--", ":")[i % 3]) for i in range(24)]
+
+
 def plots(result, out: str, name: str) -> list:
     """``curves.png`` (gap and ||grad f||^2 with 95% bands) and ``final_<axis>.png``."""
     from fedjax_abc.repro import common
 
     plt = common.pyplot()
-    fig, axs = plt.subplots(1, 2, figsize=(11, 4.2))
-    many = len(result.results) > 12
-    for point, res in zip(result.points, result.results):
+    fig, axs = plt.subplots(1, 2, figsize=(13, 4.2))
+    many = len(result.results) > len(_STYLES)
+    labelled = False
+    for k, (point, res) in enumerate(zip(result.points, result.results)):
         if res.num_diverged == res.trials:
             continue
+        colour, dashes = _STYLES[k % len(_STYLES)]
         for ax, q in zip(axs, ("gap", "grad_norm_sq")):
             s = res.summary(q)
-            common.band(ax, res.rounds, s.mean, s.ci95, None if many else _point_text(point))
+            line = common.band(ax, res.rounds, s.mean, s.ci95,
+                               None if many else _point_text(point), color=colour)
+            line.set_linestyle(dashes)
+        labelled = labelled or not many
     for ax, q in zip(axs, ("f(x_t) - f*", "||grad f(x_t)||^2")):
         ax.set_yscale("log")
         ax.set_xlabel("round t")
-        ax.set_title(f"{name}: {q}, mean and 95% band")
-        if not many:
-            ax.legend(fontsize=7)
+        ax.set_ylabel(f"{q}, mean and 95% band")
+        ax.set_title(f"{name}: {q}")
+    if labelled:  # one legend for both panels, outside the data, right of the second
+        axs[1].legend(*axs[0].get_legend_handles_labels(), loc="center left",
+                      bbox_to_anchor=(1.02, 0.5), fontsize=7, frameon=False)
     paths = [common.save_figure(fig, out, "curves.png")]
     final = result.final("gap") if all(r.num_diverged < r.trials for r in result.results) \
         else None

@@ -1,0 +1,35 @@
+"""The ``fedjax-abc`` command's entry point.
+
+It lives outside the ``fedjax_abc`` package because importing that package imports JAX
+(its ``__init__`` switches on float64), which takes a second or more: asked for ``--help``
+(``-h``), this loads the command's option parser, ``fedjax_abc/cli.py``, on its own, which
+imports only the standard library, and prints the help without importing JAX or any other
+module of the package. Anything else runs :func:`fedjax_abc.cli.main`.
+"""
+
+import importlib.util
+import os
+import sys
+
+__all__ = ["main"]
+
+
+def _standalone_cli():
+    """``fedjax_abc/cli.py`` as a module of its own, without importing the package."""
+    package = importlib.util.find_spec("fedjax_abc")  # finds, does not import
+    folder = next(iter(package.submodule_search_locations))
+    spec = importlib.util.spec_from_file_location("_fedjax_abc_cli_options",
+                                                  os.path.join(folder, "cli.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main(argv=None) -> int:
+    """Entry point of ``fedjax-abc``; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if any(a in ("-h", "--help") for a in argv):
+        return _standalone_cli().main(argv)
+    from fedjax_abc.cli import main as run
+
+    return run(argv)
