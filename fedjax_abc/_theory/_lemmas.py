@@ -360,6 +360,9 @@ def lemma_diagnostics(key: jax.Array, problem: Problem, points, *, stepsize: flo
         raise ValueError(f"points must have shape (P, d={d}), got {pts.shape}")
     if not np.all(np.isfinite(pts)):
         raise ValueError("points must be finite")
+    if isinstance(num_sampled, (int, np.integer)) and not isinstance(num_sampled, bool) and \
+            not 1 <= num_sampled <= n:
+        raise ValueError(f"num_sampled (S={num_sampled}) must be in [1, n={n}]")
     UniformWithoutReplacement(num_sampled).validate(n)
     S = int(num_sampled)
     if n < 2:
