@@ -130,33 +130,19 @@ def checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key
             first_trial=0, metrics=None, generator="threefry", transform=None) -> Run:
     """Validates every argument of :func:`simulate` (ValueError naming it) before any work:
     :func:`prepare` then :func:`for_call`."""
-    if not isinstance(problem, Problem):
-        raise ValueError(f"problem must be a fedjax_abc.Problem, got {type(problem).__name__}")
-    _check_int("rounds (T)", rounds)
-    R = _check_int("trials", trials)  # absurd sizes below fail before the components are checked
-    if _check_int("first_trial", first_trial, low=0) + R > 2 ** 31 - 1:
-        raise ValueError(f"first_trial + trials ({first_trial + R}) must be below 2^31")
-    if record_every is None or (isinstance(record_every, (int, np.integer))
-                                and not isinstance(record_every, bool) and record_every >= 1):
-        _check_size(problem.dim, int(rounds), record_every, int(trials), trial_chunk, record_x,
-                    dtype)
     prepared = prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampler,
                        oracle, algorithm, dtype, trial_chunk, record_x, devices, metrics,
                        generator, transform)
     return for_call(prepared, stepsize, x0, trials, key, first_trial)
 
 
-def _check_size(d, T, k, R, trial_chunk, record_x, dtype) -> None:
-    """Absurd sizes fail before anything of size T or R is allocated (a lower bound: two
-    records per trial unless record_every says more, no working set)."""
-    if dtype not in DTYPES or not isinstance(T, int) or (k is not None and T % k):
-        return  # refused with its own message later
-    chunk = R if not isinstance(trial_chunk, (int, np.integer)) or trial_chunk < 1 \
-        else min(int(trial_chunk), R)
-    keep_x = record_x is True
-    _memory.check(_memory.estimate(trials=R, records=2 if k is None else T // k + 1, dim=d,
-                                   itemsize=np.dtype(DTYPES[dtype]).itemsize, record_x=keep_x,
-                                   rounds=T), record_x=keep_x, rounds=T, trials=R, chunk=chunk,
+def _check_size(d, T, k, R, chunk, record_x, dtype) -> None:
+    """Absurd sizes fail before anything of size T or R is allocated (the records and
+    stepsizes alone, no working set)."""
+    records = T // k + 1 + (T % k > 0)  # t = 0, k, 2k, ... and T (as recorded_rounds, counted)
+    _memory.check(_memory.estimate(trials=R, records=records, dim=d,
+                                   itemsize=np.dtype(dtype).itemsize, record_x=record_x,
+                                   rounds=T), record_x=record_x, rounds=T, trials=R, chunk=chunk,
                   record_every=k)
 
 
@@ -267,8 +253,7 @@ def for_call(prepared: Run, stepsize, x0, trials, key, first_trial=0) -> Run:
     if first_trial + R > 2 ** 31 - 1:
         raise ValueError(f"first_trial + trials ({first_trial + R}) must be below 2^31")
     chunk = R if prepared.chunk is None else min(prepared.chunk, R)
-    dtype = np.dtype(prepared.dtype).name
-    _check_size(d, T, k, R, chunk, prepared.record_x, dtype)
+    _check_size(d, T, k, R, chunk, prepared.record_x, prepared.dtype)
     alphas = stepsize_array(stepsize, T)
     x0 = _points("x0", x0)
     if x0.shape == () and d == 1:
