@@ -164,3 +164,10 @@ def test_shorter_last_interval_gives_the_same_numbers(problem):
 def test_explicit_record_every_must_still_divide(problem):
     with pytest.raises(ValueError, match=r"record_every \(4\) must divide rounds \(T=1009\).*None"):
         fa.simulate(problem, **kwargs(problem, rounds=1009, record_every=4))
+
+
+def test_records_are_counted_as_recorded():
+    from fedjax_abc._engine._plan import num_records, recorded_rounds
+    for T in range(1, 40):
+        for k in range(1, T + 1):
+            assert num_records(T, k) == len(recorded_rounds(T, k)), (T, k)

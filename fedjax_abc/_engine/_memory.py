@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedjax_abc._engine._plan import default_record_every, recorded_rounds
+from fedjax_abc._engine._plan import default_record_every, num_records
 
 __all__ = ["Estimate", "StateSizes", "available_bytes", "check", "check_run", "check_points",
            "check_sweep", "checkpoint_bytes", "estimate", "format_bytes", "state_sizes"]
@@ -192,10 +192,10 @@ def state_sizes(algorithm, d: int, dtype, transform=None) -> StateSizes:
 def check_run(run, plan) -> None:
     """:func:`check` of a checked run (``_run.Run``) cut up by ``plan``."""
     n, d = run.problem.num_clients, run.problem.dim
-    sizes = run.state_sizes or state_sizes(run.algorithm, d, run.dtype, run.transform)
+    sizes = run.state_sizes
     on_device = run.devices[0].platform != "cpu"
     est = estimate(
-        trials=run.trials, records=len(recorded_rounds(run.rounds, run.record_every)), dim=d,
+        trials=run.trials, records=num_records(run.rounds, run.record_every), dim=d,
         itemsize=np.dtype(run.dtype).itemsize, record_x=run.record_x, rounds=run.rounds,
         per_call=plan.per_call, call_records=plan.segment + 1,
         participants=n if run.mode == "mask" else run.sampler.num_slots(n),
@@ -231,7 +231,7 @@ def check_points(sizes, *, trials: int, rounds: int, record_every: Optional[int]
     points = math.prod(sizes)
     if record_every is None or rounds % record_every:
         record_every = default_record_every(rounds)
-    est = estimate(trials=trials, records=len(recorded_rounds(rounds, record_every)), dim=dim,
+    est = estimate(trials=trials, records=num_records(rounds, record_every), dim=dim,
                    itemsize=itemsize, record_x=record_x, rounds=rounds)
     each = est.results + est.stepsizes + _POINT_BYTES
     available = available_bytes() if available is None else available
@@ -249,9 +249,9 @@ def checkpoint_bytes(run, plan) -> int:
     """About the bytes of a run's checkpoint file: every trial's records and x_T (a complete
     run's file holds them all) and one call's loop carry, 64 kB of headers beside."""
     n, d = run.problem.num_clients, run.problem.dim
-    sizes = run.state_sizes or state_sizes(run.algorithm, d, run.dtype, run.transform)
+    sizes = run.state_sizes
     per_record = 2 + len(run.metric_names) + len(run.stat_names) + (d if run.record_x else 0)
-    records = len(recorded_rounds(run.rounds, run.record_every))
+    records = num_records(run.rounds, run.record_every)
     results = np.dtype(run.dtype).itemsize * run.trials * (records * per_record + d)
-    carry = plan.per_call * (sizes.server_bytes + (n * sizes.client_bytes if sizes.client_states else 0))
+    carry = plan.per_call * (sizes.server_bytes + n * sizes.client_bytes)
     return int(results + carry + 64_000)

@@ -15,7 +15,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 __all__ = ["Plan", "Segment", "client_block", "closed_form_gradient", "default_record_every",
-           "make_plan", "recorded_rounds", "stepsize_array"]
+           "make_plan", "num_records", "recorded_rounds", "stepsize_array"]
 
 _LANE_BYTES = 64  # the widest SIMD register in common use (AVX-512)
 # On a CPU, models of at least _BLOCKED_MODEL_BYTES run their local steps a block of clients
@@ -98,6 +98,12 @@ def recorded_rounds(rounds: int, record_every: int) -> np.ndarray:
     """t = 0, k, 2k, ..., and T where k does not divide T."""
     t = np.arange(0, rounds + 1, record_every)
     return t if t[-1] == rounds else np.append(t, rounds)
+
+
+def num_records(rounds: int, record_every: int) -> int:
+    """``len(recorded_rounds(rounds, record_every))``, counted without the array (T may be
+    absurd in a size check)."""
+    return rounds // record_every + 1 + (rounds % record_every > 0)
 
 
 def _segment_records(records: int, pieces: int) -> int:

@@ -21,7 +21,7 @@ from fedjax_abc._algorithms._transforms import AbstractTransform
 from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine import _memory, _round
 from fedjax_abc._engine._metrics import check_metrics
-from fedjax_abc._engine._plan import default_record_every, stepsize_array
+from fedjax_abc._engine._plan import default_record_every, num_records, stepsize_array
 from fedjax_abc._engine._random import GENERATORS
 from fedjax_abc._engine._xla_loops import native_loops
 from fedjax_abc._problems._checks import check_components
@@ -139,8 +139,7 @@ def checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key
 def _check_size(d, T, k, R, chunk, record_x, dtype) -> None:
     """Absurd sizes fail before anything of size T or R is allocated (the records and
     stepsizes alone, no working set)."""
-    records = T // k + 1 + (T % k > 0)  # t = 0, k, 2k, ... and T (as recorded_rounds, counted)
-    _memory.check(_memory.estimate(trials=R, records=records, dim=d,
+    _memory.check(_memory.estimate(trials=R, records=num_records(T, k), dim=d,
                                    itemsize=np.dtype(dtype).itemsize, record_x=record_x,
                                    rounds=T), record_x=record_x, rounds=T, trials=R, chunk=chunk,
                   record_every=k)
