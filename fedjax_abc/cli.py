@@ -338,14 +338,9 @@ def report(args) -> int:
 
 
 def _start_up() -> None:
-    """Imports JAX and the package; one CPU device per core, over which simulate shards the
-    trials (same numbers)."""
-    from fedjax_abc._engine._cores import use_cpu_cores
-
-    try:
-        use_cpu_cores()
-    except RuntimeError:  # called inside a process that has already run JAX: leave it
-        pass
+    """Imports JAX and the package, whose import makes one CPU device per core (or what
+    ``FEDJAX_ABC_CPU_CORES`` says), over which simulate shards the trials (same numbers)."""
+    import fedjax_abc  # noqa: F401
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

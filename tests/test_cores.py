@@ -101,6 +101,8 @@ def test_import_makes_every_core_a_device_with_native_loops():
 @pytest.mark.parametrize("env, code, expected", [
     ({"FEDJAX_ABC_CPU_CORES": "1"}, DEVICES, ["1", "False"]),
     ({"FEDJAX_ABC_CPU_CORES": "3"}, DEVICES, ["3", "True"]),
+    ({"FEDJAX_ABC_CPU_CORES": "1"}, "from fedjax_abc import cli; cli._start_up(); " + DEVICES,
+     ["1", "False"]),  # the command's start-up keeps the choice
     ({"XLA_FLAGS": "--xla_force_host_platform_device_count=3"}, DEVICES, ["3", "False"]),
     ({}, "import jax; jax.config.update('jax_num_cpu_devices', 3); " + DEVICES, ["3", "False"]),
     ({}, "import fedjax_abc as fa, jax, os; fa.use_cpu_cores(1); "

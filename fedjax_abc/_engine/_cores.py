@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import MutableMapping, Optional
+from typing import Optional
 
 import jax
 
@@ -95,7 +95,7 @@ def use_cpu_cores(cores: Optional[int] = None, *, native_loops: Optional[bool] =
     return n
 
 
-def default_cpu_cores(environ: MutableMapping[str, str] = os.environ) -> Optional[int]:
+def default_cpu_cores() -> Optional[int]:
     """Every usable core a CPU device, at import, unless the user chose (module docstring).
 
     Returns:
@@ -104,7 +104,7 @@ def default_cpu_cores(environ: MutableMapping[str, str] = os.environ) -> Optiona
     Raises:
       ValueError: if ``FEDJAX_ABC_CPU_CORES`` is not a positive integer.
     """
-    chosen = environ.get(CORES_VARIABLE)
+    chosen = os.environ.get(CORES_VARIABLE)
     if chosen is not None:
         try:
             cores = int(chosen)
@@ -114,7 +114,7 @@ def default_cpu_cores(environ: MutableMapping[str, str] = os.environ) -> Optiona
             raise ValueError(f"{CORES_VARIABLE} must be an integer >= 1, got {chosen!r}")
     else:
         if jax.config.jax_num_cpu_devices != -1 or \
-                "xla_force_host_platform_device_count" in environ.get("XLA_FLAGS", ""):
+                "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
             return None
         cores = usable_cores()
         if cores == 1:
