@@ -24,6 +24,7 @@ from fedjax_abc._engine._metrics import check_metrics
 from fedjax_abc._engine._plan import default_record_every, num_records, stepsize_array
 from fedjax_abc._engine._random import GENERATORS
 from fedjax_abc._engine._xla_loops import native_loops
+from fedjax_abc._problems._args import check_key
 from fedjax_abc._problems._checks import check_components
 from fedjax_abc._problems._local_work import AbstractLocalSteps, PerClientSteps
 from fedjax_abc._problems._oracles import AbstractOracle
@@ -263,10 +264,7 @@ def for_call(prepared: Run, stepsize, x0, trials, key, first_trial=0) -> Run:
         raise ValueError(f"x0 must have shape ({d},) or (trials={R}, {d}), got {x0.shape}")
     if not np.all(np.isfinite(x0)):
         raise ValueError("x0 must be finite")
-    if not (isinstance(key, jax.Array)
-            and ((jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) and key.shape == ())
-                 or (key.dtype == jnp.uint32 and key.shape == (2,)))):
-        raise ValueError("key must be a single JAX PRNG key, e.g. jax.random.key(0)")
+    key = check_key("key", key)
     if key.dtype == jnp.uint32:
         key = jax.random.wrap_key_data(key, impl="threefry2x32")
     if str(jax.random.key_impl(key)) != "threefry2x32":

@@ -24,6 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
+from fedjax_abc._problems._args import check_count
+
 __all__ = [
     "AbstractSampler",
     "Bernoulli",
@@ -278,8 +280,7 @@ def sample_mask(sampler: AbstractSampler, key: Array, n: int) -> Float[Array, " 
     if not (isinstance(key, jax.Array) and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
             and key.shape == ()):
         raise ValueError("key must be a single JAX PRNG key, e.g. jax.random.key(0)")
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be an integer >= 1, got {n!r}")
-    sampler.validate(int(n))
+    n = check_count("n", n)
+    sampler.validate(n)
     idx, w = sampler(key, n)
     return jnp.zeros((n,), w.dtype).at[idx].add(w)
