@@ -28,16 +28,11 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
+from fedjax_abc._problems._args import check_count
 from fedjax_abc._problems._samplers import _uniform_below
 
 __all__ = ["AbstractLocalSteps", "GeometricSteps", "PerClientSteps", "PmfSteps",
            "UniformSteps"]
-
-
-def _max_steps(value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"max_steps (Q_max) must be an integer >= 1, got {value!r}")
-    return int(value)
 
 
 def _unit_interval(word: Array) -> Array:
@@ -91,7 +86,8 @@ class PerClientSteps(AbstractLocalSteps):
             raise ValueError(f"local_steps counts must be a 1-d array of integers, got {counts!r}")
         if np.any(c < 1):
             raise ValueError(f"local_steps counts must be >= 1, got min {int(c.min())}")
-        self.max_steps = int(c.max()) if max_steps is None else _max_steps(max_steps)
+        self.max_steps = (int(c.max()) if max_steps is None
+                          else check_count("max_steps (Q_max)", max_steps))
         if c.max() > self.max_steps:
             raise ValueError(f"local_steps counts (max {int(c.max())}) exceed max_steps "
                              f"({self.max_steps})")
@@ -120,7 +116,7 @@ class UniformSteps(AbstractLocalSteps):
     max_steps: int = eqx.field(static=True)
 
     def __init__(self, max_steps):
-        self.max_steps = _max_steps(max_steps)
+        self.max_steps = check_count("max_steps (Q_max)", max_steps)
 
     def draw(self, word, i):
         return _uniform_below(word, self.max_steps) + 1
@@ -138,7 +134,7 @@ class GeometricSteps(AbstractLocalSteps):
     max_steps: int = eqx.field(static=True)
 
     def __init__(self, p, max_steps):
-        self.max_steps = _max_steps(max_steps)
+        self.max_steps = check_count("max_steps (Q_max)", max_steps)
         self.p = jnp.asarray(p, float)
 
     def __check_init__(self):
