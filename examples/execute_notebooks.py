@@ -21,7 +21,12 @@ def execute(path) -> pathlib.Path:
     ipynb = py.with_suffix(".ipynb")
     nb = jupytext.read(py)
     if ipynb.exists():  # keep the stored notebook's metadata (kernelspec, jupytext formats)
-        nb.metadata = jupytext.read(ipynb).metadata
+        stored = jupytext.read(ipynb)
+        nb.metadata = stored.metadata
+        if len(stored.cells) == len(nb.cells):  # and its cell ids, which jupytext draws anew
+            for cell, old in zip(nb.cells, stored.cells):
+                if "id" in old:
+                    cell.id = old.id
     NotebookClient(nb, timeout=600, kernel_name="python3", record_timing=False,
                    resources={"metadata": {"path": str(py.parent.resolve())}}).execute()
     for cell in nb.cells:
