@@ -52,6 +52,16 @@ from fedjax_abc._problems._samplers import (  # noqa: E402
     WithReplacement,
     sample_mask,
 )
+from fedjax_abc._problems._participation import (  # noqa: E402
+    Cyclic,
+    Dropout,
+    ImportanceSampler,
+    MarkovAvailability,
+    Poisson,
+    SizeWeighted,
+    TraceAvailability,
+    uniform_among,
+)
 from fedjax_abc._engine._cores import use_cpu_cores  # noqa: E402
 from fedjax_abc._engine._plan import stepsize_array  # noqa: E402
 from fedjax_abc._engine._simulate import Simulation, simulate  # noqa: E402
@@ -60,6 +70,13 @@ from fedjax_abc._engine._sweep import sweep  # noqa: E402
 __version__ = "0.1.0"
 
 __all__ = [
+    "TraceAvailability",
+    "SizeWeighted",
+    "Poisson",
+    "MarkovAvailability",
+    "ImportanceSampler",
+    "Dropout",
+    "Cyclic",
     "AbstractLocalSteps",
     "AbstractOracle",
     "algorithms",
@@ -97,5 +114,6 @@ __all__ = [
     "theory",
     "transforms",
     "summarize",
+    "uniform_among",
     "use_cpu_cores",
 ]

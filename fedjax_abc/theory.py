@@ -22,7 +22,10 @@ General Variance Condition" (Wang, Huang, Johansson, Pu):
   the sides of each inequality :func:`lemma4_terms` (15) ... :func:`lemma8_terms` (19);
 - learning problems: :func:`smoothness_bound` (closed form, softmax/logistic regression),
   :func:`smoothness_estimate` (power iteration at points), :func:`trajectory_points`
-  (iterates of a run, e.g. ``abc_constants(problem, oracle, domain=points)``).
+  (iterates of a run, e.g. ``abc_constants(problem, oracle, domain=points)``);
+- participation beyond the paper's sampler: :func:`inclusion_probabilities` (pi_i, pi_ij),
+  :func:`weight_moments`, :func:`sampling_error` (Lemma 3 / eq. 14 for any sampler with a
+  closed form), :func:`stationary_availability` (the Markov availability model).
 
 Example:
   >>> import jax, fedjax_abc as fa
@@ -86,6 +89,15 @@ from fedjax_abc._theory._lemmas import (
     lemma_stepsize_limits,
     round_sample,
 )
+from fedjax_abc._theory._participation import (
+    Inclusion,
+    SamplingError,
+    WeightMoments,
+    inclusion_probabilities,
+    sampling_error,
+    stationary_availability,
+    weight_moments,
+)
 from fedjax_abc._theory._theorem3 import (
     Theorem3ScheduleCheck,
     check_theorem3_schedule,
@@ -94,6 +106,13 @@ from fedjax_abc._theory._theorem3 import (
 )
 
 __all__ = [
+    "weight_moments",
+    "stationary_availability",
+    "sampling_error",
+    "inclusion_probabilities",
+    "WeightMoments",
+    "SamplingError",
+    "Inclusion",
     "ABCConstants",
     "ABCSlack",
     "BGDSum",

@@ -28,7 +28,7 @@ leaves, so a new value (``FedProx(mu=0.2)``) compiles nothing new; they are chec
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, NamedTuple, Union
+from typing import Any, Callable, ClassVar, NamedTuple, Optional, Union
 
 import equinox as eqx
 from jaxtyping import Array
@@ -44,12 +44,20 @@ class RoundInfo(NamedTuple):
       num_clients: n (static).
       stepsize: alpha_t, shape ().
       local_steps: Q, or Q_max when the clients' local work differs (static).
+      scale: None for a normalised sampler (the mean message is the round's aggregate);
+        for an unbiased one (``sampler.normalised()`` False), sum_j w_j, shape (): the
+        aggregate update is ``scale`` times the mean message's (see :meth:`scaled`).
     """
 
     total_weight: Array
     num_clients: int
     stepsize: Array
     local_steps: int
+    scale: Optional[Array] = None
+
+    def scaled(self, update):
+        """``update`` (an array, or the server stepsize) times ``scale``; as is when None."""
+        return update if self.scale is None else update * self.scale
 
 
 class LocalInfo(NamedTuple):
@@ -87,6 +95,11 @@ class AbstractAlgorithm(eqx.Module):
     :class:`~fedjax_abc.algorithms.FedAvg` for the simplest example and the README for a
     user-written one.
     """
+
+    reads_scale: ClassVar[bool] = False
+    """True when ``server_update`` applies ``RoundInfo.scale`` (then the algorithm may run
+    with an unbiased sampler, e.g. ``Poisson(probs)``); the engine refuses the pair
+    otherwise."""
 
     @abc.abstractmethod
     def init(self, x0: Array) -> AbstractServerState:

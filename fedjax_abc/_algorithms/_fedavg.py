@@ -7,7 +7,7 @@ is the algorithm.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, ClassVar, Optional
 
 import jax
 import jax.numpy as jnp
@@ -124,8 +124,10 @@ class FedAvg(AbstractLocalSGD):
     def init(self, x0):
         return ServerState(x0)
 
+    reads_scale: ClassVar[bool] = True
+
     def server_update(self, server, mean_message, info: RoundInfo):
-        return ServerState(server_step(server.x, mean_message, self.server_stepsize))
+        return ServerState(server_step(server.x, mean_message, info.scaled(self.server_stepsize)))
 
 
 def sgd_step(y: Array, g: Array, stepsize) -> Array:

@@ -7,7 +7,7 @@ FedAdagrad are FedOpt with ``optax.sgd(lr, momentum=b)``, ``optax.adam(lr)``,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import optax
@@ -62,7 +62,9 @@ class FedOpt(AbstractLocalSGD):
     def init(self, x0):
         return FedOptState(x0, self.server_optimizer.init(x0))
 
+    reads_scale: ClassVar[bool] = True
+
     def server_update(self, server, mean_message, info: RoundInfo):
-        pseudo_grad = server.x - mean_message
+        pseudo_grad = info.scaled(server.x - mean_message)
         updates, opt_state = self.server_optimizer.update(pseudo_grad, server.opt_state, server.x)
         return FedOptState(optax.apply_updates(server.x, updates), opt_state)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from jaxtyping import Array, Float
 
 from fedjax_abc._algorithms._base import AbstractAlgorithm, RoundInfo
@@ -53,5 +55,9 @@ class FedProx(AbstractAlgorithm):
     def client_final(self, server, client, y, local, info):
         return y, client
 
+    reads_scale: ClassVar[bool] = True
+
     def server_update(self, server, mean_message, info: RoundInfo):
-        return ServerState(mean_message)
+        if info.scale is None:
+            return ServerState(mean_message)
+        return ServerState(server.x + info.scale * (mean_message - server.x))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
@@ -70,8 +72,13 @@ class Scaffold(AbstractAlgorithm):
         c_new = c_i - server.c + (x_t - y) / (info.steps * info.stepsize)
         return (y - x_t, c_new - c_i), c_new
 
+    reads_scale: ClassVar[bool] = True
+
     def server_update(self, server, mean_message, info: RoundInfo):
         dy, dc = mean_message
-        x = server.x + self.server_stepsize * dy
-        c = server.c + (info.total_weight / info.num_clients) * dc
+        x = server.x + info.scaled(self.server_stepsize) * dy
+        # c tracks (1/n) sum_i c_i: the participants' sum / n, or its unbiased estimate
+        # sum_j w_j dc_j under an unbiased sampler's weights
+        share = info.total_weight / info.num_clients if info.scale is None else info.scale
+        c = server.c + share * dc
         return ScaffoldState(x, c)

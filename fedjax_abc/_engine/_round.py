@@ -81,7 +81,7 @@ def init_state(algorithm, x0: Array, num_clients: int, sampler=None,
     R = x0.shape[0]
     sampler_state = ()
     if sampler is not None and jax.tree_util.tree_leaves(
-            jax.eval_shape(sampler.init_state, num_clients)):
+            jax.eval_shape(lambda: sampler.init_state(num_clients))):
         one = sampler.init_state(num_clients)
         sampler_state = jax.tree_util.tree_map(
             lambda a: jnp.broadcast_to(a, (R,) + jnp.shape(a)), one)
@@ -302,8 +302,10 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
     w = w.astype(x.dtype)  # (m, R)
     total = ordered_sum(w)
     mean = _weighted_mean(messages, w, total)
+    normalised = sampler.normalised()
     new_server = jax.vmap(lambda s, m, tw: algorithm.server_update(
-        s, m, RoundInfo(tw, n, stepsize, steps_of(local_steps))))(server, mean, total)
+        s, m, RoundInfo(tw, n, stepsize, steps_of(local_steps),
+                        None if normalised else tw)))(server, mean, total)
     check_same(f"{type(algorithm).__name__}.server_update", server, new_server)
     return RoundState(_keep_where(total > 0, new_server, server), per_client[0], sampler_state,
                       per_client[1], totals)

@@ -210,6 +210,10 @@ def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampl
         raise ValueError(f"the transform's statistics {sorted(taken & set(stat_names))} are named "
                          "like metrics or result fields; rename the metrics")
     sizes = _memory.state_sizes(algorithm, d, jdtype, transform)
+    if not sampler.normalised() and not algorithm.reads_scale:
+        raise ValueError(f"{type(algorithm).__name__} does not apply RoundInfo.scale (its "
+                         f"reads_scale is False): it cannot combine the unbiased weights of "
+                         f"{type(sampler).__name__}; use a normalised sampler (unbiased=False)")
     if sizes.client_states and not sampler.distinct_slots:
         raise ValueError(f"{type(algorithm).__name__} keeps client states: it needs a sampler "
                          f"whose slots are distinct clients, not {type(sampler).__name__}")

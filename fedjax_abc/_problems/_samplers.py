@@ -88,6 +88,16 @@ class AbstractSampler(eqx.Module):
     def validate(self, n: int) -> None:
         """Raises ValueError when the sampler does not fit n clients."""
 
+    def normalised(self) -> bool:
+        """How the server combines the slots (a Python bool, fixed for the sampler).
+
+        True (the default): it averages the slots' messages with weights w_j / sum_j w_j.
+        False: the weights are final, their sum has expectation 1 (Horvitz-Thompson); the
+        server's update from the weighted mean is scaled by sum_j w_j
+        (``RoundInfo.scale``), so that the round's update is sum_j w_j times a client's.
+        """
+        return True
+
     def num_words(self, n: int) -> int:
         """How many uint32 random words ``from_words`` needs."""
         return 2

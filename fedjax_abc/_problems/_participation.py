@@ -1,0 +1,569 @@
+"""Participation models beyond uniform sampling: who takes part, with which weight.
+
+- :class:`Poisson`: client i independently with its own probability p_i, weighted
+  1 / (n p_i) (unbiased, Horvitz-Thompson) or averaged over the participants.
+- :class:`ImportanceSampler`: S draws with replacement from p, weighted 1 / (S n p_i) per
+  draw (Hansen-Hurwitz; unbiased) or averaged over the draws.
+- :class:`Cyclic`: only group t mod K is available in round t; S of it uniformly.
+- :class:`MarkovAvailability`: each client's availability a two-state Markov chain started
+  from its stationary law; S of the available uniformly.
+- :class:`TraceAvailability`: a user's boolean (P, n) array, row t mod P in round t.
+- :class:`Dropout`: a wrapper: a selected client delivers with probability q_i.
+- :class:`SizeWeighted`: a wrapper: every slot's weight times n s_i / sum(s) (FedAvg's
+  n_k / n data-size weighting).
+
+A sampler is *normalised* (``normalised()`` True, the default of every sampler) when the
+server averages the slots' messages with weights w_j / sum_j w_j; an unbiased one returns
+final weights whose sum has expectation 1, and the server scales its update by their sum
+(``RoundInfo.scale``). The stateful samplers carry their state (a round counter, the
+availabilities) from round to round; their arrays (probabilities, group ids, traces) are
+data, so new values of the same shape compile nothing.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Optional
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Bool, Float, Int
+
+from fedjax_abc._problems._args import check_count
+from fedjax_abc._problems._samplers import AbstractSampler
+
+__all__ = ["Cyclic", "Dropout", "ImportanceSampler", "MarkovAvailability", "Poisson",
+           "SizeWeighted", "TraceAvailability", "uniform_among"]
+
+
+def _unit(words: Array) -> Array:
+    """u in (0, 1) from uint32 words, exactly (float64 with x64, else 24 bits in float32)."""
+    if jax.config.jax_enable_x64:
+        return (words.astype(jnp.float64) + 0.5) * 2.0 ** -32
+    return ((words >> np.uint32(8)).astype(jnp.float32) + 0.5) * 2.0 ** -24
+
+
+def _concrete(value) -> Optional[np.ndarray]:
+    """The value as a NumPy array, or None for a tracer (a sweep's traced axis)."""
+    if isinstance(value, jax.core.Tracer):
+        return None
+    return np.asarray(value)
+
+
+def _probabilities(name: str, value, *, low_open: bool = True) -> jnp.ndarray:
+    """A float array of probabilities in (0, 1] ([0, 1) with ``low_open=False``)."""
+    if isinstance(value, (str, bytes, bool)):
+        raise ValueError(f"{name} must be probabilities, got {value!r}")
+    try:
+        a = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be an array of probabilities, got {value!r}"[:200]) \
+            from None
+    _check_probabilities(name, a, low_open)
+    return jnp.asarray(a, float)
+
+
+def _check_probabilities(name: str, a, low_open: bool = True) -> None:
+    a = _concrete(a)
+    if a is None:
+        return
+    bad = ~np.isfinite(a) | ((a <= 0) | (a > 1) if low_open else (a < 0) | (a >= 1))
+    if np.any(bad):
+        where = "(0, 1]" if low_open else "[0, 1)"
+        raise ValueError(f"{name} must be in {where}, got {float(a[bad].ravel()[0])!r}")
+
+
+def _check_clients(name: str, a, n: int) -> None:
+    if np.ndim(a) not in (0, 1) or (np.ndim(a) == 1 and np.shape(a)[0] != n):
+        raise ValueError(f"{name} must be a number or have one entry per client (n={n}), got "
+                         f"shape {np.shape(a)}")
+
+
+def _check_size(S) -> int:
+    return check_count("num_sampled (S)", S)
+
+
+def _call(sampler: AbstractSampler, key: Array, n: int):
+    """One round from a key: the sampler's first round (from its initial state)."""
+    words = jax.random.bits(key, (sampler.num_words(n),), jnp.uint32)
+    return sampler.from_words(words, n)
+
+
+def uniform_among(words: Array, available: Array, num_sampled: int) -> tuple[Array, Array]:
+    """S slots uniformly without replacement among the available clients (fewer if fewer).
+
+    Each client gets a random key from its word; the S largest keys of the available clients
+    are taken (a uniformly random order of them, so every S-subset is equally likely).
+    Slots beyond the number of available clients get weight 0.
+
+    Args:
+      words: (n,) uint32, one per client.
+      available: (n,) bool.
+      num_sampled: S (static).
+
+    Returns:
+      (indices (S,) int32, weights (S,) in {0, 1}).
+    """
+    score = jnp.where(available, (words >> np.uint32(1)).astype(jnp.int32), -1)
+    top, idx = jax.lax.top_k(score, num_sampled)
+    return idx.astype(jnp.int32), (top >= 0).astype(float)
+
+
+class Poisson(AbstractSampler):
+    """Client i takes part independently with probability ``probs[i]`` (Poisson sampling).
+
+    ``unbiased=True`` (default): participant i has weight 1 / (n p_i), and the server's
+    update is the weighted sum (E = the full mean: Horvitz-Thompson). ``unbiased=False``:
+    the participants are averaged (a round with none leaves x unchanged); with equal p this
+    is :class:`~fedjax_abc.Bernoulli`.
+
+    Example:
+      >>> import fedjax_abc as fa
+      >>> fa.Poisson([0.2, 0.5, 1.0]).num_slots(3)
+      3
+    """
+
+    distinct_slots: ClassVar[bool] = True
+
+    probs: Float[Array, " n"]
+    unbiased: bool = eqx.field(static=True)
+
+    def __init__(self, probs, unbiased: bool = True):
+        self.probs = _probabilities("Poisson probs", probs)
+        if not isinstance(unbiased, bool):
+            raise ValueError(f"unbiased must be True or False, got {unbiased!r}")
+        self.unbiased = unbiased
+
+    def __check_init__(self):
+        _check_probabilities("Poisson probs", self.probs)
+
+    def normalised(self):
+        return not self.unbiased
+
+    def validate(self, n):
+        _check_clients("Poisson probs", self.probs, n)
+
+    def num_slots(self, n):
+        return n
+
+    def num_words(self, n):
+        return n
+
+    def __call__(self, key, n):
+        return _call(self, key, n)
+
+    def from_words(self, words, n):
+        p = jnp.broadcast_to(self.probs, (n,))
+        take = _unit(words[:n]) < p.astype(_unit(words[:1]).dtype)
+        w = take / (n * p) if self.unbiased else take.astype(float)
+        return jnp.arange(n, dtype=jnp.int32), w.astype(float)
+
+
+class ImportanceSampler(AbstractSampler):
+    """S independent draws of a client from the distribution ``probs`` (with replacement).
+
+    ``unbiased=True`` (default): a draw of client i has weight 1 / (S n p_i) and the server's
+    update is the weighted sum (E = the full mean: the Hansen-Hurwitz estimator of optimal
+    client sampling). ``unbiased=False``: the draws are averaged (E = sum_i p_i v_i).
+
+    Example:
+      >>> import fedjax_abc as fa
+      >>> fa.ImportanceSampler([0.5, 0.25, 0.25], num_sampled=2).num_slots(3)
+      2
+    """
+
+    probs: Float[Array, " n"]
+    num_sampled: int = eqx.field(static=True)
+    unbiased: bool = eqx.field(static=True)
+
+    def __init__(self, probs, num_sampled: int, unbiased: bool = True):
+        self.num_sampled = _check_size(num_sampled)
+        p = _probabilities("ImportanceSampler probs", probs)
+        if p.ndim != 1:
+            raise ValueError(f"ImportanceSampler probs must be a 1-d array, got shape {p.shape}")
+        if not isinstance(unbiased, bool):
+            raise ValueError(f"unbiased must be True or False, got {unbiased!r}")
+        self.probs, self.unbiased = p, unbiased
+
+    def __check_init__(self):
+        _check_probabilities("ImportanceSampler probs", self.probs)
+        p = _concrete(self.probs)
+        if p is not None and abs(float(p.sum()) - 1.0) > 1e-9:
+            raise ValueError(f"ImportanceSampler probs must sum to 1, got {float(p.sum())!r}")
+
+    def normalised(self):
+        return not self.unbiased
+
+    def validate(self, n):
+        if self.probs.shape != (n,):
+            raise ValueError(f"ImportanceSampler probs must have one entry per client (n={n}), "
+                             f"got shape {self.probs.shape}")
+
+    def num_slots(self, n):
+        return self.num_sampled
+
+    def num_words(self, n):
+        return self.num_sampled
+
+    def __call__(self, key, n):
+        return _call(self, key, n)
+
+    def from_words(self, words, n):
+        u = _unit(words[:self.num_sampled])
+        cdf = jnp.cumsum(self.probs.astype(u.dtype))
+        idx = jnp.minimum(jnp.sum(u[:, None] * cdf[-1] >= cdf[None, :-1], axis=1), n - 1)
+        idx = idx.astype(jnp.int32)
+        if not self.unbiased:
+            return idx, jnp.ones((self.num_sampled,))
+        return idx, (1.0 / (self.num_sampled * n * self.probs[idx])).astype(float)
+
+
+def _counter_state(n: int):
+    return {"t": jnp.zeros((), jnp.int32)}
+
+
+class Cyclic(AbstractSampler):
+    """Cyclic participation: only group t mod K is available in round t, S of it uniformly.
+
+    ``groups``: each client's group id in {0, ..., K-1}, an array of n; None puts client i in
+    group floor(i K / n) (K contiguous blocks). Stateful: the round counter.
+
+    Example:
+      >>> import fedjax_abc as fa
+      >>> fa.Cyclic(num_groups=4, num_sampled=2).group_ids(8).tolist()
+      [0, 0, 1, 1, 2, 2, 3, 3]
+    """
+
+    distinct_slots: ClassVar[bool] = True
+
+    num_groups: int = eqx.field(static=True)
+    num_sampled: int = eqx.field(static=True)
+    groups: Optional[Int[Array, " n"]]
+
+    def __init__(self, num_groups: int, num_sampled: int, groups=None):
+        self.num_groups = check_count("num_groups (K)", num_groups)
+        self.num_sampled = _check_size(num_sampled)
+        if groups is not None:
+            g = np.asarray(groups)
+            if g.ndim != 1 or not np.issubdtype(g.dtype, np.integer):
+                raise ValueError(f"Cyclic groups must be a 1-d array of integer group ids, got "
+                                 f"{groups!r}"[:200])
+            if g.size and (g.min() < 0 or g.max() >= self.num_groups):
+                raise ValueError(f"Cyclic groups must be in [0, num_groups={self.num_groups}), "
+                                 f"got {int(g.min())}..{int(g.max())}")
+            groups = jnp.asarray(g, jnp.int32)
+        self.groups = groups
+
+    def group_ids(self, n: int) -> Array:
+        """Each client's group id, shape (n,)."""
+        if self.groups is not None:
+            return self.groups
+        return jnp.asarray(np.arange(n) * self.num_groups // n, jnp.int32)
+
+    def validate(self, n):
+        if self.groups is not None and self.groups.shape != (n,):
+            raise ValueError(f"Cyclic groups must have one entry per client (n={n}), got shape "
+                             f"{self.groups.shape}")
+        if self.num_groups > n:
+            raise ValueError(f"num_groups (K={self.num_groups}) must be <= n={n}")
+        sizes = np.bincount(np.asarray(self.group_ids(n)), minlength=self.num_groups)
+        if sizes.min() < self.num_sampled:
+            g = int(np.argmin(sizes))
+            size = int(sizes[g])
+            raise ValueError(f"num_sampled (S={self.num_sampled}) is larger than group {g} "
+                             f"({size} client{'' if size == 1 else 's'})")
+
+    def num_slots(self, n):
+        return self.num_sampled
+
+    def num_words(self, n):
+        return n
+
+    def init_state(self, n):
+        return _counter_state(n)
+
+    def __call__(self, key, n):
+        return _call(self, key, n)
+
+    def from_words(self, words, n):
+        idx, w, _ = self.sample(words, n, self.init_state(n))
+        return idx, w
+
+    def sample(self, words, n, state):
+        t = state["t"]
+        available = self.group_ids(n) == t % self.num_groups
+        idx, w = uniform_among(words[:n], available, self.num_sampled)
+        return idx, w, {"t": t + 1}
+
+
+class TraceAvailability(AbstractSampler):
+    """Availability from a trace: row t mod P of ``available`` (P, n) in round t.
+
+    S clients are taken uniformly among the available ones (all of them when fewer; a round
+    with none leaves x unchanged). Stateful: the round counter.
+
+    Example:
+      >>> import numpy as np, fedjax_abc as fa
+      >>> day = np.array([[1, 1, 0, 0], [0, 0, 1, 1]], bool)  # two phases of a cycle
+      >>> fa.TraceAvailability(day, num_sampled=1).period
+      2
+    """
+
+    distinct_slots: ClassVar[bool] = True
+
+    available: Bool[Array, "P n"]
+    num_sampled: int = eqx.field(static=True)
+
+    def __init__(self, available, num_sampled: int):
+        a = np.asarray(available)
+        if a.ndim != 2 or a.shape[0] == 0 or a.dtype.kind not in "biu":
+            raise ValueError(f"TraceAvailability available must be a boolean (P, n) array, got "
+                             f"shape {a.shape} and dtype {a.dtype}")
+        if a.dtype.kind != "b" and not np.all((a == 0) | (a == 1)):
+            raise ValueError("TraceAvailability available must hold 0/1 or booleans")
+        self.available = jnp.asarray(a, bool)
+        self.num_sampled = _check_size(num_sampled)
+
+    @property
+    def period(self) -> int:
+        """P, the number of rows of the trace."""
+        return int(self.available.shape[0])
+
+    def validate(self, n):
+        if self.available.shape[1] != n:
+            raise ValueError(f"TraceAvailability available must have n={n} columns (one per "
+                             f"client), got shape {self.available.shape}")
+        if self.num_sampled > n:
+            raise ValueError(f"num_sampled (S={self.num_sampled}) must be in [1, n={n}]")
+
+    def num_slots(self, n):
+        return self.num_sampled
+
+    def num_words(self, n):
+        return n
+
+    def init_state(self, n):
+        return _counter_state(n)
+
+    def __call__(self, key, n):
+        return _call(self, key, n)
+
+    def from_words(self, words, n):
+        idx, w, _ = self.sample(words, n, self.init_state(n))
+        return idx, w
+
+    def sample(self, words, n, state):
+        t = state["t"]
+        available = self.available[t % self.available.shape[0]]
+        idx, w = uniform_among(words[:n], available, self.num_sampled)
+        return idx, w, {"t": t + 1}
+
+
+class MarkovAvailability(AbstractSampler):
+    """Each client's availability a two-state Markov chain; S of the available uniformly.
+
+    An available client leaves with probability ``p_leave`` each round, an unavailable one
+    returns with probability ``p_return`` (numbers, or one per client). Round 0 draws every
+    chain from its stationary law, P(available) = p_return / (p_leave + p_return)
+    (:func:`fedjax_abc.theory.stationary_availability`); so every round's availability has
+    that law. S clients are taken uniformly among the available (all when fewer; none
+    leaves x unchanged). Stateful: the availabilities.
+
+    Example:
+      >>> import fedjax_abc as fa
+      >>> fa.MarkovAvailability(p_leave=0.1, p_return=0.3, num_sampled=4).num_words(10)
+      20
+    """
+
+    distinct_slots: ClassVar[bool] = True
+
+    p_leave: Float[Array, "*n"]
+    p_return: Float[Array, "*n"]
+    num_sampled: int = eqx.field(static=True)
+
+    def __init__(self, p_leave, p_return, num_sampled: int):
+        self.p_leave = _probabilities("p_leave", p_leave, low_open=False)
+        self.p_return = _probabilities("p_return", p_return)
+        self.num_sampled = _check_size(num_sampled)
+
+    def __check_init__(self):
+        _check_probabilities("p_leave", self.p_leave, low_open=False)
+        _check_probabilities("p_return", self.p_return)
+
+    def validate(self, n):
+        _check_clients("p_leave", self.p_leave, n)
+        _check_clients("p_return", self.p_return, n)
+        if self.num_sampled > n:
+            raise ValueError(f"num_sampled (S={self.num_sampled}) must be in [1, n={n}]")
+
+    def stationary(self, n: int) -> Array:
+        """Each client's stationary availability p_return / (p_leave + p_return), (n,)."""
+        a = self.p_return / (self.p_leave + self.p_return)
+        return jnp.broadcast_to(a, (n,))
+
+    def num_slots(self, n):
+        return self.num_sampled
+
+    def num_words(self, n):
+        return 2 * n
+
+    def init_state(self, n):
+        return {"available": jnp.zeros((n,), bool), "started": jnp.zeros((), bool)}
+
+    def __call__(self, key, n):
+        return _call(self, key, n)
+
+    def from_words(self, words, n):
+        idx, w, _ = self.sample(words, n, self.init_state(n))
+        return idx, w
+
+    def sample(self, words, n, state):
+        u = _unit(words[:n])
+        leave = jnp.broadcast_to(self.p_leave, (n,)).astype(u.dtype)
+        back = jnp.broadcast_to(self.p_return, (n,)).astype(u.dtype)
+        prev = state["available"]
+        moved = jnp.where(prev, u >= leave, u < back)
+        fresh = u < self.stationary(n).astype(u.dtype)
+        available = jnp.where(state["started"], moved, fresh)
+        idx, w = uniform_among(words[n:2 * n], available, self.num_sampled)
+        return idx, w, {"available": available, "started": jnp.ones((), bool)}
+
+
+class Dropout(AbstractSampler):
+    """A selected client delivers its message with probability ``deliver[i]``, else drops out.
+
+    Wraps another sampler: a dropped client's slots get weight 0 (one draw per client and
+    round, so a client in two slots drops from both). Over a normalised sampler the server
+    averages what arrives; over an unbiased one a delivered slot's weight is divided by q_i,
+    which keeps the update unbiased.
+
+    Example:
+      >>> import fedjax_abc as fa
+      >>> fa.Dropout(fa.UniformWithoutReplacement(4), deliver=0.9).num_words(10)
+      14
+    """
+
+    sampler: AbstractSampler
+    deliver: Float[Array, "*n"]
+
+    def __init__(self, sampler: AbstractSampler, deliver):
+        if not isinstance(sampler, AbstractSampler):
+            raise ValueError(f"Dropout wraps a fedjax_abc.AbstractSampler, got "
+                             f"{type(sampler).__name__}")
+        self.sampler = sampler
+        self.deliver = _probabilities("deliver", deliver)
+
+    def __check_init__(self):
+        _check_probabilities("deliver", self.deliver)
+
+    @property
+    def distinct_slots(self):
+        return self.sampler.distinct_slots
+
+    @property
+    def num_sampled(self):
+        return getattr(self.sampler, "num_sampled", None)
+
+    def normalised(self):
+        return self.sampler.normalised()
+
+    def validate(self, n):
+        self.sampler.validate(n)
+        _check_clients("deliver", self.deliver, n)
+
+    def num_slots(self, n):
+        return self.sampler.num_slots(n)
+
+    def num_words(self, n):
+        return self.sampler.num_words(n) + n
+
+    def init_state(self, n):
+        return self.sampler.init_state(n)
+
+    def __call__(self, key, n):
+        return _call(self, key, n)
+
+    def _drop(self, words, n, idx, w):
+        u = _unit(words[self.sampler.num_words(n):])
+        q = jnp.broadcast_to(self.deliver, (n,)).astype(u.dtype)
+        arrives = (u < q)[idx]
+        if self.sampler.normalised():
+            return jnp.where(arrives, w, 0)
+        return jnp.where(arrives, w / q[idx], 0).astype(w.dtype)
+
+    def from_words(self, words, n):
+        idx, w = self.sampler.from_words(words[:self.sampler.num_words(n)], n)
+        return idx, self._drop(words, n, idx, w)
+
+    def sample(self, words, n, state):
+        idx, w, state = self.sampler.sample(words[:self.sampler.num_words(n)], n, state)
+        return idx, self._drop(words, n, idx, w), state
+
+
+class SizeWeighted(AbstractSampler):
+    """Another sampler with every slot's weight times n s_i / sum(s) (data-size weighting).
+
+    With the paper's sampler this is FedAvg's aggregation sum_{i in S_t} n_i y_i /
+    sum_{i in S_t} n_i; with an unbiased sampler the update's expectation becomes
+    sum_i (s_i / sum s) v_i, the data-weighted objective's.
+
+    Example:
+      >>> import fedjax_abc as fa
+      >>> fa.SizeWeighted(fa.FullParticipation(), sizes=[10, 30]).relative_sizes(2).tolist()
+      [0.5, 1.5]
+    """
+
+    sampler: AbstractSampler
+    sizes: Float[Array, " n"]
+
+    def __init__(self, sampler: AbstractSampler, sizes):
+        if not isinstance(sampler, AbstractSampler):
+            raise ValueError(f"SizeWeighted wraps a fedjax_abc.AbstractSampler, got "
+                             f"{type(sampler).__name__}")
+        s = np.asarray(sizes, dtype=np.float64) if not isinstance(sizes, (str, bytes)) else None
+        if s is None or s.ndim != 1 or not np.all(np.isfinite(s)) or np.any(s <= 0):
+            raise ValueError(f"sizes must be a 1-d array of positive numbers, got {sizes!r}"[:200])
+        self.sampler, self.sizes = sampler, jnp.asarray(s, float)
+
+    @property
+    def distinct_slots(self):
+        return self.sampler.distinct_slots
+
+    @property
+    def num_sampled(self):
+        return getattr(self.sampler, "num_sampled", None)
+
+    def normalised(self):
+        return self.sampler.normalised()
+
+    def relative_sizes(self, n: int) -> Array:
+        """n s_i / sum(s), shape (n,): mean 1."""
+        return n * self.sizes / jnp.sum(self.sizes)
+
+    def validate(self, n):
+        self.sampler.validate(n)
+        if self.sizes.shape != (n,):
+            raise ValueError(f"sizes must have one entry per client (n={n}), got shape "
+                             f"{self.sizes.shape}")
+
+    def num_slots(self, n):
+        return self.sampler.num_slots(n)
+
+    def num_words(self, n):
+        return self.sampler.num_words(n)
+
+    def init_state(self, n):
+        return self.sampler.init_state(n)
+
+    def __call__(self, key, n):
+        return _call(self, key, n)
+
+    def from_words(self, words, n):
+        idx, w = self.sampler.from_words(words, n)
+        return idx, (w * self.relative_sizes(n)[idx]).astype(w.dtype)
+
+    def sample(self, words, n, state):
+        idx, w, state = self.sampler.sample(words, n, state)
+        return idx, (w * self.relative_sizes(n)[idx]).astype(w.dtype), state
+
