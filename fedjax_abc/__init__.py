@@ -53,6 +53,7 @@ from fedjax_abc._problems._samplers import (  # noqa: E402
     sample_mask,
 )
 from fedjax_abc._problems._participation import (  # noqa: E402
+    AbstractAvailability,
     Cyclic,
     Dropout,
     ImportanceSampler,
@@ -70,6 +71,7 @@ from fedjax_abc._engine._sweep import sweep  # noqa: E402
 __version__ = "0.1.0"
 
 __all__ = [
+    "AbstractAvailability",
     "TraceAvailability",
     "SizeWeighted",
     "Poisson",

@@ -22,6 +22,7 @@ data, so new values of the same shape compile nothing.
 
 from __future__ import annotations
 
+import abc
 from typing import ClassVar, Optional
 
 import equinox as eqx
@@ -33,7 +34,7 @@ from jaxtyping import Array, Bool, Float, Int
 from fedjax_abc._problems._args import check_count
 from fedjax_abc._problems._samplers import AbstractSampler
 
-__all__ = ["Cyclic", "Dropout", "ImportanceSampler", "MarkovAvailability", "Poisson",
+__all__ = ["AbstractAvailability", "Cyclic", "Dropout", "ImportanceSampler", "MarkovAvailability", "Poisson",
            "SizeWeighted", "TraceAvailability", "uniform_among"]
 
 
@@ -223,7 +224,49 @@ def _counter_state(n: int):
     return {"t": jnp.zeros((), jnp.int32)}
 
 
-class Cyclic(AbstractSampler):
+class AbstractAvailability(AbstractSampler):
+    """S clients uniformly among those available in the round (all of them when fewer).
+
+    Subclasses say who is available: :meth:`availability` from the round's words and the
+    sampler's state (a round counter, each client's chain), and :meth:`init_state`. The
+    round's words are the availability's (``availability_words(n)`` of them) and then one
+    per client for the choice (:func:`uniform_among`). A round with no one available leaves
+    x unchanged.
+    """
+
+    distinct_slots: ClassVar[bool] = True
+
+    num_sampled: eqx.AbstractVar[int]
+
+    @abc.abstractmethod
+    def availability(self, words: Array, n: int, state) -> tuple[Bool[Array, " n"], object]:
+        """(who is available this round, the state of the next round)."""
+
+    def availability_words(self, n: int) -> int:
+        """How many random words :meth:`availability` reads (default 0)."""
+        return 0
+
+    def num_slots(self, n):
+        return self.num_sampled
+
+    def num_words(self, n):
+        return self.availability_words(n) + n
+
+    def __call__(self, key, n):
+        return _call(self, key, n)
+
+    def from_words(self, words, n):
+        idx, w, _ = self.sample(words, n, self.init_state(n))
+        return idx, w
+
+    def sample(self, words, n, state):
+        V = self.availability_words(n)
+        available, state = self.availability(words[:V], n, state)
+        idx, w = uniform_among(words[V:V + n], available, self.num_sampled)
+        return idx, w, state
+
+
+class Cyclic(AbstractAvailability):
     """Cyclic participation: only group t mod K is available in round t, S of it uniformly.
 
     ``groups``: each client's group id in {0, ..., K-1}, an array of n; None puts client i in
@@ -234,8 +277,6 @@ class Cyclic(AbstractSampler):
       >>> fa.Cyclic(num_groups=4, num_sampled=2).group_ids(8).tolist()
       [0, 0, 1, 1, 2, 2, 3, 3]
     """
-
-    distinct_slots: ClassVar[bool] = True
 
     num_groups: int = eqx.field(static=True)
     num_sampled: int = eqx.field(static=True)
@@ -274,30 +315,15 @@ class Cyclic(AbstractSampler):
             raise ValueError(f"num_sampled (S={self.num_sampled}) is larger than group {g} "
                              f"({size} client{'' if size == 1 else 's'})")
 
-    def num_slots(self, n):
-        return self.num_sampled
-
-    def num_words(self, n):
-        return n
-
     def init_state(self, n):
         return _counter_state(n)
 
-    def __call__(self, key, n):
-        return _call(self, key, n)
-
-    def from_words(self, words, n):
-        idx, w, _ = self.sample(words, n, self.init_state(n))
-        return idx, w
-
-    def sample(self, words, n, state):
+    def availability(self, words, n, state):
         t = state["t"]
-        available = self.group_ids(n) == t % self.num_groups
-        idx, w = uniform_among(words[:n], available, self.num_sampled)
-        return idx, w, {"t": t + 1}
+        return self.group_ids(n) == t % self.num_groups, {"t": t + 1}
 
 
-class TraceAvailability(AbstractSampler):
+class TraceAvailability(AbstractAvailability):
     """Availability from a trace: row t mod P of ``available`` (P, n) in round t.
 
     S clients are taken uniformly among the available ones (all of them when fewer; a round
@@ -309,8 +335,6 @@ class TraceAvailability(AbstractSampler):
       >>> fa.TraceAvailability(day, num_sampled=1).period
       2
     """
-
-    distinct_slots: ClassVar[bool] = True
 
     available: Bool[Array, "P n"]
     num_sampled: int = eqx.field(static=True)
@@ -337,30 +361,15 @@ class TraceAvailability(AbstractSampler):
         if self.num_sampled > n:
             raise ValueError(f"num_sampled (S={self.num_sampled}) must be in [1, n={n}]")
 
-    def num_slots(self, n):
-        return self.num_sampled
-
-    def num_words(self, n):
-        return n
-
     def init_state(self, n):
         return _counter_state(n)
 
-    def __call__(self, key, n):
-        return _call(self, key, n)
-
-    def from_words(self, words, n):
-        idx, w, _ = self.sample(words, n, self.init_state(n))
-        return idx, w
-
-    def sample(self, words, n, state):
+    def availability(self, words, n, state):
         t = state["t"]
-        available = self.available[t % self.available.shape[0]]
-        idx, w = uniform_among(words[:n], available, self.num_sampled)
-        return idx, w, {"t": t + 1}
+        return self.available[t % self.available.shape[0]], {"t": t + 1}
 
 
-class MarkovAvailability(AbstractSampler):
+class MarkovAvailability(AbstractAvailability):
     """Each client's availability a two-state Markov chain; S of the available uniformly.
 
     An available client leaves with probability ``p_leave`` each round, an unavailable one
@@ -375,8 +384,6 @@ class MarkovAvailability(AbstractSampler):
       >>> fa.MarkovAvailability(p_leave=0.1, p_return=0.3, num_sampled=4).num_words(10)
       20
     """
-
-    distinct_slots: ClassVar[bool] = True
 
     p_leave: Float[Array, "*n"]
     p_return: Float[Array, "*n"]
@@ -402,32 +409,21 @@ class MarkovAvailability(AbstractSampler):
         a = self.p_return / (self.p_leave + self.p_return)
         return jnp.broadcast_to(a, (n,))
 
-    def num_slots(self, n):
-        return self.num_sampled
-
-    def num_words(self, n):
-        return 2 * n
+    def availability_words(self, n):
+        return n
 
     def init_state(self, n):
         return {"available": jnp.zeros((n,), bool), "started": jnp.zeros((), bool)}
 
-    def __call__(self, key, n):
-        return _call(self, key, n)
-
-    def from_words(self, words, n):
-        idx, w, _ = self.sample(words, n, self.init_state(n))
-        return idx, w
-
-    def sample(self, words, n, state):
-        u = _unit(words[:n])
+    def availability(self, words, n, state):
+        u = _unit(words)
         leave = jnp.broadcast_to(self.p_leave, (n,)).astype(u.dtype)
         back = jnp.broadcast_to(self.p_return, (n,)).astype(u.dtype)
         prev = state["available"]
         moved = jnp.where(prev, u >= leave, u < back)
         fresh = u < self.stationary(n).astype(u.dtype)
         available = jnp.where(state["started"], moved, fresh)
-        idx, w = uniform_among(words[n:2 * n], available, self.num_sampled)
-        return idx, w, {"available": available, "started": jnp.ones((), bool)}
+        return available, {"available": available, "started": jnp.ones((), bool)}
 
 
 class Dropout(AbstractSampler):
