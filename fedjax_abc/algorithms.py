@@ -3,7 +3,11 @@
 - :class:`FedAvg`: Algorithm 1, with an optional server stepsize eta_g [10].
 - :class:`FedProx`: proximal local objectives [24].
 - :class:`Scaffold`: control variates, client state (option II of [11]).
-- :class:`FedOpt`: any optax optimizer on the server (FedAvgM, FedAdam, FedYogi, FedAdagrad).
+- :class:`FedOpt`: any optax optimizer on the server; :func:`FedAvgM`, :func:`FedAdam`,
+  :func:`FedYogi`, :func:`FedAdagrad` name four of them.
+- :class:`FedNova`: normalised averaging against objective inconsistency.
+- :class:`FedDyn`: dynamic regularisation, client state.
+- :class:`FedExP`: an extrapolated server step.
 - :class:`AbstractAlgorithm`: subclass it for your own (six pure functions: the engine owns
   the loops over rounds and local steps); its server state subclasses
   :class:`AbstractServerState`; :class:`AbstractLocalSGD` gives plain local SGD clients,
@@ -21,7 +25,11 @@ from fedjax_abc._algorithms._base import (AbstractAlgorithm, AbstractServerState
                                           RoundInfo)
 from fedjax_abc._algorithms._fedavg import (AbstractLocalSGD, FedAvg, ServerState, local_run,
                                             sgd_step)
-from fedjax_abc._algorithms._fedopt import FedOpt, FedOptState
+from fedjax_abc._algorithms._feddyn import FedDyn, FedDynState
+from fedjax_abc._algorithms._fedexp import FedExP, fedexp_stepsize
+from fedjax_abc._algorithms._fednova import FedNova, momentum_norm
+from fedjax_abc._algorithms._fedopt import (FedAdagrad, FedAdam, FedAvgM, FedOpt, FedOptState,
+                                            FedYogi)
 from fedjax_abc._algorithms._fedprox import FedProx
 from fedjax_abc._algorithms._scaffold import Scaffold, ScaffoldState
 
@@ -29,15 +37,25 @@ __all__ = [
     "AbstractAlgorithm",
     "AbstractLocalSGD",
     "AbstractServerState",
+    "FedAdagrad",
+    "FedAdam",
     "FedAvg",
+    "FedAvgM",
+    "FedDyn",
+    "FedDynState",
+    "FedExP",
+    "FedNova",
     "FedOpt",
     "FedOptState",
     "FedProx",
+    "FedYogi",
     "LocalInfo",
     "RoundInfo",
     "Scaffold",
     "ScaffoldState",
     "ServerState",
+    "fedexp_stepsize",
     "local_run",
+    "momentum_norm",
     "sgd_step",
 ]

@@ -14,9 +14,10 @@ import optax
 from jaxtyping import Array
 
 from fedjax_abc._algorithms._base import AbstractServerState, RoundInfo
+from fedjax_abc._algorithms._checks import positive_scalar
 from fedjax_abc._algorithms._fedavg import AbstractLocalSGD
 
-__all__ = ["FedOpt", "FedOptState"]
+__all__ = ["FedAdagrad", "FedAdam", "FedAvgM", "FedOpt", "FedOptState", "FedYogi"]
 
 
 class FedOptState(AbstractServerState):
@@ -68,3 +69,46 @@ class FedOpt(AbstractLocalSGD):
         pseudo_grad = info.scaled(server.x - mean_message)
         updates, opt_state = self.server_optimizer.update(pseudo_grad, server.opt_state, server.x)
         return FedOptState(optax.apply_updates(server.x, updates), opt_state)
+
+
+def FedAvgM(server_lr=1.0, momentum=0.9) -> FedOpt:  # noqa: N802 - a named algorithm
+    """FedAvg with server momentum (Hsu et al., 2019): ``FedOpt(optax.sgd(lr, momentum))``.
+
+    v <- momentum v + Delta_t, x_{t+1} = x_t - lr v, Delta_t the pseudo-gradient.
+    """
+    return FedOpt(optax.sgd(positive("server_lr", server_lr), momentum=float(momentum)))
+
+
+def FedAdam(server_lr=1e-2, b1=0.9, b2=0.99, eps=1e-3) -> FedOpt:  # noqa: N802
+    """FedAdam (Reddi et al., 2021): ``FedOpt(optax.adam(lr, b1, b2, eps))``.
+
+    Adam on the pseudo-gradient with the paper's defaults beta_1 = 0.9, beta_2 = 0.99 and
+    tau = eps = 1e-3; optax corrects the moments' bias (m / (1 - b1^t), v / (1 - b2^t)),
+    the paper's Algorithm 2 does not.
+    """
+    return FedOpt(optax.adam(positive("server_lr", server_lr), b1=float(b1), b2=float(b2),
+                             eps=float(eps)))
+
+
+def FedYogi(server_lr=1e-2, b1=0.9, b2=0.99, eps=1e-3) -> FedOpt:  # noqa: N802
+    """FedYogi (Reddi et al., 2021): ``FedOpt(optax.yogi(lr, b1, b2, eps))``.
+
+    Yogi's second moment v <- v - (1 - b2) Delta^2 sign(v - Delta^2) on the
+    pseudo-gradient, with the paper's defaults (as :func:`FedAdam`).
+    """
+    return FedOpt(optax.yogi(positive("server_lr", server_lr), b1=float(b1), b2=float(b2),
+                             eps=float(eps)))
+
+
+def FedAdagrad(server_lr=1e-2, eps=1e-3) -> FedOpt:  # noqa: N802
+    """FedAdagrad (Reddi et al., 2021): ``FedOpt(optax.adagrad(lr, eps=eps))``.
+
+    v <- v + Delta^2, x_{t+1} = x_t - lr Delta / sqrt(v + eps) (optax's form, with its
+    initial accumulator 0.1; the paper divides by sqrt(v) + tau, without momentum here).
+    """
+    return FedOpt(optax.adagrad(positive("server_lr", server_lr), eps=float(eps)))
+
+
+def positive(name: str, value) -> float:
+    """A finite number > 0 as a Python float (an optax hyperparameter)."""
+    return float(positive_scalar(name, value))

@@ -1,0 +1,186 @@
+"""FedNova, FedDyn, FedExP and the named FedOpt constructors: rounds computed by hand from
+the papers' pseudo-code, and each paper's headline behaviour against a closed form.
+
+(Agreement in distribution with independent NumPy implementations: test_zoo_reference.py.)
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+import fedjax_abc as fa
+from test_engine_local_work import quadratics
+from test_sweep import count_compilations
+
+A = fa.algorithms
+TWO = dict(a=[1.0, 2.0], b=[0.0, 3.0])  # f_1 = (x)^2 / 2, f_2 = (x - 3)^2; x* = 2
+
+
+def rounds(alg, T, local_steps=1, a=TWO["a"], b=TWO["b"], x0=1.0, alpha=0.1, **kw):
+    """x_0, ..., x_T of one trial with exact gradients (full participation by default)."""
+    res = fa.simulate(quadratics(a, b), algorithm=alg, local_steps=local_steps,
+                      stepsize=alpha, rounds=T, x0=[x0], trials=1, key=jax.random.key(0),
+                      record_every=1, **kw)
+    return res.x[0, :, 0]
+
+
+# --------------------------------------------------------------- rounds by hand
+
+
+def test_fednova_one_round_by_hand():
+    """K = (1, 2), x0 = 1, alpha = 0.1. Client 1: y = 0.9, d = 0.1. Client 2: y = 1.4, 1.72,
+    d = -0.72 / 2 = -0.36. tau_eff = 1.5, x_1 = 1 - 1.5 (0.1 - 0.36) / 2 = 1.195.
+    Momentum 0.5: client 2's m = -4, -2 - 3.2 = -5.2, y = 1.4, 1.92, ||a||_1 = 1.5 + 1 = 2.5,
+    d = -0.368; tau_eff = 1.75, x_1 = 1 + 1.75 * 0.134 = 1.2345."""
+    np.testing.assert_allclose(rounds(A.FedNova(), 1, [1, 2])[1], 1.195, rtol=1e-14)
+    np.testing.assert_allclose(rounds(A.FedNova(momentum=0.5), 1, [1, 2])[1], 1.2345,
+                               rtol=1e-14)
+    np.testing.assert_allclose(A.momentum_norm(2, 0.5), 2.5, rtol=1e-15)
+    np.testing.assert_allclose(A.momentum_norm(7, 0.0), 7.0, rtol=0)
+
+
+def test_feddyn_two_rounds_by_hand():
+    """a = 0.5, Q = 1. Round 1: y = (0.9, 1.4), g = (0.05, -0.2), h = -0.25 * 0.3 = -0.075,
+    x_1 = 1.15 + 0.15 = 1.3. Round 2: y = 1.3 - 0.1 * (1.3 - 0.05) = 1.175 and
+    1.3 - 0.1 * (-3.4 + 0.2) = 1.62, h = -0.075 - 0.25 * 0.195 = -0.12375,
+    x_2 = 1.3975 + 0.2475 = 1.645."""
+    np.testing.assert_allclose(rounds(A.FedDyn(alpha=0.5), 2)[1:], [1.3, 1.645], rtol=1e-14)
+
+
+def test_fedexp_one_round_by_hand():
+    """Delta = (0.1, -0.4): mean -0.15, mean square 0.085; eta = 0.085 / (2 (0.0225 + 1e-3))
+    = 1.80851..., x_1 = 1 + 0.15 eta."""
+    eta = 0.085 / (2 * (0.0225 + 1e-3))
+    np.testing.assert_allclose(rounds(A.FedExP(eps=1e-3), 1)[1], 1 + 0.15 * eta, rtol=1e-14)
+    # a round whose clients agree takes the plain step: eta = max(1, 1/2 ...) = 1
+    np.testing.assert_allclose(rounds(A.FedExP(), 1, b=[3.0, 3.0], a=[2.0, 2.0])[1], 1.4,
+                               rtol=1e-14)
+
+
+def test_fedopt_constructors_first_round_by_hand():
+    """The pseudo-gradient of the first round is x_0 - mean y = -0.15. FedAvgM: x_1 = x_0 -
+    lr (-0.15). FedAdam (bias-corrected first step): x_1 = x_0 + lr 0.15 / (0.15 + eps).
+    FedAdagrad (optax, accumulator 0.1): x_1 = x_0 + lr 0.15 / sqrt(0.1 + 0.15^2 + eps)."""
+    np.testing.assert_allclose(rounds(A.FedAvgM(0.5, momentum=0.9), 1)[1], 1.075, rtol=1e-14)
+    np.testing.assert_allclose(rounds(A.FedAdam(0.1, eps=1e-3), 1)[1], 1 + 0.015 / 0.151,
+                               rtol=1e-12)
+    np.testing.assert_allclose(rounds(A.FedAdagrad(0.1, eps=1e-3), 1)[1],
+                               1 + 0.015 / np.sqrt(0.1 + 0.0225 + 1e-3), rtol=1e-12)
+    x = rounds(A.FedYogi(0.1), 1)[1]
+    assert 1.0 < x <= 1.1 + 1e-12  # Yogi's first step moves by at most lr toward x*
+
+
+# ------------------------------------------------------------ headline behaviours
+
+QA = np.array([1.0, 2.0, 0.5, 1.5, 3.0])
+QB = np.array([-2.0, 0.0, 1.0, 3.0, 5.0])
+STEPS = np.array([1, 2, 5, 10, 3])
+
+
+def test_fednova_removes_the_objective_inconsistency():
+    """Exact gradients, full participation, client i takes K_i steps: y_i = b_i + (1 -
+    alpha a_i)^K_i (x - b_i), c_i = 1 - (1 - alpha a_i)^K_i. FedAvg's fixed point is
+    sum c_i b_i / sum c_i (weighted by the steps); FedNova's sum (c_i / K_i) b_i /
+    sum (c_i / K_i), which tends to x* = sum a_i b_i / sum a_i as alpha -> 0 (its error is
+    O(alpha); FedAvg's is not)."""
+    x_star = np.sum(QA * QB) / np.sum(QA)
+    for alpha in (0.05, 0.005):
+        c = 1 - (1 - alpha * QA) ** STEPS
+        fedavg_fp = np.sum(c * QB) / np.sum(c)
+        fednova_fp = np.sum(c / STEPS * QB) / np.sum(c / STEPS)
+        T = int(60 / alpha)
+        kw = dict(a=QA, b=QB, x0=4.0, alpha=alpha)
+        fedavg = rounds(A.FedAvg(), T, list(STEPS), **kw)[-1]
+        fednova = rounds(A.FedNova(), T, list(STEPS), **kw)[-1]
+        np.testing.assert_allclose(fedavg, fedavg_fp, rtol=1e-9)
+        np.testing.assert_allclose(fednova, fednova_fp, rtol=1e-9)
+        assert abs(fednova - x_star) < abs(fedavg - x_star) / 2, (alpha, fednova, fedavg)
+    assert abs(fednova - x_star) < 0.03 and abs(fedavg - x_star) > 0.5  # alpha = 0.005
+
+
+def test_feddyn_reaches_x_star_where_fedavg_stalls():
+    """Exact gradients, Q = 5: FedAvg stops at its biased fixed point, FedDyn at x* (full
+    participation, and S = 2 of 5 with the client states carried)."""
+    x_star = np.sum(QA * QB) / np.sum(QA)
+    kw = dict(a=QA, b=QB, x0=4.0, alpha=0.05)
+    fedavg = rounds(A.FedAvg(), 3000, 5, **kw)[-1]
+    assert abs(fedavg - x_star) > 0.1
+    for extra in ({}, {"num_sampled": 2}):
+        x = rounds(A.FedDyn(alpha=0.5), 3000, 5, **kw, **extra)[-1]
+        assert abs(x - x_star) < 1e-9, (extra, x)
+
+
+def coordinate_clients(n=4):
+    """Client i owns coordinate i: f_i(x) = (x_i - 1)^2 / 2 in R^n; a common minimiser x* = 1
+    (an interpolating problem, the setting of FedExP's analysis)."""
+    import jax.numpy as jnp
+
+    return fa.make_problem(lambda e, x: 0.5 * jnp.sum(e * (x - 1.0) ** 2), jnp.eye(n),
+                           fa.ExactOracle(), local_minima=np.zeros(n), f_star=0.0,
+                           x_star=np.ones(n), dim=n, name="coordinates")
+
+
+def test_fedexp_extrapolates_on_a_consistent_problem():
+    """Orthogonal client updates of equal norm r: mean ||Delta_i||^2 = r^2, ||Delta_bar||^2 =
+    r^2 / n, so eta_g = n / 2 (up to eps): FedExP moves each coordinate n/2 times as far as
+    FedAvg in a round, x_{t+1} - 1 = (1 - (n/2) c / n) (x_t - 1) against (1 - c / n),
+    c = 1 - (1 - alpha)^Q. FedAvgM reaches FedAvg's fixed point on the quadratics."""
+    n, alpha, Q, T = 4, 0.1, 2, 20
+    p = coordinate_clients(n)
+    kw = dict(local_steps=Q, stepsize=alpha, rounds=T, x0=np.full(n, 3.0), trials=1,
+              key=jax.random.key(0), record_every=1)
+    fedavg = fa.simulate(p, algorithm=A.FedAvg(), **kw).x[0, :, 0] - 1
+    fedexp = fa.simulate(p, algorithm=A.FedExP(eps=1e-12), **kw).x[0, :, 0] - 1
+    c = 1 - (1 - alpha) ** Q
+    np.testing.assert_allclose(fedavg, 2.0 * (1 - c / n) ** np.arange(T + 1), rtol=1e-12)
+    np.testing.assert_allclose(fedexp, 2.0 * (1 - c / 2) ** np.arange(T + 1), rtol=1e-9)
+    assert fedexp[-1] < fedavg[-1] / 2
+    kw = dict(a=QA, b=QB, x0=4.0, alpha=0.05)
+    np.testing.assert_allclose(rounds(A.FedAvgM(0.5), 4000, 3, **kw)[-1],
+                               rounds(A.FedAvg(), 4000, 3, **kw)[-1], rtol=1e-9)
+
+
+# ------------------------------------------------------------------ as values
+
+
+def test_client_state_algorithms_refuse_repeating_slots_in_one_line():
+    p = quadratics(QA, QB)
+    with pytest.raises(ValueError, match=r"^FedDyn keeps client states: it needs a sampler "
+                                         r"whose slots are distinct clients, not "
+                                         r"WithReplacement$"):
+        fa.simulate(p, algorithm=A.FedDyn(), sampler=fa.WithReplacement(2), local_steps=2,
+                    stepsize=0.1, rounds=3, x0=[1.0], trials=2, key=jax.random.key(0))
+
+
+@pytest.mark.parametrize("alg, field, values", [
+    (A.FedNova(), "momentum", [0.0, 0.5, 0.9]),
+    (A.FedDyn(0.1), "alpha", [0.1, 0.3, 1.0]),
+    (A.FedExP(), "eps", [1e-3, 1e-2, 1e-1]),
+])
+def test_a_hyperparameter_sweep_compiles_once_per_shape(alg, field, values):
+    p = fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=10.0)
+    kw = dict(algorithm=alg, num_sampled=3, local_steps=2, stepsize=1e-2, rounds=5,
+              x0=p.x_star + 1.0, trials=2, key=jax.random.key(1), record_every=5)
+    fa.sweep(p, grid={f"algorithm.{field}": values}, **kw)
+    with count_compilations() as later:
+        sw = fa.sweep(p, grid={f"algorithm.{field}": values[::-1]}, **kw)
+    assert later == []
+    import equinox as eqx
+    one = eqx.tree_at(lambda a: getattr(a, field), alg, np.asarray(values[0], float))
+    alone = fa.simulate(p, **dict(kw, algorithm=one))
+    np.testing.assert_array_equal(sw.gap[-1], alone.gap)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: A.FedNova(momentum=1.0), r"momentum \(rho\) must be < 1"),
+    (lambda: A.FedNova(momentum=-0.1), r"momentum \(rho\) must be >= 0"),
+    (lambda: A.FedDyn(alpha=0.0), r"alpha \(FedDyn's a\) must be > 0"),
+    (lambda: A.FedExP(eps=-1.0), r"eps must be > 0"),
+    (lambda: A.FedAdam(server_lr=0.0), r"server_lr must be > 0"),
+])
+def test_bad_hyperparameters_are_refused(make, match):
+    with pytest.raises(ValueError, match=match) as e:
+        make()
+    assert "\n" not in str(e.value)
