@@ -8,6 +8,7 @@
 - :class:`FedNova`: normalised averaging against objective inconsistency.
 - :class:`FedDyn`: dynamic regularisation, client state.
 - :class:`FedExP`: an extrapolated server step.
+- :class:`Scaffnew`: ProxSkip's control variates, communication with probability p.
 - :class:`AbstractAlgorithm`: subclass it for your own (six pure functions: the engine owns
   the loops over rounds and local steps); its server state subclasses
   :class:`AbstractServerState`; :class:`AbstractLocalSGD` gives plain local SGD clients,
@@ -31,6 +32,7 @@ from fedjax_abc._algorithms._fednova import FedNova, momentum_norm
 from fedjax_abc._algorithms._fedopt import (FedAdagrad, FedAdam, FedAvgM, FedOpt, FedOptState,
                                             FedYogi)
 from fedjax_abc._algorithms._fedprox import FedProx
+from fedjax_abc._algorithms._scaffnew import Scaffnew, ScaffnewClient
 from fedjax_abc._algorithms._scaffold import Scaffold, ScaffoldState
 
 __all__ = [
@@ -51,6 +53,8 @@ __all__ = [
     "FedYogi",
     "LocalInfo",
     "RoundInfo",
+    "Scaffnew",
+    "ScaffnewClient",
     "Scaffold",
     "ScaffoldState",
     "ServerState",

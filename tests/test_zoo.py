@@ -72,6 +72,15 @@ def test_fedopt_constructors_first_round_by_hand():
     assert 1.0 < x <= 1.1 + 1e-12  # Yogi's first step moves by at most lr toward x*
 
 
+def test_scaffnew_with_p_one_is_gradient_descent_by_hand():
+    """p = 1: one step a round, h_i = 0 first. Round 1: y = (0.9, 1.4), x_1 = 1.15. Round
+    2: h = 10 (1.15 - y) = (2.5, -2.5), y = (1.285, 1.27), messages y - 0.1 h = (1.035,
+    1.52), x_2 = 1.2775 = x_1 - 0.1 f'(x_1), gradient descent."""
+    alg = A.Scaffnew(p=1.0)
+    np.testing.assert_allclose(rounds(alg, 2, alg.local_steps(5))[1:], [1.15, 1.2775],
+                               rtol=1e-14)
+
+
 # ------------------------------------------------------------ headline behaviours
 
 QA = np.array([1.0, 2.0, 0.5, 1.5, 3.0])
@@ -140,6 +149,30 @@ def test_fedexp_extrapolates_on_a_consistent_problem():
     kw = dict(a=QA, b=QB, x0=4.0, alpha=0.05)
     np.testing.assert_allclose(rounds(A.FedAvgM(0.5), 4000, 3, **kw)[-1],
                                rounds(A.FedAvg(), 4000, 3, **kw)[-1], rtol=1e-9)
+
+
+def test_scaffnew_reaches_x_star_with_one_coin_for_all_clients():
+    """Exact gradients, Geometric(p) iterations between communications: Scaffnew ends at x*,
+    FedAvg on the same local work does not. With every a_i = 1 FedAvg's round reads the
+    round's K off the path, (x_{t+1} - b_bar) = (1 - alpha)^K (x_t - b_bar): an integer K
+    shared by all clients (not with a draw per client, the negative control) whose mean
+    over 1000 rounds is 1/p within 4 s.e."""
+    p_comm = 0.25
+    alg = A.Scaffnew(p=p_comm)
+    kw = dict(a=QA, b=QB, x0=4.0, alpha=0.05)
+    x_star = np.sum(QA * QB) / np.sum(QA)
+    assert abs(rounds(alg, 2000, alg.local_steps(200), **kw)[-1] - x_star) < 1e-10
+    assert abs(rounds(A.FedAvg(), 2000, alg.local_steps(200), **kw)[-1] - x_star) > 0.05
+    b = np.linspace(-1.0, 1.0, 5)
+    drawn = {}
+    for shared in (True, False):
+        law = fa.GeometricSteps(p_comm, 60, shared=shared)
+        path = rounds(A.FedAvg(), 1000, law, a=np.ones(5), b=b, x0=1e6, alpha=0.002) - b.mean()
+        drawn[shared] = np.log(path[1:] / path[:-1]) / np.log(1 - 0.002)
+    assert np.allclose(drawn[True], np.round(drawn[True]), atol=1e-6)
+    assert not np.allclose(drawn[False], np.round(drawn[False]), atol=1e-6)
+    K = np.round(drawn[True])  # P(K = 60) = 0.75^59: the cut changes E[K] by < 1e-6
+    assert abs(K.mean() - 1 / p_comm) < 4 * K.std(ddof=1) / np.sqrt(K.size)
 
 
 # ------------------------------------------------------------------ as values

@@ -200,7 +200,8 @@ def client_round(problem, oracle, algorithm, transform, local_steps, generator: 
         K = local_steps
     else:
         V = local_steps.num_words()
-        word = client_words(k, i[None], V, generator, STEPS_STREAM)[0, 0] if V else None
+        who = jnp.zeros_like(i) if local_steps.same_for_all_clients() else i
+        word = client_words(k, who[None], V, generator, STEPS_STREAM)[0, 0] if V else None
         K = local_steps.draw(word, i)
 
     def step(carry, l):

@@ -67,6 +67,10 @@ class AbstractLocalSteps(eqx.Module):
     def validate(self, n: int) -> None:
         """Raises ValueError when the law does not fit n clients (default: it fits any)."""
 
+    def same_for_all_clients(self) -> bool:
+        """True when every client of a round takes the same K (drawn from client 0's word)."""
+        return False
+
 
 class PerClientSteps(AbstractLocalSteps):
     """Client i takes ``counts[i]`` local steps in every round.
@@ -127,15 +131,23 @@ class GeometricSteps(AbstractLocalSteps):
 
     K = 1 + floor(log(u) / log(1 - p)) for u uniform on (0, 1), then min(K, max_steps).
     E[K] = 1/p when the cut is far out (Scaffnew's expected local steps between two
-    communications).
+    communications). ``shared=True`` draws one K per round for all clients (Scaffnew's
+    common coin: every client communicates at the same iteration).
     """
 
     p: Float[Array, ""]
     max_steps: int = eqx.field(static=True)
+    shared: bool = eqx.field(static=True)
 
-    def __init__(self, p, max_steps):
+    def __init__(self, p, max_steps, shared: bool = False):
         self.max_steps = check_count("max_steps (Q_max)", max_steps)
         self.p = jnp.asarray(p, float)
+        if not isinstance(shared, bool):
+            raise ValueError(f"shared must be True or False, got {shared!r}")
+        self.shared = shared
+
+    def same_for_all_clients(self):
+        return self.shared
 
     def __check_init__(self):
         p = _concrete(self.p)
