@@ -81,6 +81,14 @@ def test_scaffnew_with_p_one_is_gradient_descent_by_hand():
                                rtol=1e-14)
 
 
+def test_mimelite_two_rounds_by_hand():
+    """beta = 0.5, Q = 2, m = 0. Round 1: client 1 d = 0.5, 0.475, y = 0.9025; client 2
+    d = -2, -1.8, y = 1.38; x_1 = 1.14125, m = 0.5 (1 - 4) / 2 = -0.75. Round 2: client 1
+    y = 1.1216875, 1.103103125; client 2 y = 1.364625, 1.5656625; x_2 = 1.3343828125."""
+    np.testing.assert_allclose(rounds(A.MimeLite(beta=0.5), 2, 2)[1:],
+                               [1.14125, 1.3343828125], rtol=1e-14)
+
+
 # ------------------------------------------------------------ headline behaviours
 
 QA = np.array([1.0, 2.0, 0.5, 1.5, 3.0])
@@ -175,6 +183,22 @@ def test_scaffnew_reaches_x_star_with_one_coin_for_all_clients():
     assert abs(K.mean() - 1 / p_comm) < 4 * K.std(ddof=1) / np.sqrt(K.size)
 
 
+def test_mimelite_with_one_step_is_centralized_momentum_sgd():
+    """Full participation, Q = 1, exact gradients: m <- (1 - beta) f'(x) + beta m,
+    x <- x - alpha m, computed here in NumPy for 50 rounds; FedAvgM's momentum (not
+    averaged) follows another path (the comparison can fail)."""
+    beta, alpha = 0.8, 0.05
+    x, m, path = 4.0, 0.0, [4.0]
+    for _ in range(50):
+        m = (1 - beta) * np.mean(QA * (x - QB)) + beta * m
+        x = x - alpha * m
+        path.append(x)
+    kw = dict(a=QA, b=QB, x0=4.0, alpha=alpha)
+    np.testing.assert_allclose(rounds(A.MimeLite(beta=beta), 50, 1, **kw), path, rtol=1e-12)
+    other = rounds(A.FedAvgM(1.0, momentum=beta), 50, 1, **kw)
+    assert np.max(np.abs(other - path)) > 1e-2
+
+
 # ------------------------------------------------------------------ as values
 
 
@@ -191,6 +215,8 @@ def test_client_state_algorithms_refuse_repeating_slots_in_one_line():
     (A.FedNova(), "momentum", [0.0, 0.5, 0.9]),
     (A.FedDyn(0.1), "alpha", [0.1, 0.3, 1.0]),
     (A.FedExP(), "eps", [1e-3, 1e-2, 1e-1]),
+    (A.MimeLite(), "beta", [0.0, 0.5, 0.9]),
+    (A.Scaffnew(0.5), "p", [0.5, 0.9, 1.0]),
 ])
 def test_a_hyperparameter_sweep_compiles_once_per_shape(alg, field, values):
     p = fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=10.0)
