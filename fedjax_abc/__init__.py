@@ -67,6 +67,7 @@ from fedjax_abc._engine._cores import use_cpu_cores  # noqa: E402
 from fedjax_abc._engine._plan import stepsize_array  # noqa: E402
 from fedjax_abc._engine._simulate import Simulation, simulate  # noqa: E402
 from fedjax_abc._engine._sweep import sweep  # noqa: E402
+from fedjax_abc._engine._tune import TuneResult, Tuned, tune  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -115,6 +116,9 @@ __all__ = [
     "sweep",
     "theory",
     "transforms",
+    "tune",
+    "Tuned",
+    "TuneResult",
     "summarize",
     "uniform_among",
     "use_cpu_cores",
