@@ -254,3 +254,74 @@ def test_an_algorithm_that_ignores_the_scale_is_refused_with_unbiased_weights():
     with pytest.raises(ValueError, match=r"PlainMean does not apply RoundInfo.scale"):
         fa.simulate(p, sampler=fa.Poisson(P), algorithm=PlainMean(), **_kw())
     fa.simulate(p, sampler=fa.Poisson(P, unbiased=False), algorithm=PlainMean(), **_kw())
+
+
+# ------------------------------------------------------------- refusals and edges
+
+
+@pytest.mark.parametrize("alg", [fa.algorithms.Scaffold(), fa.algorithms.FedDyn()])
+@pytest.mark.parametrize("sampler, match", [
+    (fa.Poisson(P), r"does not apply RoundInfo.scale"),
+    (fa.SizeWeighted(fa.UniformWithoutReplacement(2), np.arange(1.0, N + 1)),
+     r"keeps a mean of client states that needs every participant's weight 1, not "
+     r"SizeWeighted's"),
+])
+def test_client_state_means_refuse_weights_other_than_one(alg, sampler, match):
+    """SCAFFOLD's c and FedDyn's h stay the mean of the client states only with unit
+    weights: other weights are refused in one line."""
+    p = quadratics(np.ones(N), np.arange(N, dtype=float))
+    with pytest.raises(ValueError, match=match):
+        fa.simulate(p, sampler=sampler, algorithm=alg, **_kw())
+
+
+class OwnServer(fa.algorithms.FedAvg):
+    """A user's FedAvg with its own server step (that ignores RoundInfo.scale)."""
+
+    def server_update(self, server, mean_message, info):
+        return fa.algorithms.ServerState(mean_message)
+
+
+def test_a_subclass_with_its_own_server_update_does_not_inherit_reads_scale():
+    assert fa.algorithms.FedAvg.reads_scale and not OwnServer.reads_scale
+    p = quadratics(np.ones(N), np.arange(N, dtype=float))
+    with pytest.raises(ValueError, match=r"OwnServer does not apply RoundInfo.scale"):
+        fa.simulate(p, sampler=fa.Poisson(P), algorithm=OwnServer(), **_kw())
+
+
+def test_fedavg_round_gives_a_stateful_samplers_first_round_only():
+    p = quadratics(np.ones(N), np.arange(N, dtype=float))
+    args = (p, fa.ExactOracle(), fa.Cyclic(3, 1, groups=GROUPS), jnp.array([1.0]))
+    fa.fedavg_round(*args, 0, 0.1, jax.random.key(0))
+    with pytest.raises(ValueError, match=r"t must be 0, got 5"):
+        fa.fedavg_round(*args, 5, 0.1, jax.random.key(0))
+
+
+def test_without_x64_a_probability_one_always_takes_part():
+    """The largest words give u < 1 in float32 too (23 bits): p = 1 and deliver = 1 take
+    every client; a probability vector normalised in float32 is accepted."""
+    top = jnp.full((3,), 0xFFFFFFFF, jnp.uint32)
+    jax.config.update("jax_enable_x64", False)
+    try:
+        _, w = fa.Poisson([1.0, 1.0, 1.0], unbiased=False).from_words(top, 3)
+        q = np.float32(np.arange(1, 41)) / np.float32(np.arange(1, 41)).sum()
+        fa.ImportanceSampler(q, 4)
+    finally:
+        jax.config.update("jax_enable_x64", True)
+    np.testing.assert_array_equal(np.asarray(w), [1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match=r"must sum to 1"):
+        fa.ImportanceSampler([0.5, 0.4], 1)
+
+
+def test_sweep_values_pass_the_constructors_checks():
+    p = quadratics(np.ones(N), np.arange(N, dtype=float))
+    base = fa.SizeWeighted(fa.Poisson(P), np.ones(N))
+    with pytest.raises(ValueError, match=r"sampler.sizes.*sizes must be positive"):
+        fa.sweep(p, grid={"sampler.sizes": [np.ones(N), -np.ones(N)]}, sampler=base,
+                 **{k: v for k, v in _kw().items()})
+
+
+def test_the_result_records_the_samplers_parameters():
+    p = quadratics(np.ones(N), np.arange(N, dtype=float))
+    res = fa.simulate(p, sampler=fa.Poisson(P, unbiased=False), **_kw())
+    assert res.config["sampler_config"] == (
+        "Poisson(probs=[0.2, 0.5, 0.7, 1.0, 0.35, 0.6], unbiased=False)")

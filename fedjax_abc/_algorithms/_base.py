@@ -99,7 +99,18 @@ class AbstractAlgorithm(eqx.Module):
     reads_scale: ClassVar[bool] = False
     """True when ``server_update`` applies ``RoundInfo.scale`` (then the algorithm may run
     with an unbiased sampler, e.g. ``Poisson(probs)``); the engine refuses the pair
-    otherwise."""
+    otherwise. A subclass that writes its own ``server_update`` starts from False again
+    unless it says True itself."""
+
+    needs_unit_weights: ClassVar[bool] = False
+    """True when the server keeps a mean of client states (SCAFFOLD's c, FedDyn's h) that
+    only unit weights keep exact; the engine then refuses samplers whose
+    ``unit_weights()`` is False (SizeWeighted, unbiased weights)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "server_update" in cls.__dict__ and "reads_scale" not in cls.__dict__:
+            cls.reads_scale = False
 
     @abc.abstractmethod
     def init(self, x0: Array) -> AbstractServerState:

@@ -36,7 +36,8 @@ class FedDyn(AbstractAlgorithm):
         h <- h - (a / n) sum_{i in P_t} (y_i - x_t),   x_{t+1} = mean_{P_t} y_i - h / a.
 
     With exact gradients a fixed point is x* whatever the local steps (sum_i g_i = n h
-    stays true, and h = 0 at a fixed point). Needs a sampler with distinct slots.
+    stays true, and h = 0 at a fixed point). Needs a sampler with distinct slots, each with
+    weight 1.
 
     Attributes:
       alpha: the regularisation weight a > 0 (an array leaf).
@@ -47,7 +48,7 @@ class FedDyn(AbstractAlgorithm):
       0.1
     """
 
-    reads_scale: ClassVar[bool] = True
+    needs_unit_weights: ClassVar[bool] = True
 
     alpha: Float[Array, ""]
 
@@ -77,10 +78,5 @@ class FedDyn(AbstractAlgorithm):
     def server_update(self, server, mean_message, info: RoundInfo):
         a = self.alpha.astype(server.x.dtype)
         y_mean, dy = mean_message
-        share = info.total_weight / info.num_clients if info.scale is None else info.scale
-        h = server.h - a * share * dy
-        if info.scale is None:
-            x = y_mean - h / a
-        else:  # the unbiased update's model: x_t + scale (mean y - x_t)
-            x = server.x + info.scale * (y_mean - server.x) - h / a
-        return FedDynState(x, h)
+        h = server.h - a * (info.total_weight / info.num_clients) * dy  # unit weights
+        return FedDynState(y_mean - h / a, h)

@@ -49,7 +49,7 @@ class Scaffnew(AbstractAlgorithm):
       100
     """
 
-    reads_scale: ClassVar[bool] = False
+    needs_unit_weights: ClassVar[bool] = True
 
     p: Float[Array, ""]
 

@@ -31,8 +31,8 @@ class Scaffold(AbstractAlgorithm):
 
     sets c_i^+ = c_i - c + (x_t - y^K) / (K alpha_t) after its K local steps and sends (y^Q - x_t, c_i^+ - c_i).
     The server steps x_{t+1} = x_t + eta_g mean(Delta y), c <- c + (S / n) mean(Delta c)
-    (with sampler weights: sum_i w_i Delta c_i / n). Only the sampled clients keep c_i^+.
-    Needs a sampler whose slots name distinct clients.
+    (so that c stays the mean of the c_i). Only the sampled clients keep c_i^+. Needs a
+    sampler whose slots name distinct clients, each with weight 1.
 
     Attributes:
       server_stepsize: eta_g > 0 (an array leaf).
@@ -72,13 +72,11 @@ class Scaffold(AbstractAlgorithm):
         c_new = c_i - server.c + (x_t - y) / (info.steps * info.stepsize)
         return (y - x_t, c_new - c_i), c_new
 
-    reads_scale: ClassVar[bool] = True
+    needs_unit_weights: ClassVar[bool] = True
 
     def server_update(self, server, mean_message, info: RoundInfo):
         dy, dc = mean_message
-        x = server.x + info.scaled(self.server_stepsize) * dy
-        # c tracks (1/n) sum_i c_i: the participants' sum / n, or its unbiased estimate
-        # sum_j w_j dc_j under an unbiased sampler's weights
-        share = info.total_weight / info.num_clients if info.scale is None else info.scale
-        c = server.c + share * dc
+        x = server.x + self.server_stepsize * dy
+        # c stays (1/n) sum_i c_i: the participants' sum of Delta c_i over n (unit weights)
+        c = server.c + (info.total_weight / info.num_clients) * dc
         return ScaffoldState(x, c)

@@ -99,7 +99,8 @@ def fedavg_round(problem, oracle, sampler, x: Array, t, stepsize, trial_key: Arr
     """One round of Algorithm 1 (or an ``algorithm`` without client states) for one trial.
 
     Args:
-      problem, oracle, sampler: the problem, its oracle and the client sampler (stateless).
+      problem, oracle, sampler: the problem, its oracle and the client sampler; a sampler
+        with state gives its first round (from its initial state), so t must be 0 then.
       x: x_t, shape (d,).
       t: round index (may be traced).
       stepsize: alpha_t.
@@ -114,6 +115,15 @@ def fedavg_round(problem, oracle, sampler, x: Array, t, stepsize, trial_key: Arr
       round has no participant.
     """
     algorithm = FedAvg() if algorithm is None else algorithm
+    if not sampler.normalised() and not algorithm.reads_scale:
+        raise ValueError(f"{type(algorithm).__name__} does not apply RoundInfo.scale: it "
+                         f"cannot combine the unbiased weights of {type(sampler).__name__}")
+    stateful = jax.tree_util.tree_leaves(
+        jax.eval_shape(lambda: sampler.init_state(problem.num_clients)))
+    if stateful and not isinstance(t, jax.core.Tracer) and int(t) != 0:
+        raise ValueError(f"fedavg_round gives {type(sampler).__name__}'s first round only (it "
+                         f"carries state from round to round): t must be 0, got {int(t)}; "
+                         "simulate runs later rounds")
     k_t = round_key_data(trial_key, t, generator)
     state = init_state(algorithm, x[None], problem.num_clients)
     state = batched_round(problem, oracle, sampler, algorithm, state, k_t[:, None], stepsize,

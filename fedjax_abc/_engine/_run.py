@@ -214,6 +214,9 @@ def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampl
         raise ValueError(f"{type(algorithm).__name__} does not apply RoundInfo.scale (its "
                          f"reads_scale is False): it cannot combine the unbiased weights of "
                          f"{type(sampler).__name__}; use a normalised sampler (unbiased=False)")
+    if algorithm.needs_unit_weights and not sampler.unit_weights():
+        raise ValueError(f"{type(algorithm).__name__} keeps a mean of client states that needs "
+                         f"every participant's weight 1, not {type(sampler).__name__}'s")
     if sizes.client_states and not sampler.distinct_slots:
         raise ValueError(f"{type(algorithm).__name__} keeps client states: it needs a sampler "
                          f"whose slots are distinct clients, not {type(sampler).__name__}")
@@ -232,6 +235,8 @@ def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampl
         config["generator"] = generator
     if transform is not None:
         config["transform"] = describe(transform)
+    if not isinstance(sampler, (UniformWithoutReplacement, FullParticipation)):
+        config["sampler_config"] = describe_sampler(sampler)  # the paper's: S says it all
     run_problem = _run_problem(problem, jdtype, native_loops())
     run_oracle = cast_floating(oracle, jdtype)
     run_algorithm = cast_floating(algorithm, jdtype)
@@ -283,7 +288,8 @@ def for_call(prepared: Run, stepsize, x0, trials, key, first_trial=0) -> Run:
                   key=list(key_words), devices=c["devices"], jax_version=c["jax_version"])
     if first_trial:
         config["first_trial"] = first_trial
-    config.update({name: c[name] for name in ("metrics", "generator", "transform") if name in c})
+    config.update({name: c[name] for name in ("metrics", "generator", "transform",
+                                              "sampler_config") if name in c})
     return dataclasses.replace(prepared, alphas=alphas, x0=x0, key=key, trials=R, chunk=chunk,
                                config=config, first_trial=first_trial, key_words=key_words)
 
@@ -371,6 +377,25 @@ def describe(algorithm) -> str:
         elif isinstance(value, int) and not isinstance(value, bool):
             fields.append(f"{f.name}={value}")
     return f"{type(algorithm).__name__}({', '.join(fields)})"
+
+
+def describe_sampler(sampler) -> str:
+    """A sampler's class and every field: numbers, flags, arrays (in full up to 8 entries,
+    else their shape and mean) and wrapped samplers, e.g. ``Poisson(probs=[0.2, 0.5],
+    unbiased=True)``."""
+    fields = []
+    for f in dataclasses.fields(sampler):
+        value = getattr(sampler, f.name)
+        if isinstance(value, AbstractSampler):
+            text = describe_sampler(value)
+        elif isinstance(value, (jax.Array, np.ndarray)):
+            a = np.asarray(value)
+            text = (f"{a.tolist()}" if a.size <= 8 else
+                    f"array{list(a.shape)} mean {float(np.mean(a)):.4g}")
+        else:
+            text = repr(value)
+        fields.append(f"{f.name}={text}")
+    return f"{type(sampler).__name__}({', '.join(fields)})"
 
 
 def checked_path(checkpoint) -> Optional[str]:

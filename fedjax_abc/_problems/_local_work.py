@@ -36,9 +36,11 @@ __all__ = ["AbstractLocalSteps", "GeometricSteps", "PerClientSteps", "PmfSteps",
 
 
 def _unit_interval(word: Array) -> Array:
-    """u = (w + 1/2) / 2^32 in (0, 1) from a uint32 word, in float64 where enabled."""
-    dtype = jnp.float64 if jax.config.jax_enable_x64 else jnp.float32
-    return (word.astype(dtype) + 0.5) / 4294967296.0
+    """u in (0, 1) from a uint32 word: (w + 1/2) / 2^32 in float64 where enabled, else
+    (w // 2^9 + 1/2) / 2^23 in float32 (24 significant bits: never rounded up to 1)."""
+    if jax.config.jax_enable_x64:
+        return (word.astype(jnp.float64) + 0.5) / 4294967296.0
+    return ((word >> np.uint32(9)).astype(jnp.float32) + 0.5) * 2.0 ** -23
 
 
 def _concrete(value):

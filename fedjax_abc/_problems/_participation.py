@@ -12,10 +12,12 @@
 - :class:`SizeWeighted`: a wrapper: every slot's weight times n s_i / sum(s) (FedAvg's
   n_k / n data-size weighting).
 
-A sampler is *normalised* (``normalised()`` True, the default of every sampler) when the
-server averages the slots' messages with weights w_j / sum_j w_j; an unbiased one returns
-final weights whose sum has expectation 1, and the server scales its update by their sum
-(``RoundInfo.scale``). The stateful samplers carry their state (a round counter, the
+A sampler is *normalised* (``normalised()`` True, AbstractSampler's default) when the
+server averages the slots' messages with weights w_j / sum_j w_j; an unbiased one
+(Poisson's and ImportanceSampler's default, ``unbiased=True``) returns final weights whose
+sum has expectation 1, and the server scales its update by their sum (``RoundInfo.scale``).
+``unit_weights()`` says whether every participant's weight is 1 (algorithms that track a
+mean of client states need it). The stateful samplers carry their state (a round counter, the
 availabilities) from round to round; their arrays (probabilities, group ids, traces) are
 data, so new values of the same shape compile nothing.
 """
@@ -39,10 +41,15 @@ __all__ = ["AbstractAvailability", "Cyclic", "Dropout", "ImportanceSampler", "Ma
 
 
 def _unit(words: Array) -> Array:
-    """u in (0, 1) from uint32 words, exactly (float64 with x64, else 24 bits in float32)."""
+    """u in (0, 1) from uint32 words, exactly (float64 with x64, else 23 bits in float32:
+    (k + 1/2) 2^-23 needs 24 significant bits, all float32 has, so u < 1 always)."""
     if jax.config.jax_enable_x64:
         return (words.astype(jnp.float64) + 0.5) * 2.0 ** -32
-    return ((words >> np.uint32(8)).astype(jnp.float32) + 0.5) * 2.0 ** -24
+    return ((words >> np.uint32(9)).astype(jnp.float32) + 0.5) * 2.0 ** -23
+
+
+# |sum(p) - 1| allowed per entry: float32 rounding of a normalised vector, not a typo
+_SUM_TOLERANCE = 1e-6
 
 
 def _concrete(value) -> Optional[np.ndarray]:
@@ -142,6 +149,9 @@ class Poisson(AbstractSampler):
     def normalised(self):
         return not self.unbiased
 
+    def unit_weights(self):
+        return not self.unbiased
+
     def validate(self, n):
         _check_clients("Poisson probs", self.probs, n)
 
@@ -185,15 +195,21 @@ class ImportanceSampler(AbstractSampler):
             raise ValueError(f"ImportanceSampler probs must be a 1-d array, got shape {p.shape}")
         if not isinstance(unbiased, bool):
             raise ValueError(f"unbiased must be True or False, got {unbiased!r}")
-        self.probs, self.unbiased = p, unbiased
+        total = float(np.sum(np.asarray(probs, np.float64)))
+        if abs(total - 1.0) > _SUM_TOLERANCE * p.size:
+            raise ValueError(f"ImportanceSampler probs must sum to 1, got {total!r}")
+        self.probs, self.unbiased = p / jnp.sum(p), unbiased
 
     def __check_init__(self):
         _check_probabilities("ImportanceSampler probs", self.probs)
         p = _concrete(self.probs)
-        if p is not None and abs(float(p.sum()) - 1.0) > 1e-9:
+        if p is not None and abs(float(p.sum()) - 1.0) > _SUM_TOLERANCE * p.size:
             raise ValueError(f"ImportanceSampler probs must sum to 1, got {float(p.sum())!r}")
 
     def normalised(self):
+        return not self.unbiased
+
+    def unit_weights(self):
         return not self.unbiased
 
     def validate(self, n):
@@ -295,6 +311,11 @@ class Cyclic(AbstractAvailability):
                                  f"got {int(g.min())}..{int(g.max())}")
             groups = jnp.asarray(g, jnp.int32)
         self.groups = groups
+
+    def __check_init__(self):
+        g = None if self.groups is None else _concrete(self.groups)
+        if g is not None and g.size and (g.min() < 0 or g.max() >= self.num_groups):
+            raise ValueError(f"Cyclic groups must be in [0, num_groups={self.num_groups})")
 
     def group_ids(self, n: int) -> Array:
         """Each client's group id, shape (n,)."""
@@ -445,7 +466,7 @@ class Dropout(AbstractSampler):
 
     def __init__(self, sampler: AbstractSampler, deliver):
         if not isinstance(sampler, AbstractSampler):
-            raise ValueError(f"Dropout wraps a fedjax_abc.AbstractSampler, got "
+            raise ValueError(f"Dropout's sampler must be a fedjax_abc.AbstractSampler, got "
                              f"{type(sampler).__name__}")
         self.sampler = sampler
         self.deliver = _probabilities("deliver", deliver)
@@ -463,6 +484,9 @@ class Dropout(AbstractSampler):
 
     def normalised(self):
         return self.sampler.normalised()
+
+    def unit_weights(self):
+        return self.sampler.unit_weights()
 
     def validate(self, n):
         self.sampler.validate(n)
@@ -515,12 +539,20 @@ class SizeWeighted(AbstractSampler):
 
     def __init__(self, sampler: AbstractSampler, sizes):
         if not isinstance(sampler, AbstractSampler):
-            raise ValueError(f"SizeWeighted wraps a fedjax_abc.AbstractSampler, got "
+            raise ValueError(f"SizeWeighted's sampler must be a fedjax_abc.AbstractSampler, got "
                              f"{type(sampler).__name__}")
         s = np.asarray(sizes, dtype=np.float64) if not isinstance(sizes, (str, bytes)) else None
         if s is None or s.ndim != 1 or not np.all(np.isfinite(s)) or np.any(s <= 0):
             raise ValueError(f"sizes must be a 1-d array of positive numbers, got {sizes!r}"[:200])
         self.sampler, self.sizes = sampler, jnp.asarray(s, float)
+
+    def __check_init__(self):
+        s = _concrete(self.sizes)
+        if s is not None and (not np.all(np.isfinite(s)) or np.any(s <= 0)):
+            raise ValueError("sizes must be positive numbers")
+
+    def unit_weights(self):
+        return False
 
     @property
     def distinct_slots(self):

@@ -98,6 +98,14 @@ class AbstractSampler(eqx.Module):
         """
         return True
 
+    def unit_weights(self) -> bool:
+        """Whether every participant's weight is 1 (a Python bool; True by default).
+
+        Algorithms that keep the server's copy of a mean of client states (SCAFFOLD's c,
+        FedDyn's h) need it; a sampler whose weights are not all 1 says False.
+        """
+        return True
+
     def num_words(self, n: int) -> int:
         """How many uint32 random words ``from_words`` needs."""
         return 2

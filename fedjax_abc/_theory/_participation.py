@@ -232,11 +232,13 @@ def _moments(sampler: AbstractSampler, n: int, round: Optional[int]) -> _Moments
         q = np.broadcast_to(np.asarray(sampler.deliver, np.float64), (n,))
         inner = sampler.sampler
         if inner.normalised():
-            if isinstance(inner, (Bernoulli, Poisson, FullParticipation)):  # all available
-                a = {Bernoulli: lambda s: np.full(n, float(s.p)),
-                     Poisson: lambda s: np.broadcast_to(np.asarray(s.probs, np.float64), (n,)),
-                     FullParticipation: lambda s: np.ones(n)}[type(inner)](inner)
-                return _available_set(a * q, n)
+            if isinstance(inner, Bernoulli):  # every available client takes part
+                return _available_set(np.full(n, float(inner.p)) * q, n)
+            if isinstance(inner, Poisson):
+                p = np.broadcast_to(np.asarray(inner.probs, np.float64), (n,))
+                return _available_set(p * q, n)
+            if isinstance(inner, FullParticipation):
+                return _available_set(q, n)
             raise ValueError(f"no closed form for Dropout over the normalised "
                              f"{type(inner).__name__} (survivors of a selection averaged)")
         m = _moments(inner, n, round)
