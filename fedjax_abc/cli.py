@@ -4,7 +4,7 @@
                          [--seed K] [--out DIR] [--quick] [--precision {float64,float32}]
                          [--checkpoint DIR | --no-checkpoint] [--set KEY=VALUE ...]
     fedjax-abc report --results DIR --out docs/reproduction.md
-    fedjax-abc compare [--participation] [--out DIR] [--trials R] [--rounds T] [--seed K]
+    fedjax-abc compare [--participation | --tuned] [--out DIR] [--trials R] [--rounds T] [--seed K]
                        [--quick] [--quiet]
     fedjax-abc run GRID.toml [--out DIR] [--trials R] [--rounds T] [--quiet]
 
@@ -164,13 +164,20 @@ def build_parser() -> argparse.ArgumentParser:
                      help="reduced scale (fewer trials and rounds, fewer Q and alpha Q values "
                           "in the drift part): well under a minute on 2 cores")
     cmp.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
-    cmp.add_argument("--participation", action="store_true",
+    which = cmp.add_mutually_exclusive_group()
+    which.add_argument("--participation", action="store_true",
                      help="instead: FedAvg under six participation models (uniform, importance, "
                           "Poisson, cyclic, Markov availability, stragglers) on problem 27 and "
                           "softmax regression on Synthetic(1, 1), with each sampler's measured "
                           "one-round sampling error beside fedjax_abc.theory.sampling_error; "
                           "writes participation.json/.csv/.png (about 90 s on 2 "
                           "cores; --quick: well under a minute)")
+    which.add_argument("--tuned", action="store_true",
+                     help="instead: FedAvg, FedAvgM, FedAdam, FedProx, SCAFFOLD, FedNova, "
+                          "FedDyn, FedExP and MimeLite each at its best stepsize of a grid "
+                          "(fedjax_abc.tune: picked on tuning keys, reported on fresh ones with "
+                          "95%% intervals and paired differences against FedAvg) on problem 27 "
+                          "and Synthetic(1, 1); writes tuned.json/.csv")
 
     grd = sub.add_parser(
         "run", help="run a grid of simulations described in a TOML file",
@@ -301,9 +308,9 @@ def reproduce(args, argv: Sequence[str]) -> int:
 
 def compare(args, argv: Sequence[str]) -> int:
     from fedjax_abc.repro import common
-    from fedjax_abc.repro import compare as algorithms_part, participation
-    module = participation if args.participation else algorithms_part
-    label = "participation" if args.participation else "compare"
+    from fedjax_abc.repro import compare as algorithms_part, participation, tuned
+    module = participation if args.participation else tuned if args.tuned else algorithms_part
+    label = "participation" if args.participation else "tuned" if args.tuned else "compare"
     settings = common.Settings(trials=args.trials, rounds=args.rounds, seed=args.seed,
                                out=args.out, quick=args.quick, argv=tuple(argv))
     _output_folder(args.out)
