@@ -248,3 +248,102 @@ def test_two_reference_samples_agree():
     a = ref_feddyn(np.random.default_rng(1), 5, 3, 0.3, S=2)
     b = ref_feddyn(np.random.default_rng(2), 5, 3, 0.3, S=2)
     assert not failures(a, b)
+
+
+# --------------------------------------------------------- MimeLite and Scaffnew
+#
+# - MimeLite (Karimireddy et al. 2021): server state x and momentum m (0 at the start);
+#   a participant runs K steps y <- y - alpha ((1 - beta) g_i(y) + beta m) from y = x with m
+#   fixed and reports g_i(x), the first step's gradient (the same noise draw); the server
+#   x <- mean_P y_i, m <- (1 - beta) mean_P g_i(x) + beta m.
+# - Scaffnew (Mishchenko et al. 2022): client state h_i (0 at the start); one
+#   K ~ Geometric(p) on {1, 2, ...} per round, truncated at max_steps (tail mass on
+#   max_steps) and shared by all clients; K steps y_i <- y_i - gamma (g_i(y_i) - h_i) from
+#   y_i = x; x <- mean_i (y_i - (gamma / p) h_i); h_i <- h_i + (p / gamma) (x - y_i).
+
+
+def ref_mimelite(rng, T, K, beta, S, trials=TRIALS, last_grad=False):
+    """MimeLite. Negative control ``last_grad``: m is updated from the mean of the clients'
+    LAST local gradients instead of g_i(x)."""
+    x = np.full((trials, 1), X0)
+    m = np.zeros((trials, 1))
+    path = []
+    for _ in range(T):
+        mask = sample_mask(rng, trials, S)
+        k = mask.sum(axis=1, keepdims=True)
+        y = np.broadcast_to(x, (trials, N)).copy()
+        g_first = g = None
+        for l in range(K):
+            g = oracle(rng, y)
+            if l == 0:
+                g_first = g
+            y = y - ALPHA * ((1 - beta) * g + beta * m)
+        g_rep = g if last_grad else g_first
+        x = np.sum(np.where(mask, y, 0), axis=1, keepdims=True) / k
+        m = (1 - beta) * np.sum(np.where(mask, g_rep, 0), axis=1, keepdims=True) / k + beta * m
+        path.append(x[:, 0])
+    return np.stack(path, axis=1)
+
+
+def ref_scaffnew(rng, T, p, gamma, max_steps, trials=TRIALS, per_client_k=False):
+    """Scaffnew, full participation. Negative control ``per_client_k``: an independent K
+    for every client."""
+    x = np.full((trials, 1), X0)
+    h = np.zeros((trials, N))
+    path = []
+    for _ in range(T):
+        shape = (trials, N) if per_client_k else (trials, 1)
+        counts = np.minimum(rng.geometric(p, size=shape), max_steps)
+        y = np.broadcast_to(x, (trials, N)).copy()
+        for l in range(int(counts.max())):
+            new = y - gamma * (oracle(rng, y) - h)
+            y = np.where(l < counts, new, y)
+        x = np.mean(y - gamma / p * h, axis=1, keepdims=True)
+        h = h + p / gamma * (x - y)
+        path.append(x[:, 0])
+    return np.stack(path, axis=1)
+
+
+MIME_BETA, MIME_K, MIME_S, MIME_T = 0.6, 3, 3, 4
+SCAFF_P, SCAFF_GAMMA, SCAFF_MAX, SCAFF_T = 0.4, 0.1, 30, 4
+
+
+@functools.lru_cache(maxsize=None)
+def package_mimelite():
+    return run_package(fa.algorithms.MimeLite(MIME_BETA), MIME_T, MIME_K, MIME_S, 16)
+
+
+@functools.lru_cache(maxsize=None)
+def package_scaffnew():
+    assert SCAFF_GAMMA == ALPHA  # gamma is the run's stepsize
+    alg = fa.algorithms.Scaffnew(SCAFF_P)
+    return run_package(alg, SCAFF_T, alg.local_steps(SCAFF_MAX), None, 17)
+
+
+def reference_mimelite(**kw):
+    return ref_mimelite(np.random.default_rng(1016), MIME_T, MIME_K, MIME_BETA, MIME_S, **kw)
+
+
+def reference_scaffnew(**kw):
+    return ref_scaffnew(np.random.default_rng(1017), SCAFF_T, SCAFF_P, SCAFF_GAMMA, SCAFF_MAX,
+                        **kw)
+
+
+def test_mimelite_matches_numpy_reference():
+    assert_agree(package_mimelite(), reference_mimelite(), "mimelite")
+
+
+def test_scaffnew_matches_numpy_reference():
+    assert_agree(package_scaffnew(), reference_scaffnew(), "scaffnew")
+
+
+def test_mimelite_with_last_local_gradient_is_rejected():
+    """Negative control: MimeLite's reference updating m from the last local gradients."""
+    bad = failures(package_mimelite(), reference_mimelite(last_grad=True))
+    assert bad, "the comparison failed to reject MimeLite with m from the last gradients"
+
+
+def test_scaffnew_with_per_client_k_is_rejected():
+    """Negative control: Scaffnew's reference with an independent K for every client."""
+    bad = failures(package_scaffnew(), reference_scaffnew(per_client_k=True))
+    assert bad, "the comparison failed to reject Scaffnew with a K per client"
