@@ -25,7 +25,12 @@ General Variance Condition" (Wang, Huang, Johansson, Pu):
   (iterates of a run, e.g. ``abc_constants(problem, oracle, domain=points)``);
 - participation beyond the paper's sampler: :func:`inclusion_probabilities` (pi_i, pi_ij),
   :func:`weight_moments`, :func:`sampling_error` (Lemma 3 / eq. 14 for any sampler with a
-  closed form), :func:`stationary_availability` (the Markov availability model).
+  closed form), :func:`stationary_availability` (the Markov availability model);
+- compression: :func:`compressor_omega` (unbiased compressors' variance factor),
+  :func:`compressor_delta` (contractions), :func:`compression_error` (E ||C(v) - v||^2 at
+  v), :func:`compressed_abc` (the ABC constants of a compressed oracle);
+- differential privacy (DP-FedAvg): :func:`dp_epsilon`, :func:`dp_noise_multiplier`,
+  :func:`dp_event` (dp-accounting's RDP and PLD accountants).
 
 Example:
   >>> import jax, fedjax_abc as fa
@@ -89,6 +94,14 @@ from fedjax_abc._theory._lemmas import (
     lemma_stepsize_limits,
     round_sample,
 )
+from fedjax_abc._theory._compression import (
+    CompressedABC,
+    compressed_abc,
+    compression_error,
+    compressor_delta,
+    compressor_omega,
+)
+from fedjax_abc._theory._privacy import dp_epsilon, dp_event, dp_noise_multiplier
 from fedjax_abc._theory._participation import (
     Inclusion,
     SamplingError,
@@ -106,6 +119,14 @@ from fedjax_abc._theory._theorem3 import (
 )
 
 __all__ = [
+    "dp_epsilon",
+    "dp_event",
+    "dp_noise_multiplier",
+    "CompressedABC",
+    "compressed_abc",
+    "compression_error",
+    "compressor_delta",
+    "compressor_omega",
     "weight_moments",
     "stationary_availability",
     "sampling_error",

@@ -223,7 +223,7 @@ class ErrorFeedbackSign(fa.transforms.AbstractTransform):
     def init(self, x):
         return jnp.zeros_like(x)
 
-    def apply(self, words, update, memory):
+    def apply(self, words, update, memory, info):
         corrected = update + memory
         sent = jnp.mean(jnp.abs(corrected)) * jnp.sign(corrected)
         return sent, corrected - sent, {"bits": jnp.asarray(32.0 + update.size, update.dtype)}

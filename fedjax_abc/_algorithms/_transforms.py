@@ -7,9 +7,10 @@ its round) before the algorithm forms its message and the server its weighted me
 - ``init(x) -> state``: one client's state (``()`` when stateless; error feedback keeps
   its memory here), x of shape (d,);
 - ``num_words(d) -> int``: the uint32 random words a client needs per round;
-- ``apply(words, update, state) -> (update, state, stats)``: ``stats`` a dict of named
-  numbers (bits sent, whether it was clipped), summed over the round's participants and
-  recorded cumulatively in the result (``SimResult.metrics``).
+- ``apply(words, update, state, info) -> (update, state, stats)``: ``stats`` a dict of
+  named numbers (bits sent, whether it was clipped), summed over the round's participants
+  and recorded cumulatively in the result (``SimResult.metrics``); ``info`` a
+  :class:`TransformInfo` (how many clients take part in the round).
 
 The random words come from the trial's counter stream (a client's depend on (trial key, t,
 i) alone), so ``mask`` and ``gather`` agree; only participants keep their new state.
@@ -19,7 +20,7 @@ i) alone), so ``mask`` and ``gather`` agree; only participants keep their new st
 from __future__ import annotations
 
 import abc
-from typing import Any
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -27,7 +28,25 @@ from jaxtyping import Array, Float
 
 from fedjax_abc._algorithms._checks import check_leaf, positive_scalar
 
-__all__ = ["AbstractTransform", "Chain", "Clip", "chain"]
+__all__ = ["AbstractTransform", "Chain", "Clip", "TransformInfo", "chain", "no_info"]
+
+
+class TransformInfo(NamedTuple):
+    """What a client's transform knows about its round (one client of one trial).
+
+    Attributes:
+      participants: how many clients take part in the round (slots with a positive
+        weight), shape (); a noise that the round's participants share out reads it.
+      num_clients: n (static).
+    """
+
+    participants: Array
+    num_clients: int
+
+
+def no_info(dtype=float) -> TransformInfo:
+    """The info of a transform applied on its own, outside a round: one participant of one."""
+    return TransformInfo(jnp.ones((), dtype), 1)
 
 
 class AbstractTransform(eqx.Module):
@@ -42,7 +61,8 @@ class AbstractTransform(eqx.Module):
         return 0
 
     @abc.abstractmethod
-    def apply(self, words: Array, update: Array, state) -> tuple[Array, Any, dict]:
+    def apply(self, words: Array, update: Array, state,
+              info: TransformInfo) -> tuple[Array, Any, dict]:
         """(transformed update, new state, stats) of one client's update (shape (d,))."""
 
 
@@ -53,7 +73,9 @@ class Clip(AbstractTransform):
 
     Example:
       >>> import jax.numpy as jnp, fedjax_abc as fa
-      >>> u, _, s = fa.transforms.Clip(1.0).apply(jnp.zeros(0, jnp.uint32), jnp.array([3.0, 4.0]), ())
+      >>> clip = fa.transforms.Clip(1.0)
+      >>> u, _, s = clip.apply(jnp.zeros(0, jnp.uint32), jnp.array([3.0, 4.0]), (),
+      ...                      fa.transforms.no_info())
       >>> u, s["clipped"]
       (Array([0.6, 0.8], dtype=float64), Array(1., dtype=float64))
     """
@@ -66,7 +88,7 @@ class Clip(AbstractTransform):
     def __check_init__(self):
         check_leaf("norm (clipping bound c)", self.norm, 0.0, strict=True)
 
-    def apply(self, words, update, state):
+    def apply(self, words, update, state, info):
         size = jnp.sqrt(jnp.sum(update * update))
         c = self.norm.astype(update.dtype)
         clipped = size > c
@@ -92,11 +114,11 @@ class Chain(AbstractTransform):
     def num_words(self, d):
         return sum(t.num_words(d) for t in self.transforms)
 
-    def apply(self, words, update, state):
+    def apply(self, words, update, state, info):
         stats, new_states, start = {}, [], 0
         for t, s in zip(self.transforms, state):
             w = t.num_words(update.shape[-1])
-            update, s, st = t.apply(words[start:start + w], update, s)
+            update, s, st = t.apply(words[start:start + w], update, s, info)
             start += w
             new_states.append(s)
             for name, value in st.items():

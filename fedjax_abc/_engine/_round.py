@@ -23,6 +23,7 @@ from jaxtyping import Array
 
 from fedjax_abc._algorithms._base import LocalInfo, RoundInfo
 from fedjax_abc._algorithms._fedavg import FedAvg
+from fedjax_abc._algorithms._transforms import TransformInfo
 from fedjax_abc._engine._components import (check_message, check_same, check_server,
                                             check_stats)
 from fedjax_abc._engine._random import (SAMPLER_STREAM, STEPS_STREAM, TRANSFORM_STREAM,
@@ -54,10 +55,20 @@ class RoundState(NamedTuple):
     totals: Any = ()
 
 
+def _totals_dtype():
+    """The dtype of the transform's running totals: float64 where enabled (bit counts stay
+    exact to 2^53 also in float32 runs), else float32."""
+    return jnp.result_type(float)
+
+
 def _per_client(fn, x0: Array, num_clients: int):
-    """``fn(x)`` for every client of R trials started at x0 (R, d): leaves (n, R, ...)."""
-    if not jax.tree_util.tree_leaves(jax.eval_shape(fn, x0[0])):
-        return ()
+    """``fn(x)`` for every client of R trials started at x0 (R, d): leaves (n, R, ...).
+
+    A state without leaves keeps its structure (a chain of stateless transforms: a tuple
+    of ``()``), so that ``apply`` receives the state it gave."""
+    shape = jax.eval_shape(fn, x0[0])
+    if not jax.tree_util.tree_leaves(shape):
+        return shape
     return jax.vmap(jax.vmap(fn), in_axes=(None,), axis_size=num_clients)(x0)
 
 
@@ -68,7 +79,9 @@ def transform_stats(transform, d: int, dtype) -> tuple:
     x = jax.ShapeDtypeStruct((d,), dtype)
     words = jax.ShapeDtypeStruct((transform.num_words(d),), jnp.uint32)
     state = jax.eval_shape(transform.init, x)
-    _, _, stats = jax.eval_shape(transform.apply, words, x, state)
+    info = TransformInfo(jax.ShapeDtypeStruct((), dtype), 1)
+    _, _, stats = jax.eval_shape(lambda w, v, s, m: transform.apply(w, v, s, info._replace(
+        participants=m)), words, x, state, info.participants)
     return tuple(sorted(stats))
 
 
@@ -88,7 +101,7 @@ def init_state(algorithm, x0: Array, num_clients: int, sampler=None,
     tstate, totals = (), ()
     if transform is not None:
         tstate = _per_client(transform.init, x0, num_clients)
-        totals = {name: jnp.zeros((R,), x0.dtype)
+        totals = {name: jnp.zeros((R,), _totals_dtype())
                   for name in transform_stats(transform, x0.shape[1], x0.dtype)}
     return RoundState(server, clients, sampler_state, tstate, totals)
 
@@ -189,7 +202,7 @@ def steps_of(local_steps) -> int:
 
 
 def client_round(problem, oracle, algorithm, transform, local_steps, generator: str, i, server,
-                 client, transform_state, k: Array, stepsize):
+                 client, transform_state, k: Array, stepsize, participants=None):
     """Client i's round in one trial with round key data k (2,): its local steps, message.
 
     The engine's part of every algorithm: the oracle's noise of the Q (or Q_max) steps from
@@ -197,7 +210,9 @@ def client_round(problem, oracle, algorithm, transform, local_steps, generator: 
     through a ``lax.scan`` of ``local_step``; with a law of local steps, K from client i's
     word of stream 2 and the steps after the K-th masked (they leave y and the local state
     as they are); the transform on Delta_i = y - x_t (words of stream 3); then
-    ``client_final``. Returns (message, client state, transform state, statistics).
+    ``client_final``. ``participants``: how many clients take part in the round (the
+    transform's :class:`TransformInfo`). Returns (message, client state, transform state,
+    statistics).
     """
     x_t = server.x
     Q = steps_of(local_steps)
@@ -233,7 +248,9 @@ def client_round(problem, oracle, algorithm, transform, local_steps, generator: 
         twords = client_words(k, i[None], V, generator, TRANSFORM_STREAM)[0] if V else \
             jnp.zeros((0,), jnp.uint32)
         tname = type(transform).__name__
-        delta, new_tstate, stats = transform.apply(twords, y - x_t, transform_state)
+        info = TransformInfo(jnp.ones((), x_t.dtype) if participants is None else
+                             participants.astype(x_t.dtype), problem.num_clients)
+        delta, new_tstate, stats = transform.apply(twords, y - x_t, transform_state, info)
         check_same(f"{tname}.apply's update", y, delta)
         check_same(f"{tname}.apply", transform_state, new_tstate)
         check_stats(tname, stats, 0)
@@ -282,17 +299,20 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
     server = state.server
     x = server.x
     per_client = (state.clients, state.transform)
+    count = ordered_sum((w > 0).astype(x.dtype)) if transform is not None else \
+        jnp.zeros(x.shape[:1], x.dtype)  # (R,): each trial's participants
 
-    def local(i, server_r, c, k):  # client i of one trial with round key data k
+    def local(i, server_r, c, k, m):  # client i of one trial with round key data k
         message, client, tstate, stats = client_round(
             problem, oracle, algorithm, transform, local_steps, generator, i, server_r, c[0],
-            c[1], k, stepsize)
+            c[1], k, stepsize, m)
         return message, (client, tstate), stats
 
     R = x.shape[0]
     if mode == "mask":  # every client, for every trial (the same client data for all trials)
         messages, new_clients, stats = _over_clients(
-            lambda i, c: jax.vmap(local, in_axes=(None, 0, 0, 1))(i, server, c, key_data),
+            lambda i, c: jax.vmap(local, in_axes=(None, 0, 0, 1, 0))(i, server, c, key_data,
+                                                                    count),
             (jnp.arange(n, dtype=jnp.int32), per_client), client_block)  # (n, R, ...)
         messages, stats = _at_slots((messages, stats), idx)  # the sampled: (m, R, ...)
         if jax.tree_util.tree_leaves(per_client):
@@ -300,7 +320,8 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
             per_client = _keep_where(weight > 0, new_clients, per_client)
     else:  # the sampled clients only, slot by slot
         messages, new_slots, stats = _over_clients(
-            lambda i, c: jax.vmap(local, in_axes=(0, 0, 0, 1))(i, server, c, key_data),
+            lambda i, c: jax.vmap(local, in_axes=(0, 0, 0, 1, 0))(i, server, c, key_data,
+                                                                 count),
             (idx, _at_slots(per_client, idx)), client_block)  # (m, R, ...)
         if jax.tree_util.tree_leaves(per_client):
             new_slots = _keep_where(w > 0, new_slots, _at_slots(per_client, idx))

@@ -27,6 +27,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from fedjax_abc._algorithms._base import AbstractAlgorithm, recheck
 from fedjax_abc._algorithms._fedavg import FedAvg
+from fedjax_abc._algorithms._transforms import AbstractTransform
 from fedjax_abc._engine import _memory, _metrics
 from fedjax_abc._engine._plan import closed_form_gradient, make_plan
 from fedjax_abc._engine._result import SimResult, SweepResult
@@ -44,11 +45,11 @@ __all__ = ["sweep", "GRID_NAMES"]
 # simulate's arguments a grid may vary; "algorithm.<field>", "oracle.<field>" and
 # "sampler.<field>" replace one array field of that component
 GRID_NAMES = ("stepsize", "x0", "num_sampled", "local_steps", "mode", "sampler", "oracle",
-              "algorithm", "problem")
-_COMPONENTS = ("algorithm", "oracle", "sampler")
+              "algorithm", "problem", "transform")
+_COMPONENTS = ("algorithm", "oracle", "sampler", "transform")
 _DEFAULTS = dict(num_sampled=None, trials=1, record_every=None, mode="mask", sampler=None,
                  oracle=None, algorithm=None, dtype="float64", trial_chunk=None, record_x=True,
-                 devices=None, metrics=None, generator="threefry")
+                 devices=None, metrics=None, generator="threefry", transform=None)
 _REQUIRED = ("local_steps", "stepsize", "rounds", "x0", "key")
 
 
@@ -65,7 +66,7 @@ def _check_grid(grid) -> dict:
         if not ((not field and name in GRID_NAMES) or (field and head in _COMPONENTS)):
             raise ValueError(f"grid axis {name!r} is not a setting a sweep can vary; use one of "
                              f"{', '.join(GRID_NAMES)} or 'algorithm.<field>', 'oracle.<field>', "
-                             "'sampler.<field>'")
+                             "'sampler.<field>', 'transform.<field>'")
         if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) and not (
                 isinstance(values, np.ndarray) and values.ndim >= 1):
             raise ValueError(f"grid axis {name!r} must be a list of values, got {values!r}")
@@ -82,13 +83,26 @@ def _check_grid(grid) -> dict:
     return out
 
 
+def _get(component, field: str):
+    """The value at a dotted path of fields (an integer picks an entry of a tuple:
+    ``"transforms.1.stddev"`` of a chain), or None where there is none."""
+    value = component
+    for part in field.split("."):
+        if isinstance(value, tuple) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        elif not part.isdigit() and hasattr(value, part):
+            value = getattr(value, part)
+        else:
+            return None
+    return value
+
+
 def _with_field(component, name: str, field: str, value):
     """``component`` with its array field ``field`` set to ``value`` (same shape)."""
-    if not hasattr(component, field) or not isinstance(getattr(component, field),
-                                                       (jax.Array, np.ndarray)):
+    old = _get(component, field)
+    if not isinstance(old, (jax.Array, np.ndarray)):
         raise ValueError(f"grid axis '{name}.{field}': {type(component).__name__} has no array "
                          f"field {field!r}")
-    old = getattr(component, field)
     new = np.asarray(value, dtype=np.float64 if jnp.issubdtype(old.dtype, jnp.floating)
                      else old.dtype)
     if new.shape != old.shape:
@@ -96,12 +110,23 @@ def _with_field(component, name: str, field: str, value):
                          f"got {new.shape}")
     if not np.all(np.isfinite(new)):
         raise ValueError(f"grid axis '{name}.{field}': values must be finite, got {value!r}")
-    changed = eqx.tree_at(lambda c: getattr(c, field), component, jnp.asarray(new, old.dtype))
+    changed = eqx.tree_at(lambda c: _get(c, field), component, jnp.asarray(new, old.dtype))
     try:  # the checks its constructor would make of this value
-        recheck(changed)
+        for part in _modules_on(changed, field):
+            recheck(part)
     except ValueError as e:
         raise ValueError(f"grid axis '{name}.{field}' value {value!r}: {e}") from None
     return changed
+
+
+def _modules_on(component, field: str) -> list:
+    """The modules along a dotted path of fields, the component first."""
+    parts, value = [component], component
+    for part in field.split(".")[:-1]:
+        value = value[int(part)] if isinstance(value, tuple) else getattr(value, part)
+        if isinstance(value, eqx.Module):
+            parts.append(value)
+    return parts
 
 
 def _label(value, name: str, i: int):
@@ -120,7 +145,7 @@ def _label(value, name: str, i: int):
         return _describe(value)
     if isinstance(value, Problem):
         return value.name
-    if isinstance(value, (AbstractOracle, AbstractSampler)):
+    if isinstance(value, (AbstractOracle, AbstractSampler, AbstractTransform)):
         return _describe(value)
     return f"{name}[{i}]"
 
@@ -147,7 +172,7 @@ def _point_run(problem, kwargs: dict, point: dict) -> _Run:
             if base is None:
                 base = {"algorithm": FedAvg(), "oracle": problem.oracle}.get(head)
             if base is None:
-                raise ValueError(f"grid axis {name!r} needs a sampler= to vary")
+                raise ValueError(f"grid axis {name!r} needs a {head}= to vary")
             kw[head] = _with_field(base, head, field, value)
         else:
             kw[name] = value
@@ -155,7 +180,7 @@ def _point_run(problem, kwargs: dict, point: dict) -> _Run:
                    kw["x0"], kw["trials"], kw["key"], kw["record_every"], kw["mode"],
                    kw["sampler"], kw["oracle"], kw["algorithm"], kw["dtype"], kw["trial_chunk"],
                    kw["record_x"], kw["devices"], metrics=kw["metrics"],
-                   generator=kw["generator"])
+                   generator=kw["generator"], transform=kw["transform"])
     if not isinstance(run.local_steps, int):
         raise ValueError("sweep takes integer local_steps (Q) only; call simulate for per-client "
                          "or random local steps")
@@ -166,7 +191,7 @@ def _point_run(problem, kwargs: dict, point: dict) -> _Run:
 
 
 def _components(run: _Run):
-    return (run.problem, run.oracle, run.sampler, run.algorithm)
+    return (run.problem, run.oracle, run.sampler, run.algorithm, run.transform)
 
 
 def _shape_key(run: _Run):
@@ -176,7 +201,7 @@ def _shape_key(run: _Run):
                       else ("static", type(a).__name__, repr(a)) for a in leaves)
     return (treedef, described, run.local_steps, run.rounds, run.trials, run.record_every,
             run.mode, np.dtype(run.dtype).str, run.chunk, run.record_x, run.metric_names,
-            run.generator,
+            run.stat_names, run.generator,
             tuple(str(d) for d in run.devices), run.x0.shape)
 
 
@@ -199,27 +224,27 @@ def _stack(trees: list):
 
 
 @eqx.filter_jit
-def _grid_segment(axes, problem, oracle, sampler, algorithm, state, trial_ids, key, t0,
-                  stepsizes, local_steps, mode, record_x, per_record, metrics, generator,
+def _grid_segment(axes, problem, oracle, sampler, algorithm, transform, state, trial_ids, key,
+                  t0, stepsizes, local_steps, mode, record_x, per_record, metrics, generator,
                   client_block, groups):
     """``_segment`` for G grid points: vmapped over the leading grid axis (trials inside)."""
-    def one(problem, oracle, sampler, algorithm, state, stepsizes):
+    def one(problem, oracle, sampler, algorithm, transform, state, stepsizes):
         return _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0,
                         stepsizes, local_steps, mode, record_x, per_record, metrics,
-                        generator, client_block, groups)
+                        generator, client_block, groups, transform)
 
     return eqx.filter_vmap(one, in_axes=axes + (0, 0))(problem, oracle, sampler, algorithm,
-                                                        state, stepsizes)
+                                                        transform, state, stepsizes)
 
 
 @eqx.filter_jit
-def _grid_start(axes, problem, algorithm, sampler, x0, metrics, groups):
+def _grid_start(axes, problem, algorithm, sampler, transform, x0, metrics, groups):
     """The grid's states at t = 0 and records at t = 0; x0: (G, m, d)."""
-    def one(problem, algorithm, sampler, x):
-        return _start_state(problem, algorithm, metrics, x, groups, sampler)
+    def one(problem, algorithm, sampler, transform, x):
+        return _start_state(problem, algorithm, metrics, x, groups, sampler, transform)
 
-    return eqx.filter_vmap(one, in_axes=(axes[0], axes[3], axes[2], 0))(problem, algorithm,
-                                                                        sampler, x0)
+    return eqx.filter_vmap(one, in_axes=(axes[0], axes[3], axes[2], axes[4], 0))(
+        problem, algorithm, sampler, transform, x0)
 
 
 def _grid_sharding(sharding):
@@ -238,7 +263,7 @@ def _run_group(runs: list[_Run], bar: _Progress, done_before: int, segmented: bo
     _memory.check_run(dataclasses.replace(first, trials=first.trials * G, chunk=first.chunk * G),
                       plan._replace(per_call=plan.per_call * G))
     stacked, axes = _stack([_components(r) for r in runs])
-    problem, oracle, sampler, algorithm = stacked
+    problem, oracle, sampler, algorithm, transform = stacked
     sharding = _grid_sharding(plan.sharding)
     names = first.record_names
     alphas = np.stack([r.alphas for r in runs])  # (G, T)
@@ -256,13 +281,14 @@ def _run_group(runs: list[_Run], bar: _Progress, done_before: int, segmented: bo
         ids = jax.device_put(jnp.arange(start, start + plan.per_call, dtype=jnp.int32),
                              plan.sharding)
         x_c = jax.device_put(jnp.asarray(x_c, first.dtype), sharding)
-        state, start = _grid_start(axes, problem, algorithm, sampler, x_c, first.metrics,
-                                   plan.groups)
+        state, start = _grid_start(axes, problem, algorithm, sampler, transform, x_c,
+                                   first.metrics, plan.groups)
         records = {name: [np.asarray(r)[:, :, None]] for name, r in zip(names, start + (x_c,))}
         for seg in plan.segments():
             a = jnp.asarray(alphas[:, seg.start: seg.stop].reshape(G, seg.blocks, seg.block),
                             first.dtype)
-            state, rec = _grid_segment(axes, problem, oracle, sampler, algorithm, state, ids,
+            state, rec = _grid_segment(axes, problem, oracle, sampler, algorithm, transform,
+                                       state, ids,
                                        first.key, jnp.asarray(seg.start, jnp.int32), a,
                                        first.local_steps, first.mode, first.record_x,
                                        seg.per_record, first.metrics, first.generator,
@@ -300,10 +326,13 @@ def sweep(
         is every point's).
       grid: axis name -> list of values. Names: any of ``stepsize``, ``x0``,
         ``num_sampled``, ``local_steps``, ``mode``, ``sampler``, ``oracle``, ``algorithm``,
-        ``problem``, or ``"algorithm.<field>"`` / ``"oracle.<field>"`` /
-        ``"sampler.<field>"`` for one array field of that component (e.g.
-        ``"algorithm.mu"`` with ``algorithm=FedProx(0.0)``, ``"algorithm.server_stepsize"``
-        of the default FedAvg, ``"oracle.C"``). Values are given as to ``simulate``.
+        ``transform``, ``problem``, or ``"algorithm.<field>"`` / ``"oracle.<field>"`` /
+        ``"sampler.<field>"`` / ``"transform.<field>"`` for one array field of that
+        component (e.g. ``"algorithm.mu"`` with ``algorithm=FedProx(0.0)``,
+        ``"algorithm.server_stepsize"`` of the default FedAvg, ``"oracle.C"``,
+        ``"transform.levels"`` of QSGD); a dotted path reaches into nested components, an
+        integer into a chain (``"transform.transforms.1.stddev"`` of ``dp_fedavg``'s
+        noise). Values are given as to ``simulate``.
       progress: True for one progress bar over the whole grid (rounds x grid points), or
         ``callback(rounds_done, total, secs)``.
       **kwargs: every other argument of :func:`~fedjax_abc.simulate` (``key``, ``rounds``,
@@ -334,8 +363,6 @@ def sweep(
     """
     if "checkpoint" in kwargs:
         raise ValueError("sweep takes no checkpoint; 'fedjax-abc run GRID.toml' resumes a grid")
-    if "transform" in kwargs:
-        raise ValueError("sweep takes no transform; call simulate with transform= for each point")
     missing = [name for name in _REQUIRED if name not in kwargs and name not in (grid or {})]
     unknown = set(kwargs) - set(_DEFAULTS) - set(_REQUIRED) - {"rounds"}
     if unknown:
