@@ -204,7 +204,9 @@ def dp_epsilon(noise_multiplier: float, sampler: AbstractSampler, rounds: Rounds
     distributions, discretization interval ``PLD_DISCRETIZATION`` = 1e-4, pessimistic:
     tight, an upper bound) or "rdp" (Renyi DP, a looser upper bound; the only one for
     UniformWithoutReplacement). ``rounds``: a number (returns a float) or a 1-d sequence
-    of numbers (returns an array: epsilon(t) along a run); 0 rounds cost 0.
+    of numbers (returns an array: epsilon(t) along a run); 0 rounds cost 0. The PLD
+    accountant's time grows with the privacy loss (large T / z^2 takes seconds); the RDP
+    one's does not.
 
     Example:
       >>> import fedjax_abc as fa
