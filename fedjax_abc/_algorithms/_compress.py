@@ -26,6 +26,7 @@ from jaxtyping import Array, Float
 
 from fedjax_abc._algorithms._checks import check_leaf
 from fedjax_abc._algorithms._transforms import AbstractTransform
+from fedjax_abc._problems._args import check_count
 from fedjax_abc._problems._local_work import _unit_interval
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._samplers import UniformWithoutReplacement
@@ -39,22 +40,10 @@ def index_bits(d: int) -> int:
     return (int(d) - 1).bit_length()
 
 
-def _value_bits(value_bits) -> int:
-    if isinstance(value_bits, bool) or not isinstance(value_bits, (int, np.integer)) or \
-            value_bits < 1:
-        raise ValueError(f"value_bits must be an integer >= 1, got {value_bits!r}")
-    return int(value_bits)
-
-
-def _count(name: str, k) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {k!r}")
-    return int(k)
-
-
-def _check_k(name: str, k: int, d: int) -> None:
+def check_k(name: str, k: int, d: int) -> int:
     if k > d:
         raise ValueError(f"{name} keeps k={k} coordinates of a d={d} update: k must be <= d")
+    return k
 
 
 def _bits(value, like: Array) -> Array:
@@ -89,7 +78,7 @@ class NoCompression(AbstractCompressor):
     value_bits: int = eqx.field(static=True, default=32)
 
     def __check_init__(self):
-        _value_bits(self.value_bits)
+        check_count("value_bits", self.value_bits)
 
     def compress(self, words, v):
         return v, v.shape[-1] * self.value_bits
@@ -116,16 +105,16 @@ class RandK(AbstractCompressor):
     value_bits: int = eqx.field(static=True, default=32)
 
     def __check_init__(self):
-        _count("RandK's k", self.k)
-        _value_bits(self.value_bits)
+        check_count("RandK's k", self.k)
+        check_count("value_bits", self.value_bits)
 
     def num_words(self, d):
-        _check_k("RandK", self.k, d)
+        check_k("RandK", self.k, d)
         return UniformWithoutReplacement(self.k).num_words(d)
 
     def compress(self, words, v):
         d = v.shape[-1]
-        _check_k("RandK", self.k, d)
+        check_k("RandK", self.k, d)
         idx, _ = UniformWithoutReplacement(self.k).from_words(words, d)
         sent = jnp.zeros_like(v).at[idx].set(v[idx] * (d / self.k))
         return sent, self.k * (self.value_bits + index_bits(d))
@@ -147,12 +136,12 @@ class TopK(AbstractCompressor):
     value_bits: int = eqx.field(static=True, default=32)
 
     def __check_init__(self):
-        _count("TopK's k", self.k)
-        _value_bits(self.value_bits)
+        check_count("TopK's k", self.k)
+        check_count("value_bits", self.value_bits)
 
     def compress(self, words, v):
         d = v.shape[-1]
-        _check_k("TopK", self.k, d)
+        check_k("TopK", self.k, d)
         _, idx = jax.lax.top_k(jnp.abs(v), self.k)
         return jnp.zeros_like(v).at[idx].set(v[idx]), self.k * (self.value_bits + index_bits(d))
 
@@ -172,7 +161,7 @@ class Sign(AbstractCompressor):
     value_bits: int = eqx.field(static=True, default=32)
 
     def __check_init__(self):
-        _value_bits(self.value_bits)
+        check_count("value_bits", self.value_bits)
 
     def compress(self, words, v):
         d = v.shape[-1]
@@ -204,7 +193,7 @@ class QSGD(AbstractCompressor):
     value_bits: int = eqx.field(static=True, default=32)
 
     def __init__(self, levels, value_bits: int = 32):
-        self.levels = jnp.asarray(_count("QSGD's levels (s)", levels), float)
+        self.levels = jnp.asarray(check_count("QSGD's levels (s)", levels), float)
         self.value_bits = value_bits
 
     def __check_init__(self):
@@ -212,7 +201,7 @@ class QSGD(AbstractCompressor):
         s = np.asarray(self.levels) if not isinstance(self.levels, jax.core.Tracer) else None
         if s is not None and np.any(s != np.round(s)):
             raise ValueError(f"QSGD's levels (s) must be an integer, got {s.tolist()}")
-        _value_bits(self.value_bits)
+        check_count("value_bits", self.value_bits)
 
     def num_words(self, d):
         return d
@@ -265,7 +254,22 @@ def _inner(name: str, inner) -> AbstractTransform:
     return inner
 
 
-class ErrorFeedback(AbstractTransform):
+class _AbstractMemory(AbstractTransform):
+    """A compressor with a vector of memory per client (client state, 0 at t = 0)."""
+
+    inner: AbstractTransform
+
+    def __init__(self, inner):
+        self.inner = _inner(type(self).__name__, inner)
+
+    def init(self, x):
+        return jnp.zeros_like(x), self.inner.init(x)
+
+    def num_words(self, d):
+        return self.inner.num_words(d)
+
+
+class ErrorFeedback(_AbstractMemory):
     """Error feedback (Seide et al. 2014; Karimireddy et al. 2019) around a compressor.
 
     Client memory e_i (client state, e_i = 0 at t = 0): the client sends
@@ -281,17 +285,6 @@ class ErrorFeedback(AbstractTransform):
       (Array([2., 0.], dtype=float64), Array([0., 1.], dtype=float64))
     """
 
-    inner: AbstractTransform
-
-    def __init__(self, inner):
-        self.inner = _inner("ErrorFeedback", inner)
-
-    def init(self, x):
-        return jnp.zeros_like(x), self.inner.init(x)
-
-    def num_words(self, d):
-        return self.inner.num_words(d)
-
     def apply(self, words, update, state, info):
         memory, inner_state = state
         corrected = update + memory
@@ -299,7 +292,7 @@ class ErrorFeedback(AbstractTransform):
         return sent, (corrected - sent, inner_state), stats
 
 
-class EF21(AbstractTransform):
+class EF21(_AbstractMemory):
     """EF21 (Richtarik et al. 2021) around a compressor: compressed differences.
 
     Client state g_i (g_i = 0 at t = 0): the client sends c_i = C(Delta_i - g_i) and both
@@ -315,17 +308,6 @@ class EF21(AbstractTransform):
       >>> g  # g = 0 + TopK([2, 1])
       Array([2., 0.], dtype=float64)
     """
-
-    inner: AbstractTransform
-
-    def __init__(self, inner):
-        self.inner = _inner("EF21", inner)
-
-    def init(self, x):
-        return jnp.zeros_like(x), self.inner.init(x)
-
-    def num_words(self, d):
-        return self.inner.num_words(d)
 
     def apply(self, words, update, state, info):
         g, inner_state = state

@@ -17,22 +17,19 @@ from typing import NamedTuple
 import numpy as np
 
 from fedjax_abc._algorithms._compress import (NoCompression, Natural, QSGD, RandK, Sign,
-                                              TopK)
+                                              TopK, check_k)
+from fedjax_abc._problems._args import check_count
 
 __all__ = ["CompressedABC", "compressed_abc", "compression_error", "compressor_delta",
            "compressor_omega"]
 
 
 def _dim(d) -> int:
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
-        raise ValueError(f"d (the dimension) must be an integer >= 1, got {d!r}")
-    return int(d)
+    return check_count("d (the dimension)", d)
 
 
 def _k(c, d: int) -> int:
-    if c.k > d:
-        raise ValueError(f"{type(c).__name__} keeps k={c.k} of d={d} coordinates: k must be <= d")
-    return c.k
+    return check_k(type(c).__name__, c.k, d)
 
 
 def compressor_omega(compressor, d: int) -> float:
