@@ -4,7 +4,7 @@
                          [--seed K] [--out DIR] [--quick] [--precision {float64,float32}]
                          [--checkpoint DIR | --no-checkpoint] [--set KEY=VALUE ...]
     fedjax-abc report --results DIR --out docs/reproduction.md
-    fedjax-abc compare [--participation | --tuned] [--out DIR] [--trials R] [--rounds T] [--seed K]
+    fedjax-abc compare [--participation | --tuned | --tradeoffs] [--out DIR] [--trials R] [--rounds T] [--seed K]
                        [--quick] [--quiet]
     fedjax-abc run GRID.toml [--out DIR] [--trials R] [--rounds T] [--quiet]
 
@@ -178,6 +178,12 @@ def build_parser() -> argparse.ArgumentParser:
                           "(fedjax_abc.tune: picked on tuning keys, reported on fresh ones with "
                           "95%% intervals and paired differences against FedAvg) on problem 27 "
                           "and Synthetic(1, 1); writes tuned.json/.csv")
+    which.add_argument("--tradeoffs", action="store_true",
+                     help="instead: FedAvg and SCAFFOLD on Synthetic(1, 1) with compressed "
+                          "updates (gap and held-out accuracy against the exact bits sent) and "
+                          "with DP-FedAvg's clipping and noise, fixed and adaptive (against "
+                          "epsilon from fedjax_abc.theory.dp_epsilon); writes "
+                          "tradeoffs.json/.csv/.png")
 
     grd = sub.add_parser(
         "run", help="run a grid of simulations described in a TOML file",
@@ -308,9 +314,11 @@ def reproduce(args, argv: Sequence[str]) -> int:
 
 def compare(args, argv: Sequence[str]) -> int:
     from fedjax_abc.repro import common
-    from fedjax_abc.repro import compare as algorithms_part, participation, tuned
-    module = participation if args.participation else tuned if args.tuned else algorithms_part
-    label = "participation" if args.participation else "tuned" if args.tuned else "compare"
+    from fedjax_abc.repro import compare as algorithms_part, participation, tradeoffs, tuned
+    picked = [name for name in ("participation", "tuned", "tradeoffs") if getattr(args, name)]
+    label = picked[0] if picked else "compare"
+    module = {"participation": participation, "tuned": tuned, "tradeoffs": tradeoffs,
+              "compare": algorithms_part}[label]
     settings = common.Settings(trials=args.trials, rounds=args.rounds, seed=args.seed,
                                out=args.out, quick=args.quick, argv=tuple(argv))
     _output_folder(args.out)

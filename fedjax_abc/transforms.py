@@ -8,7 +8,8 @@
   :class:`AbstractCompressor` for your own;
 - memory as client state: :class:`ErrorFeedback`, :class:`EF21`;
 - privacy: :class:`Clip`, :class:`GaussianNoise`, :func:`dp_fedavg` (DP-FedAvg's clipping
-  and noise);
+  and noise), :class:`AdaptiveClipping` (its clip norm following a quantile of the update
+  norms, a state of the server's);
 - :func:`chain`: several in order;
 - :class:`CompressedOracle`: an oracle whose every estimate is compressed (for the theory).
 """
@@ -26,7 +27,7 @@ from fedjax_abc._algorithms._compress import (
     TopK,
     index_bits,
 )
-from fedjax_abc._algorithms._privacy import GaussianNoise, dp_fedavg
+from fedjax_abc._algorithms._privacy import AdaptiveClipping, GaussianNoise, dp_fedavg
 from fedjax_abc._algorithms._transforms import (
     AbstractTransform,
     Chain,
@@ -36,7 +37,7 @@ from fedjax_abc._algorithms._transforms import (
     no_info,
 )
 
-__all__ = ["AbstractCompressor", "AbstractTransform", "Chain", "Clip",
+__all__ = ["AbstractCompressor", "AbstractTransform", "AdaptiveClipping", "Chain", "Clip",
            "CompressedOracle", "EF21", "ErrorFeedback", "GaussianNoise", "Natural",
            "NoCompression", "QSGD", "RandK", "Sign", "TopK", "TransformInfo", "chain",
            "dp_fedavg", "index_bits", "no_info"]

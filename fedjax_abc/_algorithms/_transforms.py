@@ -10,7 +10,11 @@ its round) before the algorithm forms its message and the server its weighted me
 - ``apply(words, update, state, info) -> (update, state, stats)``: ``stats`` a dict of
   named numbers (bits sent, whether it was clipped), summed over the round's participants
   and recorded cumulatively in the result (``SimResult.metrics``); ``info`` a
-  :class:`TransformInfo` (how many clients take part in the round).
+  :class:`TransformInfo` (how many clients take part in the round, the server state);
+- ``server_init(x) -> server`` and ``server_update(server, sums, info) -> server``: a state
+  the server keeps for the transform (``()`` when none; adaptive clipping keeps its clip
+  norm here), updated after every round with participants from the round's ``stats``
+  summed over them.
 
 The random words come from the trial's counter stream (a client's depend on (trial key, t,
 i) alone), so ``mask`` and ``gather`` agree; only participants keep their new state.
@@ -38,15 +42,20 @@ class TransformInfo(NamedTuple):
       participants: how many clients take part in the round (slots with a positive
         weight), shape (); a noise that the round's participants share out reads it.
       num_clients: n (static).
+      server: the transform's server state in the trial (``server_init``'s structure;
+        ``()`` for a transform without one).
     """
 
     participants: Array
     num_clients: int
+    server: Any = ()
 
 
-def no_info(dtype=float) -> TransformInfo:
-    """The info of a transform applied on its own, outside a round: one participant of one."""
-    return TransformInfo(jnp.ones((), dtype), 1)
+def no_info(dtype=float, server: Any = ()) -> TransformInfo:
+    """The info of a transform applied on its own, outside a round: one participant of one;
+    ``server``: the transform's server state (``transform.server_init(x)`` for one with a
+    server state)."""
+    return TransformInfo(jnp.ones((), dtype), 1, server)
 
 
 class AbstractTransform(eqx.Module):
@@ -59,6 +68,18 @@ class AbstractTransform(eqx.Module):
     def num_words(self, d: int) -> int:
         """Random uint32 words a client needs per round (default: none)."""
         return 0
+
+    def server_init(self, x: Array) -> Any:
+        """The server's state for the transform in one trial at t = 0 (default: none)."""
+        return ()
+
+    def server_update(self, server, sums: dict, info: TransformInfo) -> Any:
+        """The server state after a round with participants (default: unchanged).
+
+        ``sums``: the round's ``stats`` summed over its participants, name -> shape ();
+        ``info``: the round's, with ``server`` the state before the round.
+        """
+        return server
 
     @abc.abstractmethod
     def apply(self, words: Array, update: Array, state,
@@ -114,11 +135,25 @@ class Chain(AbstractTransform):
     def num_words(self, d):
         return sum(t.num_words(d) for t in self.transforms)
 
+    def server_init(self, x):
+        return tuple(t.server_init(x) for t in self.transforms)
+
+    def _servers(self, info) -> tuple:
+        """Each member's server state (``()`` for all when the info carries none)."""
+        n = len(self.transforms)
+        servers = info.server
+        return servers if isinstance(servers, tuple) and len(servers) == n else ((),) * n
+
+    def server_update(self, server, sums, info):
+        return tuple(t.server_update(s, sums, info._replace(server=s))
+                     for t, s in zip(self.transforms, server))
+
     def apply(self, words, update, state, info):
         stats, new_states, start = {}, [], 0
-        for t, s in zip(self.transforms, state):
+        for t, s, srv in zip(self.transforms, state, self._servers(info)):
             w = t.num_words(update.shape[-1])
-            update, s, st = t.apply(words[start:start + w], update, s, info)
+            update, s, st = t.apply(words[start:start + w], update, s,
+                                    info._replace(server=srv))
             start += w
             new_states.append(s)
             for name, value in st.items():

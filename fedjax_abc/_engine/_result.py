@@ -205,6 +205,51 @@ class SimResult:
             raise ValueError(f"{name} was not recorded (record_x=False)")
         return value
 
+    def with_metrics(self, **values) -> "SimResult":
+        """This result with more metrics, each of shape (records,) (the same for every
+        trial, e.g. ``fa.theory.dp_epsilon`` at ``rounds``) or (trials, records).
+
+        Example:
+          >>> import jax, fedjax_abc as fa
+          >>> p = fa.problems.quadratics(jax.random.key(0), n=4, d=2)
+          >>> r = fa.simulate(p, local_steps=2, stepsize=0.1, rounds=4, trials=3,
+          ...                 key=jax.random.key(1), x0=jax.numpy.ones(2))
+          >>> r.with_metrics(t_squared=r.rounds ** 2).metrics["t_squared"][2]
+          array([ 0.,  1.,  4.,  9., 16.])
+        """
+        shape = self.gap.shape
+        metrics = dict(self.metrics)
+        for name, value in values.items():
+            if name in metrics or name in ("gap", "grad_norm_sq", "x", "x_final"):
+                raise ValueError(f"the result already has a field or metric {name!r}")
+            a = np.asarray(value, dtype=np.float64)
+            if a.shape == shape[1:]:
+                a = np.broadcast_to(a, shape).copy()
+            if a.shape != shape:
+                raise ValueError(f"metric {name!r} must have shape (records,) = {shape[1:]} or "
+                                 f"(trials, records) = {shape}, got {a.shape}")
+            metrics[name] = a
+        return dataclasses.replace(self, metrics=metrics)
+
+    def plot(self, y: str = "gap", x: str = "rounds", ax=None, label=None, band: bool = True,
+             log: bool = True, **line_kwargs):
+        """The mean over trials of ``y`` with its 95% band, against rounds or a metric.
+
+        Args:
+          y: "gap", "grad_norm_sq" or a metric's name.
+          x: "rounds", or a metric's name (its mean over trials at each record: the
+            cumulative ``bits`` of a compressor, or ``epsilon`` added by :meth:`with_metrics`).
+          ax: a matplotlib Axes (default: the current one).
+          label, line_kwargs: for the line; band: draw the band; log: a log y-axis (the band
+            clipped to positive values).
+
+        Returns:
+          the Axes.
+        """
+        from fedjax_abc._engine._plot import plot_curve
+
+        return plot_curve(self, y, x, ax, label, band, log, **line_kwargs)
+
     @classmethod
     def concatenate(cls, parts: "list[SimResult]") -> "SimResult":
         """The result of one run from the results of its shares of trials, in order.

@@ -46,6 +46,8 @@ class RoundState(NamedTuple):
         there is none or it is stateless.
       totals: the transform's statistics summed over participants and rounds so far, a dict
         of name -> (R,); empty without a transform.
+      transform_server: the transform's server state, leaves with leading axis R; ``()``
+        when there is none.
     """
 
     server: Any
@@ -53,6 +55,7 @@ class RoundState(NamedTuple):
     sampler: Any = ()
     transform: Any = ()
     totals: Any = ()
+    transform_server: Any = ()
 
 
 def _totals_dtype():
@@ -79,9 +82,10 @@ def transform_stats(transform, d: int, dtype) -> tuple:
     x = jax.ShapeDtypeStruct((d,), dtype)
     words = jax.ShapeDtypeStruct((transform.num_words(d),), jnp.uint32)
     state = jax.eval_shape(transform.init, x)
-    info = TransformInfo(jax.ShapeDtypeStruct((), dtype), 1)
-    _, _, stats = jax.eval_shape(lambda w, v, s, m: transform.apply(w, v, s, info._replace(
-        participants=m)), words, x, state, info.participants)
+    server = jax.eval_shape(transform.server_init, x)
+    _, _, stats = jax.eval_shape(lambda w, v, s, m, srv: transform.apply(
+        w, v, s, TransformInfo(m, 1, srv)), words, x, state, jax.ShapeDtypeStruct((), dtype),
+        server)
     return tuple(sorted(stats))
 
 
@@ -98,12 +102,14 @@ def init_state(algorithm, x0: Array, num_clients: int, sampler=None,
         one = sampler.init_state(num_clients)
         sampler_state = jax.tree_util.tree_map(
             lambda a: jnp.broadcast_to(a, (R,) + jnp.shape(a)), one)
-    tstate, totals = (), ()
+    tstate, totals, tserver = (), (), ()
     if transform is not None:
         tstate = _per_client(transform.init, x0, num_clients)
         totals = {name: jnp.zeros((R,), _totals_dtype())
                   for name in transform_stats(transform, x0.shape[1], x0.dtype)}
-    return RoundState(server, clients, sampler_state, tstate, totals)
+        if jax.tree_util.tree_leaves(jax.eval_shape(transform.server_init, x0[0])):
+            tserver = jax.vmap(transform.server_init)(x0)
+    return RoundState(server, clients, sampler_state, tstate, totals, tserver)
 
 
 def fedavg_round(problem, oracle, sampler, x: Array, t, stepsize, trial_key: Array,
@@ -202,7 +208,8 @@ def steps_of(local_steps) -> int:
 
 
 def client_round(problem, oracle, algorithm, transform, local_steps, generator: str, i, server,
-                 client, transform_state, k: Array, stepsize, participants=None):
+                 client, transform_state, k: Array, stepsize, participants=None,
+                 transform_server=()):
     """Client i's round in one trial with round key data k (2,): its local steps, message.
 
     The engine's part of every algorithm: the oracle's noise of the Q (or Q_max) steps from
@@ -210,8 +217,9 @@ def client_round(problem, oracle, algorithm, transform, local_steps, generator: 
     through a ``lax.scan`` of ``local_step``; with a law of local steps, K from client i's
     word of stream 2 and the steps after the K-th masked (they leave y and the local state
     as they are); the transform on Delta_i = y - x_t (words of stream 3); then
-    ``client_final``. ``participants``: how many clients take part in the round (the
-    transform's :class:`TransformInfo`). Returns (message, client state, transform state,
+    ``client_final``. ``participants``: how many clients take part in the round, and
+    ``transform_server`` the transform's server state (the transform's
+    :class:`TransformInfo`). Returns (message, client state, transform state,
     statistics).
     """
     x_t = server.x
@@ -249,7 +257,8 @@ def client_round(problem, oracle, algorithm, transform, local_steps, generator: 
             jnp.zeros((0,), jnp.uint32)
         tname = type(transform).__name__
         info = TransformInfo(jnp.ones((), x_t.dtype) if participants is None else
-                             participants.astype(x_t.dtype), problem.num_clients)
+                             participants.astype(x_t.dtype), problem.num_clients,
+                             transform_server)
         delta, new_tstate, stats = transform.apply(twords, y - x_t, transform_state, info)
         check_same(f"{tname}.apply's update", y, delta)
         check_same(f"{tname}.apply", transform_state, new_tstate)
@@ -302,17 +311,19 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
     count = ordered_sum((w > 0).astype(x.dtype)) if transform is not None else \
         jnp.zeros(x.shape[:1], x.dtype)  # (R,): each trial's participants
 
-    def local(i, server_r, c, k, m):  # client i of one trial with round key data k
+    tserver = state.transform_server
+
+    def local(i, server_r, c, k, m, ts):  # client i of one trial with round key data k
         message, client, tstate, stats = client_round(
             problem, oracle, algorithm, transform, local_steps, generator, i, server_r, c[0],
-            c[1], k, stepsize, m)
+            c[1], k, stepsize, m, ts)
         return message, (client, tstate), stats
 
     R = x.shape[0]
     if mode == "mask":  # every client, for every trial (the same client data for all trials)
         messages, new_clients, stats = _over_clients(
-            lambda i, c: jax.vmap(local, in_axes=(None, 0, 0, 1, 0))(i, server, c, key_data,
-                                                                    count),
+            lambda i, c: jax.vmap(local, in_axes=(None, 0, 0, 1, 0, 0))(
+                i, server, c, key_data, count, tserver),
             (jnp.arange(n, dtype=jnp.int32), per_client), client_block)  # (n, R, ...)
         messages, stats = _at_slots((messages, stats), idx)  # the sampled: (m, R, ...)
         if jax.tree_util.tree_leaves(per_client):
@@ -320,19 +331,25 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
             per_client = _keep_where(weight > 0, new_clients, per_client)
     else:  # the sampled clients only, slot by slot
         messages, new_slots, stats = _over_clients(
-            lambda i, c: jax.vmap(local, in_axes=(0, 0, 0, 1, 0))(i, server, c, key_data,
-                                                                 count),
+            lambda i, c: jax.vmap(local, in_axes=(0, 0, 0, 1, 0, 0))(
+                i, server, c, key_data, count, tserver),
             (idx, _at_slots(per_client, idx)), client_block)  # (m, R, ...)
         if jax.tree_util.tree_leaves(per_client):
             new_slots = _keep_where(w > 0, new_slots, _at_slots(per_client, idx))
             per_client = jax.tree_util.tree_map(lambda c, s: _put(c, idx, s), per_client,
                                                 new_slots)
     totals = state.totals
+    w = w.astype(x.dtype)  # (m, R)
+    total = ordered_sum(w)
     if stats:
         totals = {name: totals[name] + ordered_sum(jnp.where(w > 0, stats[name], 0).astype(
             totals[name].dtype)) for name in totals}
-    w = w.astype(x.dtype)  # (m, R)
-    total = ordered_sum(w)
+    if jax.tree_util.tree_leaves(tserver):  # after a round with participants, from its sums
+        sums = {name: ordered_sum(jnp.where(w > 0, value, 0)) for name, value in stats.items()}
+        new_tserver = jax.vmap(lambda s, sm, m: transform.server_update(
+            s, sm, TransformInfo(m, n, s)))(tserver, sums, count)
+        check_same(f"{type(transform).__name__}.server_update", tserver, new_tserver)
+        tserver = _keep_where(total > 0, new_tserver, tserver)
     mean = _weighted_mean(messages, w, total)
     normalised = sampler.normalised()
     new_server = jax.vmap(lambda s, m, tw: algorithm.server_update(
@@ -340,7 +357,7 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
                         None if normalised else tw)))(server, mean, total)
     check_same(f"{type(algorithm).__name__}.server_update", server, new_server)
     return RoundState(_keep_where(total > 0, new_server, server), per_client[0], sampler_state,
-                      per_client[1], totals)
+                      per_client[1], totals, tserver)
 
 
 def ordered_sum(a: Array) -> Array:

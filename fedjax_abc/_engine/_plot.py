@@ -1,0 +1,40 @@
+"""A result's mean curve with its 95% band, against rounds or against a recorded metric."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["plot_curve"]
+
+
+def plot_curve(result, y: str = "gap", x: str = "rounds", ax=None, label=None,
+               band: bool = True, log: bool = True, **line_kwargs):
+    """Draws the mean over trials of ``y`` against ``x`` with a 95% band (see ``SimResult.plot``)."""
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        ax = plt.gca()
+    s = result.summary(y)
+    mean, half = np.asarray(s.mean, float), np.asarray(s.ci95, float)
+    if mean.ndim != 1:
+        raise ValueError(f"y ({y!r}) must be a field with one number per trial and record")
+    if x == "rounds":
+        xs = np.asarray(result.rounds, float)
+    else:
+        xs = np.asarray(result.summary(x).mean, float)
+        if xs.shape != mean.shape:
+            raise ValueError(f"x ({x!r}) must be 'rounds' or a metric with one number per "
+                             "trial and record")
+    floor = -np.inf
+    if log:
+        positive = mean[mean > 0]
+        floor = positive.min() * 1e-3 if positive.size else 1e-300
+    line, = ax.plot(xs, np.maximum(mean, floor), label=label, **line_kwargs)
+    if band:
+        ax.fill_between(xs, np.maximum(mean - half, floor), np.maximum(mean + half, floor),
+                        color=line.get_color(), alpha=0.2, lw=0)
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel("communication round t" if x == "rounds" else f"{x} (mean over trials)")
+    ax.set_ylabel(y)
+    return ax
