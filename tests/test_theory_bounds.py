@@ -195,3 +195,34 @@ def test_check_theorem3_schedule_log_factors():
             assert not c.tail_exponent_ok, (k, p, horizon)
         assert not th.check_theorem3_schedule(with_log(2.0), 1.0, 1.0, 10, horizon).sum_diverges
         assert not th.check_theorem3_schedule(with_log(0.0, 0.5), 1.0, 1.0, 10, horizon).sum_sq_converges
+
+
+def test_check_theorem3_schedule_shifted_schedules():
+    """Valid schedules whose shift bends a fit over a short horizon: alpha_0 c / (t + c)
+    (c = 1000) and alpha_0 / ((t + c) log(t + c)) (c = 10, 100) satisfy Theorem 3; the
+    same shapes with an exponent that breaks a condition, and constants, do not. A finite
+    array is classified from its own second half (the shift then still bends it)."""
+    import jax.numpy as jnp
+
+    a0 = th.theorem3_stepsize_limit(1.0, 1.0, 10)
+
+    def shifted(c, p=1.0, k=0.0):
+        def schedule(t):
+            u = jnp.asarray(t, float) + c
+            return a0 * c ** p / (u ** p * jnp.log(u) ** k)
+        return schedule
+
+    valid = [shifted(1000.0), shifted(10.0, k=1.0), shifted(100.0, k=1.0), shifted(10.0, 0.7)]
+    invalid = [shifted(1000.0, 1.3), shifted(100.0, k=2.0), shifted(1000.0, 0.5), a0 / 2,
+               shifted(10.0, 2.0)]
+    for horizon in (200, 1000, 20_000):
+        for s in valid:
+            c = th.check_theorem3_schedule(s, 1.0, 1.0, 10, horizon)
+            assert c.tail_exponent_ok and c.tail_rounds == (1e8, 1e16), horizon
+        for s in invalid:
+            assert not th.check_theorem3_schedule(s, 1.0, 1.0, 10, horizon).tail_exponent_ok
+    # as an array of 1000 values the schedule is judged on t in [500, 1000), where the shift
+    # bends it: the limit of a finite array, which the callable avoids
+    arr = np.asarray(shifted(1000.0)(np.arange(1000)))
+    c = th.check_theorem3_schedule(arr, 1.0, 1.0, 10, 1000)
+    assert c.tail_rounds == (500, 999) and not c.tail_exponent_ok

@@ -89,12 +89,17 @@ class Theorem3ScheduleCheck(NamedTuple):
       tail_exponent_ok: ``sum_diverges and sum_sq_converges``: the finite-horizon proxy
         for sum alpha_t = inf and sum alpha_t^2 < inf, which no finite horizon can prove.
       horizon: number of rounds checked.
-      sum_diverges, sum_sq_converges: over the second half of the horizon, log alpha_t is
-        fitted as a - p log(t + 1) - k log log(t + 3) (least squares; exact for
+      sum_diverges, sum_sq_converges: the schedule's tail, log alpha_t, is fitted as
+        a - p log(t + 1) - k log log(t + 3) (least squares; exact for
         alpha0 / ((t + 1)^p log(t + 3)^k)); sum alpha_t diverges iff p < 1, or p = 1 and
         k <= 1; sum alpha_t^2 converges iff p > 1/2, or p = 1/2 and k > 1/2 (p to 1e-4,
-        k to 1e-3). So alpha_0 / ((t + 1) log(t + 3)) passes, although a power-law fit of
-        it (``tail_exponent``) gives an exponent above 1, and 1/(t log^2 t) fails.
+        k to 1e-3). The tail is the schedule's values at t = 1e8 .. 1e16 for a callable
+        schedule or a number (where a shift such as alpha_0 c / (t + c) with c up to about
+        1e4 no longer bends the fit), else the second half of the given array. So
+        alpha_0 1000 / (t + 1000) and alpha_0 / ((t + 1) log(t + 3)) pass, although a
+        power-law fit over a short horizon (``tail_exponent``) gives an exponent below or
+        above 1, and 1/(t log^2 t) fails.
+      tail_rounds: (first, last) t of the tail fitted.
     """
 
     holds: bool
@@ -108,6 +113,31 @@ class Theorem3ScheduleCheck(NamedTuple):
     horizon: int
     sum_diverges: bool = False
     sum_sq_converges: bool = False
+    tail_rounds: tuple = (0, 0)
+
+
+TAIL = np.logspace(8, 16, 81)  # where a callable schedule's tail is fitted
+
+
+def _tail(schedule, alphas: np.ndarray):
+    """(t, alpha_t) of the tail that classifies the schedule (see Theorem3ScheduleCheck)."""
+    if callable(schedule):
+        values = np.asarray(schedule(jnp.asarray(TAIL)), dtype=np.float64)
+        if values.shape == TAIL.shape and np.all(np.isfinite(values)) and np.all(values > 0):
+            return TAIL, values
+    elif np.ndim(schedule) == 0:
+        return TAIL, np.full(TAIL.shape, float(schedule))
+    t = np.arange(alphas.size // 2, alphas.size, dtype=np.float64)
+    return t, alphas[alphas.size // 2:]
+
+
+def _classify(t: np.ndarray, alphas: np.ndarray) -> tuple[bool, bool]:
+    """(sum alpha_t diverges, sum alpha_t^2 converges) from the fitted p and k."""
+    X = np.stack([np.ones(t.size), -np.log(t + 1.0), -np.log(np.log(t + 3.0))], 1)
+    _, p, k = np.linalg.lstsq(X, np.log(alphas), rcond=None)[0]
+    diverges = p < 1 - 1e-4 or (abs(p - 1) <= 1e-4 and k <= 1 + 1e-3)
+    converges = p > 0.5 + 1e-4 or (abs(p - 0.5) <= 1e-4 and k > 0.5 + 1e-3)
+    return bool(diverges), bool(converges)
 
 
 def check_theorem3_schedule(schedule, L, C, Q, horizon) -> Theorem3ScheduleCheck:
@@ -138,14 +168,14 @@ def check_theorem3_schedule(schedule, L, C, Q, horizon) -> Theorem3ScheduleCheck
     first = int(np.argmax(bad)) if bad.any() else -1
     exponent = math.nan
     diverges = converges = False
+    tail = (0, 0)
     if horizon >= 8 and np.all(alphas > 0):
         t = np.arange(horizon // 2, horizon)
         exponent = -float(np.polyfit(np.log(t + 1.0), np.log(alphas[t]), 1)[0])
-        X = np.stack([np.ones(t.size), -np.log(t + 1.0), -np.log(np.log(t + 3.0))], 1)
-        _, p, k = np.linalg.lstsq(X, np.log(alphas[t]), rcond=None)[0]
-        diverges = p < 1 - 1e-4 or (abs(p - 1) <= 1e-4 and k <= 1 + 1e-3)
-        converges = p > 0.5 + 1e-4 or (abs(p - 0.5) <= 1e-4 and k > 0.5 + 1e-3)
+        tt, values = _tail(schedule, alphas)
+        diverges, converges = _classify(tt, values)
+        tail = (float(tt[0]), float(tt[-1]))
     return Theorem3ScheduleCheck(not bad.any(), limit, float(alphas.max()), first,
                                  float(alphas.sum()), float(np.sum(alphas**2)), exponent,
                                  bool(diverges and converges), horizon, bool(diverges),
-                                 bool(converges))
+                                 bool(converges), tail)
