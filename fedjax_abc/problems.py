@@ -14,7 +14,9 @@ Learning problems (x = a model's parameters flattened, clients holding data; pai
 - :func:`softmax_regression`, :func:`logistic_regression` (convex, l2 > 0; f_i*, f*, x* by
   Newton's method in float64) and :func:`mlp` (an equinox MLP; best values found);
 - :func:`synthetic`: softmax regression on Synthetic(alpha, beta) of Li et al. 2020;
-- :func:`learning_problem`: any of the models of ``ClientData``'s kind;
+- :func:`from_model`: your own ``equinox.Module`` and loss (:func:`cross_entropy` for a
+  classifier);
+- :func:`learning_problem`: any :class:`AbstractModel` on per-client data;
 - :func:`evaluate`: held-out accuracy and loss of models x (e.g. ``SimResult.x``);
   :func:`held_out_metrics`: the same recorded inside a run (``simulate(metrics=...)``).
 
@@ -25,6 +27,7 @@ from fedjax_abc._problems._learning import (
     Evaluation,
     HeldOut,
     evaluate,
+    from_model,
     held_out_metrics,
     learning_problem,
     logistic_regression,
@@ -34,10 +37,13 @@ from fedjax_abc._problems._learning import (
 )
 from fedjax_abc._problems._models import (
     MLP,
+    AbstractModel,
     ClientData,
     DatasetLoss,
+    EquinoxModel,
     LogisticRegression,
     SoftmaxRegression,
+    cross_entropy,
 )
 from fedjax_abc._problems._paper import (
     bgd_counterexample,
@@ -49,6 +55,10 @@ from fedjax_abc._problems._paper import (
 
 __all__ = [
     "MLP",
+    "AbstractModel",
+    "EquinoxModel",
+    "cross_entropy",
+    "from_model",
     "ClientData",
     "DatasetLoss",
     "Evaluation",

@@ -27,6 +27,8 @@ DEFAULT = [
     "fedjax_abc._problems._problem",
     "fedjax_abc._problems._checks",
     "fedjax_abc._problems._paper",
+    "fedjax_abc._problems._files",
+    "fedjax_abc._problems._partitions",
     "fedjax_abc._theory._comparison",
     "fedjax_abc.repro.paper",
 ]

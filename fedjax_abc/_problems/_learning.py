@@ -37,8 +37,9 @@ import numpy as np
 
 from fedjax_abc._problems import _data
 from fedjax_abc._problems._args import check_count, check_key, check_real
-from fedjax_abc._problems._models import (MLP, ClientData, DatasetGrad, DatasetLoss,
-                                          LogisticRegression, PooledData, SoftmaxRegression)
+from fedjax_abc._problems._models import (MLP, AbstractModel, ClientData, DatasetGrad,
+                                          DatasetLoss, EquinoxModel, LogisticRegression,
+                                          PooledData, SoftmaxRegression)
 from fedjax_abc._problems._oracles import AbstractOracle, ExactOracle
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._problems._solve import solve_clients_and_global
@@ -47,6 +48,7 @@ __all__ = [
     "Evaluation",
     "HeldOut",
     "evaluate",
+    "from_model",
     "held_out_metrics",
     "learning_problem",
     "logistic_regression",
@@ -132,7 +134,7 @@ def _points(name: str, value) -> np.ndarray:
 
 def _test_data(model, features, labels):
     """Checked (m, p) test features and (m,) int32 labels in [0, K) (ValueError, one line)."""
-    if not hasattr(model, "num_features"):
+    if not isinstance(model, AbstractModel):
         raise ValueError(f"evaluate and held_out_metrics take a learning problem or its model "
                          f"(fa.problems.softmax_regression, ...), got {model!r}"[:200])
     features = _points("features", features)
@@ -190,7 +192,8 @@ def learning_problem(model, features, labels, *, l2: float = 1e-3, weighting: st
     """A :class:`~fedjax_abc.Problem` whose clients hold data and whose x is ``model``'s parameters.
 
     Args:
-      model: ``SoftmaxRegression``, ``LogisticRegression`` or ``MLP`` (see ``_models``).
+      model: an :class:`~fedjax_abc._problems._models.AbstractModel`: ``SoftmaxRegression``,
+        ``LogisticRegression``, ``MLP``, or a user's module (:func:`from_model`).
       features: n arrays (m_i, p), one per client.
       labels: n integer arrays (m_i,), in [0, K).
       l2: the l2 coefficient (>= 0; > 0 for the convex models, so that minimisers exist).
@@ -211,9 +214,9 @@ def learning_problem(model, features, labels, *, l2: float = 1e-3, weighting: st
         out of range or not integers, bad l2 or weighting, a batch larger than a client's
         data (``MinibatchOracle`` without replacement).
     """
-    if not isinstance(model, (SoftmaxRegression, LogisticRegression, MLP)):
+    if not isinstance(model, AbstractModel):
         raise ValueError("model must be a fedjax_abc.problems.SoftmaxRegression, "
-                         f"LogisticRegression or MLP, got {model!r}"[:200])
+                         f"LogisticRegression, MLP or EquinoxModel, got {model!r}"[:200])
     Xs, ys, K = _client_arrays(features, labels, model.num_classes)
     if Xs[0].shape[1] != model.num_features:
         raise ValueError(f"the model takes {model.num_features} features, the data has "
@@ -245,6 +248,79 @@ def learning_problem(model, features, labels, *, l2: float = 1e-3, weighting: st
                    x_star=jnp.asarray(x_star, jnp.float64), oracle=oracle,
                    grad_fn=DatasetGrad(model), name=label, certified=bool(model.convex),
                    pooled=_pooled(model, Xs, ys, weights, l2))
+
+
+def from_model(model, loss, features, labels, *, l2: float = 1e-3, weighting: str = "uniform",
+               oracle: Optional[AbstractOracle] = None, convex: bool = False,
+               num_classes: Optional[int] = None, solver_steps: int = 500,
+               name: Optional[str] = None) -> Problem:
+    """A learning problem of your own ``equinox.Module`` and loss.
+
+    x is the module's floating array leaves flattened (d of them; the pytree is unravelled
+    inside the loss), f_i the client's mean loss plus (l2 / 2) ||x||^2 over all leaves, as
+    for the built-in models. f_i*, f* and x* are found from the module's own parameters:
+    by Newton's method (autodiff Hessians) and certified where ``convex=True`` is declared,
+    else by ``solver_steps`` of L-BFGS (the best values found).
+
+    Args:
+      model: an ``equinox.Module`` mapping one row of features (p,) to K logits; its
+        parameters as given are where the solvers start.
+      loss: ``loss(module, X, y)``, the mean loss over the rows of X (m, p) with labels
+        (m,); e.g. :func:`cross_entropy`.
+      features, labels: per-client lists, as for :func:`softmax_regression`.
+      l2, weighting, oracle, solver_steps, name: as for :func:`learning_problem`.
+      convex: whether every per-sample loss is convex in the parameters (your claim: it
+        makes f_i* and f* certified minima).
+      num_classes: K (default: from the module's output on a row).
+
+    Example:
+      >>> import equinox as eqx, jax, numpy as np, fedjax_abc as fa
+      >>> X = [np.array([[0.0, 1.0], [1.0, 0.0]]), np.array([[1.0, 1.0], [0.0, 0.5]])]
+      >>> y = [np.array([0, 1]), np.array([1, 0])]
+      >>> p = fa.problems.from_model(eqx.nn.Linear(2, 2, key=jax.random.key(0)),
+      ...                            fa.problems.cross_entropy, X, y, l2=0.1, convex=True)
+      >>> p.dim, p.certified
+      (6, True)
+    """
+    if not isinstance(model, eqx.Module):
+        raise ValueError(f"model must be an equinox.Module, got {type(model).__name__}")
+    if not callable(loss):
+        raise ValueError(f"loss must be a function loss(module, X, y), got {loss!r}"[:200])
+    if not isinstance(convex, bool):
+        raise ValueError(f"convex must be True or False, got {convex!r}")
+    try:
+        p = int(np.shape(features[0])[-1])
+    except (TypeError, IndexError, KeyError):
+        _client_arrays(features, labels, num_classes)  # its one-line error
+        raise ValueError("features must be a list of (m_i, p) arrays") from None
+    if not jax.tree_util.tree_leaves(eqx.filter(model, eqx.is_inexact_array)):
+        raise ValueError("model has no floating array leaves: nothing to train")
+    try:
+        out = eqx.filter_eval_shape(model, jax.ShapeDtypeStruct((p,), jnp.float64))
+    except Exception as e:  # noqa: BLE001 - a user's module: say what went wrong in one line
+        raise ValueError(f"model(row) failed on a row of {p} features: {type(e).__name__}: "
+                         f"{e}".splitlines()[0][:200]) from None
+    if not (hasattr(out, "shape") and len(out.shape) == 1 and out.shape[0] >= 2):
+        raise ValueError(f"model must map a row of {p} features to K >= 2 logits, got "
+                         f"{getattr(out, 'shape', out)}")
+    K = out.shape[0] if num_classes is None else check_count("num_classes (K)", num_classes, 2)
+    if K != out.shape[0]:
+        raise ValueError(f"num_classes ({K}) differs from the model's {out.shape[0]} logits")
+    Xs, ys, _ = _client_arrays(features, labels, K)
+    wrapped = EquinoxModel.of(model, loss, p, K, convex)
+    try:
+        value = jax.eval_shape(wrapped.sample_losses, jax.ShapeDtypeStruct((wrapped.dim,),
+                                                                           jnp.float64),
+                               jnp.asarray(Xs[0][:1]), jnp.asarray(ys[0][:1]))
+    except Exception as e:  # noqa: BLE001
+        raise ValueError(f"loss(module, X, y) failed: {type(e).__name__}: {e}".splitlines()[0][:200]) \
+            from None
+    if value.shape != (1,):
+        raise ValueError(f"loss(module, X, y) must return one number (the mean over rows), got "
+                         f"shape {value.shape[1:]}")
+    return learning_problem(wrapped, features, labels, l2=l2, weighting=weighting, oracle=oracle,
+                            solver_steps=solver_steps,
+                            name=name or f"{type(model).__name__} (d={wrapped.dim}, l2={l2:g})")
 
 
 def softmax_regression(features, labels, *, l2: float = 1e-3, weighting: str = "uniform",

@@ -1,8 +1,8 @@
 """Models whose parameters are the problem's x, and the data a learning problem's clients hold.
 
 A learning problem's x in R^d is a model's parameters flattened (``ravel_pytree``); each
-model says how to turn x into logits for a batch of features, and ``unravel`` gives the
-parameters back as a pytree:
+model (an :class:`AbstractModel`) says how to turn x into logits for a batch of features,
+and ``unravel`` gives the parameters back as a pytree:
 
 - :class:`SoftmaxRegression`: logits = features @ W + b, x = (W (p, K), b (K,)) flattened,
   d = (p + 1) K; convex cross-entropy.
@@ -10,6 +10,9 @@ parameters back as a pytree:
   convex logistic loss.
 - :class:`MLP`: an ``equinox.nn.MLP`` (tanh, so smooth), x its array leaves flattened;
   nonconvex.
+- :class:`EquinoxModel`: any ``equinox.Module`` mapping a row of features to K logits, with
+  the user's loss ``loss(module, X, y)`` (a mean over rows); x its floating array leaves
+  flattened (``fedjax_abc.problems.from_model``).
 
 :class:`ClientData` holds every client's (X_i, y_i) padded to M = max_i m_i rows with the
 count m_i, the client's weight w_i in the global objective and the l2 coefficient; its
@@ -24,9 +27,10 @@ where ell is the model's per-sample loss (cross-entropy). The same loss on a min
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import math
-from typing import Any
+from typing import Any, Callable, ClassVar
 
 import equinox as eqx
 import jax
@@ -36,8 +40,8 @@ from jaxtyping import Array, Float, Int
 
 from fedjax_abc._problems._args import check_count
 
-__all__ = ["ClientData", "DatasetGrad", "DatasetLoss", "LogisticRegression", "MLP", "PooledData",
-           "SoftmaxRegression"]
+__all__ = ["AbstractModel", "ClientData", "DatasetGrad", "DatasetLoss", "EquinoxModel",
+           "LogisticRegression", "MLP", "PooledData", "SoftmaxRegression", "cross_entropy"]
 
 
 class ClientData(eqx.Module):
@@ -89,7 +93,7 @@ def _softmax(logits: Array) -> Array:
 
 def _has_closed_form(model) -> bool:
     """Whether the model gives its gradients in closed form (``weighted_grad``)."""
-    return hasattr(model, "weighted_grad")
+    return bool(model.closed_form)
 
 
 def _cross_entropy(logits: Array, labels: Array) -> Array:
@@ -101,8 +105,55 @@ def _cross_entropy(logits: Array, labels: Array) -> Array:
     return lse - _fixed_reduce(jnp.add, logits * onehot, -1)
 
 
+class AbstractModel(abc.ABC):
+    """What a learning problem needs of its model.
+
+    Attributes (of every model):
+      num_features: p, the features of a row. num_classes: K.
+      convex: whether every per-sample loss is convex in x (then f_i* and f* are found by
+        Newton's method and certified; otherwise by L-BFGS, the best value found).
+      closed_form: whether ``weighted_grad`` and ``hessian`` are closed forms (otherwise
+        autodiff of ``sample_losses``).
+    """
+
+    closed_form: ClassVar[bool] = False
+
+    @property
+    @abc.abstractmethod
+    def dim(self) -> int:
+        """d, the length of x."""
+
+    @abc.abstractmethod
+    def unravel(self, x: Array):
+        """x -> the model's parameters (a pytree, or the model itself)."""
+
+    @abc.abstractmethod
+    def init(self, key) -> Array:
+        """A starting point x0 (d,), float64."""
+
+    @abc.abstractmethod
+    def logits(self, x: Array, features: Array) -> Array:
+        """Logits (rows, K) (logistic regression: (rows,)) of features (rows, p)."""
+
+    @abc.abstractmethod
+    def sample_losses(self, x: Array, features: Array, labels: Array) -> Array:
+        """The loss of every row, shape (rows,)."""
+
+    def predict(self, x: Array, features: Array) -> Array:
+        """The predicted class of every row."""
+        return jnp.argmax(self.logits(x, features), axis=-1)
+
+    def weighted_grad(self, x: Array, features: Array, labels: Array, coef: Array) -> Array:
+        """sum_j c_j grad ell_j(x), (d,) (autodiff unless ``closed_form``)."""
+        return jax.grad(lambda z: jnp.sum(coef * self.sample_losses(z, features, labels)))(x)
+
+    def hessian(self, x: Array, features: Array, labels: Array, coef: Array) -> Array:
+        """sum_j c_j Hess ell_j(x), (d, d) (autodiff unless ``closed_form``)."""
+        return jax.hessian(lambda z: jnp.sum(coef * self.sample_losses(z, features, labels)))(x)
+
+
 @dataclasses.dataclass(frozen=True)
-class SoftmaxRegression:
+class SoftmaxRegression(AbstractModel):
     """Multinomial logistic regression: logits = X W + b, x = ravel((W, b)), d = (p + 1) K.
 
     Attributes:
@@ -111,7 +162,8 @@ class SoftmaxRegression:
 
     num_features: int
     num_classes: int
-    convex = True
+    convex: ClassVar[bool] = True
+    closed_form: ClassVar[bool] = True
 
     def __post_init__(self):
         check_count("SoftmaxRegression num_features (p)", self.num_features)
@@ -186,7 +238,7 @@ def _block(rows: int) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class LogisticRegression:
+class LogisticRegression(AbstractModel):
     """Binary logistic regression: logit = X w + b, labels in {0, 1}, x = (w, b), d = p + 1.
 
     Attributes:
@@ -194,8 +246,9 @@ class LogisticRegression:
     """
 
     num_features: int
-    num_classes = 2
-    convex = True
+    num_classes: ClassVar[int] = 2
+    convex: ClassVar[bool] = True
+    closed_form: ClassVar[bool] = True
 
     def __post_init__(self):
         check_count("LogisticRegression num_features (p)", self.num_features)
@@ -264,7 +317,7 @@ def _mlp_dim(p: int, K: int, width: int, depth: int) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class MLP:
+class MLP(AbstractModel):
     """A tanh multilayer perceptron (``equinox.nn.MLP``), x its parameters flattened.
 
     Attributes:
@@ -275,7 +328,7 @@ class MLP:
     num_classes: int
     width: int = 32
     depth: int = 1
-    convex = False
+    convex: ClassVar[bool] = False
 
     def __post_init__(self):
         check_count("MLP num_features (p)", self.num_features)
@@ -307,8 +360,78 @@ class MLP:
     def sample_losses(self, x: Array, features: Array, labels: Array) -> Array:
         return _cross_entropy(self.logits(x, features), labels)
 
-    def predict(self, x: Array, features: Array) -> Array:
-        return jnp.argmax(self.logits(x, features), axis=-1)
+
+def cross_entropy(module, features: Array, labels: Array) -> Array:
+    """The mean cross-entropy of ``module``'s logits on rows (m, p) with integer labels (m,):
+    the loss ``fedjax_abc.problems.from_model`` takes for a classifier."""
+    return jnp.mean(_cross_entropy(jax.vmap(module)(features), labels))
+
+
+def _structure(module):
+    """(treedef, shapes, static part) of a module's floating array leaves."""
+    params, static = eqx.partition(module, eqx.is_inexact_array)
+    leaves, treedef = jax.tree_util.tree_flatten(params)
+    return treedef, tuple(tuple(a.shape) for a in leaves), static
+
+
+@dataclasses.dataclass(frozen=True)
+class EquinoxModel(AbstractModel):
+    """A user's ``equinox.Module`` and loss as a learning problem's model.
+
+    x is the module's floating array leaves flattened in their tree order; the rest of the
+    module (its structure, activations, integer buffers) is static. ``module(row)`` maps a
+    row of p features to K logits (reshape inside it for images); ``loss(module, X, y)`` is
+    a mean over the rows of X (the per-row losses the engine needs are its values on single
+    rows).
+
+    Attributes:
+      static: the module without its floating leaves. treedef, shapes: of those leaves.
+      loss: the loss. num_features: p. num_classes: K. convex: declared by the user.
+      start: the module's own parameters, flattened (``init``).
+    """
+
+    static: Any
+    treedef: Any
+    shapes: tuple
+    loss: Callable
+    num_features: int
+    num_classes: int
+    convex: bool = False
+    start: Any = dataclasses.field(default=None, compare=False, hash=False, repr=False)
+
+    @classmethod
+    def of(cls, module, loss: Callable, num_features: int, num_classes: int,
+           convex: bool = False) -> "EquinoxModel":
+        """The model of ``module`` (its parameters as given are ``init``'s point)."""
+        treedef, shapes, static = _structure(module)
+        leaves = jax.tree_util.tree_leaves(eqx.filter(module, eqx.is_inexact_array))
+        start = jnp.concatenate([jnp.ravel(a).astype(jnp.float64) for a in leaves]) if leaves \
+            else jnp.zeros((0,), jnp.float64)
+        return cls(static, treedef, shapes, loss, int(num_features), int(num_classes),
+                   bool(convex), start)
+
+    @property
+    def dim(self) -> int:
+        return sum(math.prod(s) for s in self.shapes)
+
+    def unravel(self, x: Array):
+        """x -> the equinox module with these parameters (in x's dtype)."""
+        sizes = [math.prod(s) for s in self.shapes]
+        offsets = [sum(sizes[:j]) for j in range(len(sizes))]
+        leaves = [x[o: o + n].reshape(s) for o, n, s in zip(offsets, sizes, self.shapes)]
+        return eqx.combine(jax.tree_util.tree_unflatten(self.treedef, leaves), self.static)
+
+    def init(self, key) -> Array:
+        """The module's own parameters (the key is unused)."""
+        return jnp.asarray(self.start, jnp.float64)
+
+    def logits(self, x: Array, features: Array) -> Array:
+        return jax.vmap(self.unravel(x.astype(features.dtype)))(features)
+
+    def sample_losses(self, x: Array, features: Array, labels: Array) -> Array:
+        module = self.unravel(x.astype(features.dtype))
+        return jax.vmap(lambda row, label: self.loss(module, row[None], label[None]))(
+            features, labels)
 
 
 @dataclasses.dataclass(frozen=True)
