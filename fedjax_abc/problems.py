@@ -18,11 +18,14 @@ Learning problems (x = a model's parameters flattened, clients holding data; pai
   classifier);
 - :func:`learning_problem`: any :class:`AbstractModel` on per-client data;
 - :func:`evaluate`: held-out accuracy and loss of models x (e.g. ``SimResult.x``);
-  :func:`held_out_metrics`: the same recorded inside a run (``simulate(metrics=...)``).
+  :func:`held_out_metrics`: the same recorded inside a run (``simulate(metrics=...)``);
+  :func:`client_metrics`: each client's loss and accuracy on its own data, summarised over
+  the clients (worst, quantiles, spread) inside a run.
 
 Build your own with :func:`fedjax_abc.make_problem`.
 """
 
+from fedjax_abc._problems._client_metrics import ClientSpread, client_metrics
 from fedjax_abc._problems._learning import (
     Evaluation,
     HeldOut,
@@ -54,6 +57,8 @@ from fedjax_abc._problems._paper import (
 )
 
 __all__ = [
+    "ClientSpread",
+    "client_metrics",
     "MLP",
     "AbstractModel",
     "EquinoxModel",

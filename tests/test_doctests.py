@@ -44,6 +44,7 @@ SLOW = [
     "fedjax_abc.repro.lemmas",
     "fedjax_abc._problems._data",
     "fedjax_abc._problems._learning",
+    "fedjax_abc._problems._client_metrics",
     "fedjax_abc._problems._minibatch",
     "fedjax_abc._theory._learning",
 ]

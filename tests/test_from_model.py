@@ -63,6 +63,7 @@ class SmallCNN(eqx.Module):
         return self.out(jnp.tanh(self.conv(row.reshape(1, 8, 8))).ravel())
 
 
+@pytest.mark.slow  # L-BFGS for f* and 40 rounds of a CNN: about 40 s
 def test_a_cnn_on_digits_trains():
     data = fa.data.load_digits(jax.random.key(0), num_clients=5, alpha=None)
     net = SmallCNN(jax.random.key(1))
