@@ -154,10 +154,11 @@ def make_call(case):
 
         fn = numpy_all if impl == "numpy_all" else numpy_sampled
         return lambda seed: fn(base, seed=seed, **common)
-    if impl in ("numpy_softmax", "torch_softmax"):
-        from benchmarks.baselines import numpy_softmax, torch_softmax
+    if impl in ("numpy_softmax", "torch_softmax", "jax_softmax"):
+        from benchmarks.baselines import jax_softmax, numpy_softmax, torch_softmax
 
-        fn = numpy_softmax if impl == "numpy_softmax" else torch_softmax
+        fn = {"numpy_softmax": numpy_softmax, "torch_softmax": torch_softmax,
+              "jax_softmax": jax_softmax}[impl]
         return lambda seed: fn(base, seed=seed, mode=case["mode"], dtype=case["dtype"], **common)
     if impl in ("numba_all", "numba_sampled"):
         import numba

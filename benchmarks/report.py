@@ -276,9 +276,10 @@ cases measured in the same run are comparable.
   matching baseline's in the same workload and shape (mask vs `numpy_all` / `jax_naive`
   all, gather vs `numpy_sampled` / `jax_naive` sampled; `jax_naive` of the same dtype,
   NumPy always float64). For `jax_naive` rows, x numpy compares it with NumPy. On the
-  learning workload the baselines are `numpy_softmax` and `torch_softmax` (PyTorch, when
-  installed) in both dtypes, matched by mode and dtype; **x torch** is the package over
-  PyTorch. **x numba 1 core** / **x numba 2 cores**: the package's rate over the matching
+  learning workload the baselines are `numpy_softmax`, `jax_softmax` (straightforward JAX:
+  `jax.grad`, `vmap`, `scan`, one `jit`; its ratio in the **x jax_naive** column) and
+  `torch_softmax` (PyTorch, when installed) in both dtypes, matched by mode and dtype;
+  **x torch** is the package over PyTorch. **x numba 1 core** / **x numba 2 cores**: the package's rate over the matching
   Numba baseline's (mask vs `numba_all`, gather vs `numba_sampled`, same dtype) on 1 and on
   2 cores, for every package row, pinned or not.
 - **target**: PASS / FAIL of the targets naming the row (compile time < 5 s for every

@@ -169,7 +169,8 @@ def add_ratios(rows):
 
     Package mask matches numpy_all / jax_naive "all" / numba_all, gather matches
     numpy_sampled / jax_naive "sampled" / numba_sampled; numpy is float64 only; jax_naive and
-    numba must have the same dtype. Every package row (pinned or not) gets one ratio per
+    numba must have the same dtype (on the learning workload ``jax_softmax`` gives
+    ``ratio_jax_naive``). Every package row (pinned or not) gets one ratio per
     Numba core count (``ratio_numba_1``, ``ratio_numba_2``). On the learning workload the
     NumPy and PyTorch baselines come in both dtypes and must match.
     """
@@ -178,7 +179,7 @@ def add_ratios(rows):
         for c in NUMBA_CORES:
             r[f"ratio_numba_{c}"] = None
         if "error" in r or r["impl"] in ("numpy_all", "numpy_sampled", "numpy_softmax",
-                                         "torch_softmax"):
+                                         "torch_softmax", "jax_softmax"):
             continue
         bmode = BASELINE_MODE.get(r["mode"], r["mode"])
         for b in rows:
@@ -191,7 +192,7 @@ def add_ratios(rows):
                 r["ratio_torch"] = r["virtual_rate"] / b["virtual_rate"]
             if r["impl"] != "fedjax_abc" or b["dtype"] != r["dtype"]:
                 continue
-            if b["impl"] == "jax_naive" and b["mode"] == bmode:
+            if b["impl"] in ("jax_naive", "jax_softmax") and b["mode"] == bmode:
                 r["ratio_jax_naive"] = r["virtual_rate"] / b["virtual_rate"]
             if b["impl"] == f"numba_{bmode}" and b.get("cores") in NUMBA_CORES:
                 r[f"ratio_numba_{b['cores']}"] = r["virtual_rate"] / b["virtual_rate"]

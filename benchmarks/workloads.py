@@ -2,8 +2,8 @@
 
 Fields: workload, impl ("fedjax_abc", "numpy_all", "numpy_sampled", "jax_naive",
 "numba_all" and "numba_sampled" on the Table II workload when Numba is installed, and for the
-"learning" workload "numpy_softmax" and "torch_softmax", the latter only when PyTorch is
-installed), mode
+"learning" workload "numpy_softmax", "jax_softmax" and "torch_softmax", the last only when
+PyTorch is installed), mode
 ("mask"/"gather" for the package, "all"/"sampled" for the baselines), dtype, problem
 ("huber27", "softplus_huber", "quadratics", "synthetic11": softmax regression on
 Synthetic(1, 1) with a mini-batch oracle, ``batch`` rows), n, d, S, Q, T, trials,
@@ -222,6 +222,8 @@ def learning_cases(quick: bool):
                                      record_every=T, cpu_devices=cores, **common, **extra))
         for bmode in ("all", "sampled"):
             out.append(_case("learning", "numpy_softmax", bmode, dtype, "synthetic11", T=bT,
+                             **common))
+            out.append(_case("learning", "jax_softmax", bmode, dtype, "synthetic11", T=T,
                              **common))
             if torch:
                 out.append(_case("learning", "torch_softmax", bmode, dtype, "synthetic11", T=bT,

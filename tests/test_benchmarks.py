@@ -82,6 +82,39 @@ def test_baselines_agree_with_package(build):
             assert np.all(z < Z), f"{name}, {stat}: package {m1} vs {m2}, {z} standard errors"
 
 
+def test_learning_baselines_agree_with_package():
+    """NumPy's and straightforward JAX's FedAvg on softmax regression with mini-batches: the
+    mean final gap and x_T within 4 standard errors of the package's."""
+    from benchmarks.baselines import SoftmaxData
+
+    data = fa.data.synthetic_data(jax.random.key(0), 1.0, 1.0, 6, max_samples=60)
+    p = fa.problems.softmax_regression(data.features, data.labels, l2=1e-3,
+                                       num_classes=data.num_classes,
+                                       oracle=fa.MinibatchOracle(5))
+    base = SoftmaxData.from_lists(data.features, data.labels, data.num_classes, 1e-3, 5)
+    kw = dict(num_sampled=3, local_steps=4, stepsize=0.1, rounds=15, x0=np.zeros(p.dim))
+    res = fa.simulate(p, trials=TRIALS, key=jax.random.key(11), record_x=False, **kw)
+    gap = jax.jit(jax.vmap(p.gap))
+    ref = {"x_T": _mean_se(res.x_final), "gap": _mean_se(res.gap[:, -1])}
+    runs = {f"{name} {mode}": fn(base, trials=TRIALS, seed=30 + j, mode=mode, **kw)
+            for j, (name, fn, mode) in enumerate(
+                [("numpy", baselines.numpy_softmax, "all"),
+                 ("numpy", baselines.numpy_softmax, "sampled"),
+                 ("jax", baselines.jax_softmax, "all"),
+                 ("jax", baselines.jax_softmax, "sampled")])}
+    for name, x in runs.items():
+        got = {"x_T": _mean_se(x), "gap": _mean_se(np.asarray(gap(x)))}
+        for stat in ("x_T", "gap"):
+            (m1, s1), (m2, s2) = ref[stat], got[stat]
+            z = np.abs(m1 - m2) / np.sqrt(s1**2 + s2**2)
+            assert np.all(z < Z), f"{name}, {stat}: {np.max(z):.1f} standard errors"
+    # the control: a smaller stepsize moves the gap by many standard errors
+    slow = baselines.jax_softmax(base, trials=TRIALS, seed=40, mode="sampled",
+                                 **dict(kw, stepsize=0.05))
+    (m1, s1), (m2, s2) = ref["gap"], _mean_se(np.asarray(gap(slow)))
+    assert abs(m1 - m2) / np.sqrt(s1**2 + s2**2) > 10
+
+
 def test_baselines_check_their_input():
     p, base, kw = _huber()
     kw = dict(kw, num_sampled=11)

@@ -13,16 +13,18 @@ and return x_T with shape (trials, d).
 - :func:`numba_all`, :func:`numba_sampled` (:mod:`benchmarks.baselines.numba_impl`): problem
   (27) compiled with Numba (optional, imported when first used), float64 or float32,
   threads over blocks of trials, the trial loop vectorised.
-- :func:`numpy_softmax`, :func:`torch_softmax` (:mod:`benchmarks.baselines.learning`):
-  softmax regression with mini-batch SGD on federated data (:class:`SoftmaxData`), NumPy or
-  PyTorch (optional, imported when called).
+- :func:`numpy_softmax`, :func:`jax_softmax`, :func:`torch_softmax`
+  (:mod:`benchmarks.baselines.learning`): softmax regression with mini-batch SGD on federated
+  data (:class:`SoftmaxData`), NumPy, straightforward JAX or PyTorch (optional, imported
+  when called).
 """
 
-from benchmarks.baselines.learning import SoftmaxData, numpy_softmax, torch_softmax
+from benchmarks.baselines.learning import SoftmaxData, jax_softmax, numpy_softmax, torch_softmax
 from benchmarks.baselines.numpy_impl import numpy_all, numpy_sampled
 from benchmarks.baselines.problems import HuberOffsets, Quadratics, SoftplusHuber
 
-__all__ = ["HuberOffsets", "Quadratics", "SoftmaxData", "SoftplusHuber", "jax_naive", "numba_all",
+__all__ = ["HuberOffsets", "Quadratics", "SoftmaxData", "SoftplusHuber", "jax_naive", "jax_softmax",
+           "numba_all",
            "numba_sampled", "numpy_all", "numpy_sampled", "numpy_softmax", "torch_softmax"]
 
 

@@ -7,7 +7,8 @@ Floyd's algorithm on uniforms. Both baselines are vectorised over trials and cli
 Python loops over rounds and local steps; mode "all" runs all n clients each round (the
 ``mask`` formulation), "sampled" only the S sampled ones (``gather``).
 
-:func:`torch_softmax` needs PyTorch (the ``bench`` extra); it is imported only when called.
+:func:`jax_softmax` is the same in straightforward JAX (``jax.grad``, ``vmap``, ``scan``, one
+``jit``). :func:`torch_softmax` needs PyTorch (the ``bench`` extra); it is imported only when called.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import dataclasses
 
 import numpy as np
 
-__all__ = ["SoftmaxData", "numpy_softmax", "torch_softmax"]
+__all__ = ["SoftmaxData", "jax_softmax", "numpy_softmax", "torch_softmax"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,3 +152,80 @@ def torch_softmax(problem: SoftmaxData, *, num_sampled: int, local_steps: int, s
                 theta = torch.gather(theta, 1, picks[:, :, None].expand(-1, -1, theta.shape[2]))
             x = theta.mean(dim=1)
     return x.numpy()
+
+
+def _make_jax_softmax(n: int, S: int, Q: int, b: int, K: int, mode: str):
+    """The jitted ``run(X, y, counts, l2, x0, alphas, keys) -> x_T`` of :func:`jax_softmax`."""
+    import jax
+    import jax.numpy as jnp
+
+    def loss(theta, X, y, l2):
+        p = X.shape[-1]
+        W, bias = theta[: p * K].reshape(p, K), theta[p * K:]
+        logp = jax.nn.log_softmax(X @ W + bias)
+        return -jnp.mean(jnp.take_along_axis(logp, y[:, None], 1)) + 0.5 * l2 * theta @ theta
+
+    def local_run(i, X, y, counts, l2, x, alpha, key):  # client i's rows read where needed
+        count = counts[i]
+
+        def step(theta, k):  # b distinct rows of the client's count: Floyd on b uniforms
+            u = jax.random.uniform(k, (b,))
+            rows = jnp.zeros((b,), jnp.int32)
+            for j in range(b):
+                top = (count - b + j).astype(jnp.int32)
+                r = jnp.floor(u[j] * (top + 1)).astype(jnp.int32)
+                taken = jnp.any((rows == r) & (jnp.arange(b) < j))
+                rows = rows.at[j].set(jnp.where(taken, top, r))
+            g = jax.grad(loss)(theta, X[i, rows], y[i, rows], l2)
+            return theta - alpha * g.astype(theta.dtype), None
+
+        theta, _ = jax.lax.scan(step, x, jax.random.split(key, Q))
+        return theta
+
+    def one_round(data, carry, alpha):
+        X, y, counts, l2 = data
+        x, key = carry
+        key, k_sample, k_noise = jax.random.split(key, 3)
+        idx = jax.random.permutation(k_sample, n)[:S]
+        run = jax.vmap(local_run, in_axes=(0, None, None, None, None, None, None, 0))
+        if mode == "all":
+            local = run(jnp.arange(n), X, y, counts, l2, x, alpha,
+                        jax.random.split(k_noise, n))[idx]
+        else:
+            local = run(idx, X, y, counts, l2, x, alpha, jax.random.split(k_noise, S))
+        return (jnp.mean(local, axis=0), key), None
+
+    def one_trial(X, y, counts, l2, x0, alphas, key):
+        (x, _), _ = jax.lax.scan(lambda c, a: one_round((X, y, counts, l2), c, a), (x0, key),
+                                 alphas)
+        return x
+
+    return jax.jit(jax.vmap(one_trial, in_axes=(None, None, None, None, 0, None, 0)))
+
+
+_JAX_RUNS: dict = {}
+
+
+def jax_softmax(problem: SoftmaxData, *, num_sampled: int, local_steps: int, stepsize,
+                rounds: int, x0, trials: int, seed: int = 0, mode: str = "all",
+                dtype: str = "float64") -> np.ndarray:
+    """The same in straightforward JAX: the loss's gradient by ``jax.grad``, a key split per
+    local step, b rows without replacement by Floyd's algorithm on b uniforms (as
+    :func:`numpy_softmax`), clients by ``jax.random.permutation``; ``vmap`` over clients and trials, ``scan`` over
+    steps and rounds, one ``jit`` (compiled once per configuration)."""
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    x = _check(problem, num_sampled, x0, trials)
+    jdt = {"float64": jnp.float64, "float32": jnp.float32}[dtype]
+    n = problem.num_clients
+    config = (n, num_sampled, local_steps, problem.batch, problem.num_classes, mode)
+    if config not in _JAX_RUNS:
+        _JAX_RUNS[config] = _make_jax_softmax(*config)
+    alphas = jnp.asarray(np.broadcast_to(np.asarray(stepsize, np.float64), (rounds,)), jdt)
+    out = _JAX_RUNS[config](jnp.asarray(problem.features, jdt), jnp.asarray(problem.labels),
+                            jnp.asarray(problem.counts), jnp.asarray(problem.l2, jdt),
+                            jnp.asarray(x, jdt), alphas,
+                            jax.random.split(jax.random.key(seed), trials))
+    return np.asarray(jax.block_until_ready(out))
