@@ -354,7 +354,7 @@ def test_problem_fields_are_checked_when_made(problem):
     (lambda: fa.problems.mlp(jax.random.key(0), X, Y, width=4, solver_steps=0),
      r"solver_steps must be an integer >= 1, got 0"),
     (lambda: fa.problems.learning_problem("softmax", X, Y),
-     r"model must be a fedjax_abc\.problems\.SoftmaxRegression, LogisticRegression or MLP"),
+     r"model must be a fedjax_abc\.problems\.SoftmaxRegression, LogisticRegression, MLP or EquinoxModel"),
     (lambda: fa.problems.SoftmaxRegression(0, 2),
      r"SoftmaxRegression num_features \(p\) must be an integer >= 1, got 0"),
     (lambda: fa.problems.SoftmaxRegression(2, 1),
