@@ -31,7 +31,6 @@
 
 # %%
 import json
-import os
 
 import jax
 import jax.numpy as jnp
@@ -180,9 +179,10 @@ ax.legend(fontsize=7); plt.show()
 # %%
 from fedjax_abc.repro import tradeoffs
 
-path = os.path.join("..", "docs", "results", "tradeoffs.json")
-with open(path) as fh:
-    doc = json.load(fh)
+import pathlib
+
+results = pathlib.Path(fa.__file__).resolve().parents[1] / "docs" / "results"  # this checkout's
+doc = json.loads((results / "tradeoffs.json").read_text())
 print(tradeoffs.summary_text(doc))
 tradeoffs.figure(doc)
 
