@@ -82,6 +82,7 @@ def test_baselines_agree_with_package(build):
             assert np.all(z < Z), f"{name}, {stat}: package {m1} vs {m2}, {z} standard errors"
 
 
+@pytest.mark.slow  # 400 trials of three implementations on a learning problem, about 12 s
 def test_learning_baselines_agree_with_package():
     """NumPy's and straightforward JAX's FedAvg on softmax regression with mini-batches: the
     mean final gap and x_T within 4 standard errors of the package's."""

@@ -64,6 +64,7 @@ def test_compare_refuses_tradeoffs_with_another_mode(capsys):
     assert err.count("\n") == 0 and "not allowed with argument" in err
 
 
+@pytest.mark.slow  # six runs of 300 rounds, about 12 s
 def test_scaffold_with_compressed_updates_is_stable_only_for_omega_at_most_one():
     """SCAFFOLD's c_i^+ = c_i - c - C(Delta_i) / (Q alpha) is formed from the compressed
     update, so the compression error returns in the next round's correction: the loop's
