@@ -17,12 +17,12 @@ the unclipped updates; the clip norm is the transform's server state.
 from __future__ import annotations
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from fedjax_abc._algorithms._checks import check_leaf, nonnegative_scalar, positive_scalar
-from fedjax_abc._algorithms._transforms import AbstractTransform, Chain, Clip
+from fedjax_abc._algorithms._checks import (_concrete, check_leaf, nonnegative_scalar,
+                                            positive_scalar)
+from fedjax_abc._algorithms._transforms import AbstractTransform, Chain, Clip, clip_to
 from fedjax_abc._problems._oracles import normals_from_words
 
 __all__ = ["AdaptiveClipping", "GaussianNoise", "dp_fedavg"]
@@ -139,8 +139,8 @@ class AdaptiveClipping(AbstractTransform):
         check_leaf("learning_rate (eta)", self.learning_rate, 0.0, strict=False)
         check_leaf("noise_multiplier (z)", self.noise_multiplier, 0.0, strict=False)
         check_leaf("count_stddev (sigma_b)", self.count_stddev, 0.0, strict=False)
-        gamma, z, b = (_value(v) for v in (self.target_quantile, self.noise_multiplier,
-                                           self.count_stddev))
+        gamma, z, b = (_concrete(v) for v in (self.target_quantile, self.noise_multiplier,
+                                              self.count_stddev))
         if gamma is not None and gamma > 1:
             raise ValueError(f"target_quantile (gamma) must be <= 1, got {gamma:g}")
         if z is not None and b is not None and z > 0 and not 2 * b > z:
@@ -158,9 +158,7 @@ class AdaptiveClipping(AbstractTransform):
         dtype = update.dtype
         d = update.shape[-1]
         c = jnp.asarray(info.server, dtype)
-        size = jnp.sqrt(jnp.sum(update * update))
-        clipped = size > c
-        update = update * jnp.where(clipped, c / jnp.where(clipped, size, 1), 1)
+        update, clipped = clip_to(update, c)
         z_delta = update_noise_multiplier(self.noise_multiplier.astype(dtype),
                                           self.count_stddev.astype(dtype))
         noise = normals_from_words(words, d + 1, dtype)
@@ -173,14 +171,6 @@ class AdaptiveClipping(AbstractTransform):
         eta = self.learning_rate.astype(server.dtype)
         return server * jnp.exp(-eta * (b_bar.astype(server.dtype)
                                         - self.target_quantile.astype(server.dtype)))
-
-
-def _value(leaf):
-    """A concrete scalar leaf as a float; None for a tracer."""
-    try:
-        return float(leaf)
-    except (TypeError, jax.errors.ConcretizationTypeError):
-        return None
 
 
 def dp_fedavg(clip_norm, noise_multiplier) -> Chain:

@@ -32,7 +32,7 @@ from jaxtyping import Array, Float
 
 from fedjax_abc._algorithms._checks import check_leaf, positive_scalar
 
-__all__ = ["AbstractTransform", "Chain", "Clip", "TransformInfo", "chain", "no_info"]
+__all__ = ["AbstractTransform", "Chain", "Clip", "TransformInfo", "chain", "clip_to", "no_info"]
 
 
 class TransformInfo(NamedTuple):
@@ -87,6 +87,13 @@ class AbstractTransform(eqx.Module):
         """(transformed update, new state, stats) of one client's update (shape (d,))."""
 
 
+def clip_to(update: Array, c: Array) -> tuple[Array, Array]:
+    """(update min(1, c / ||update||), whether it was clipped) for a bound c > 0."""
+    size = jnp.sqrt(jnp.sum(update * update))
+    clipped = size > c
+    return update * jnp.where(clipped, c / jnp.where(clipped, size, 1), 1), clipped
+
+
 class Clip(AbstractTransform):
     """Delta -> Delta min(1, c / ||Delta||): the update clipped to norm ``norm`` (DP-FedAvg).
 
@@ -110,11 +117,8 @@ class Clip(AbstractTransform):
         check_leaf("norm (clipping bound c)", self.norm, 0.0, strict=True)
 
     def apply(self, words, update, state, info):
-        size = jnp.sqrt(jnp.sum(update * update))
-        c = self.norm.astype(update.dtype)
-        clipped = size > c
-        scale = jnp.where(clipped, c / jnp.where(clipped, size, 1), 1)
-        return update * scale, state, {"clipped": clipped.astype(update.dtype)}
+        update, clipped = clip_to(update, self.norm.astype(update.dtype))
+        return update, state, {"clipped": clipped.astype(update.dtype)}
 
 
 class Chain(AbstractTransform):

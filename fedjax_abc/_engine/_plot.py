@@ -4,7 +4,23 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["plot_curve"]
+__all__ = ["plot_band", "plot_curve"]
+
+
+def plot_band(ax, xs, mean, half, label=None, log: bool = True, band: bool = True,
+              **line_kwargs):
+    """A mean curve and its band mean +- half; for a log axis (``log``) both are clipped to
+    1e-3 of the smallest positive mean. Returns the line."""
+    mean, half = np.asarray(mean, dtype=float), np.asarray(half, dtype=float)
+    floor = -np.inf
+    if log:
+        positive = mean[mean > 0]
+        floor = positive.min() * 1e-3 if positive.size else 1e-300
+    line, = ax.plot(xs, np.maximum(mean, floor), label=label, **line_kwargs)
+    if band:
+        ax.fill_between(xs, np.maximum(mean - half, floor), np.maximum(mean + half, floor),
+                        color=line.get_color(), alpha=0.2, lw=0)
+    return line
 
 
 def plot_curve(result, y: str = "gap", x: str = "rounds", ax=None, label=None,
@@ -25,14 +41,7 @@ def plot_curve(result, y: str = "gap", x: str = "rounds", ax=None, label=None,
         if xs.shape != mean.shape:
             raise ValueError(f"x ({x!r}) must be 'rounds' or a metric with one number per "
                              "trial and record")
-    floor = -np.inf
-    if log:
-        positive = mean[mean > 0]
-        floor = positive.min() * 1e-3 if positive.size else 1e-300
-    line, = ax.plot(xs, np.maximum(mean, floor), label=label, **line_kwargs)
-    if band:
-        ax.fill_between(xs, np.maximum(mean - half, floor), np.maximum(mean + half, floor),
-                        color=line.get_color(), alpha=0.2, lw=0)
+    plot_band(ax, xs, mean, half, label, log=log, band=band, **line_kwargs)
     if log:
         ax.set_yscale("log")
     ax.set_xlabel("communication round t" if x == "rounds" else f"{x} (mean over trials)")

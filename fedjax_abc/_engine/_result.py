@@ -14,6 +14,7 @@ __all__ = ["DivergenceWarning", "SimResult", "Summary", "SweepResult", "divergen
 Z95 = 1.959963984540054  # standard normal 97.5% quantile
 
 DIVERGED = ("exclude", "raise")
+FIELDS = ("gap", "grad_norm_sq", "x", "x_final")  # what summary() and final() read besides metrics
 
 
 class DivergenceWarning(RuntimeWarning):
@@ -197,8 +198,8 @@ class SimResult:
     def _field(self, name):
         if name in self.metrics:
             return self.metrics[name]
-        if name not in ("gap", "grad_norm_sq", "x", "x_final"):
-            known = ["gap", "grad_norm_sq", "x", "x_final"] + list(self.metrics)
+        if name not in FIELDS:
+            known = list(FIELDS) + list(self.metrics)
             raise ValueError(f"name ({name!r}) must be one of {', '.join(map(repr, known))}")
         value = getattr(self, name)
         if value is None:
@@ -220,7 +221,7 @@ class SimResult:
         shape = self.gap.shape
         metrics = dict(self.metrics)
         for name, value in values.items():
-            if name in metrics or name in ("gap", "grad_norm_sq", "x", "x_final"):
+            if name in metrics or name in FIELDS:
                 raise ValueError(f"the result already has a field or metric {name!r}")
             a = np.asarray(value, dtype=np.float64)
             if a.shape == shape[1:]:

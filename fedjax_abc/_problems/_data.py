@@ -309,6 +309,19 @@ def dirichlet_partition(key, labels, num_clients: int, alpha: float, *,
 # ------------------------------------------------------------------------------ digits
 
 
+def held_out_split(key, y: np.ndarray, num_classes: int, test_fraction: float):
+    """(train rows, test rows, the key left for the partition): a stratified random
+    ``test_fraction`` of every class's rows held out (rounded per class)."""
+    k_test, k_part = jax.random.split(_key_check(key))
+    rng = _rng(k_test)
+    test = []
+    for k in range(num_classes):  # stratified: the same share of every class
+        idx = rng.permutation(np.flatnonzero(y == k))
+        test.append(idx[: int(round(test_fraction * idx.size))])
+    test = np.sort(np.concatenate(test)).astype(np.int64)
+    return np.setdiff1d(np.arange(y.size), test), test, k_part
+
+
 def load_digits(key, num_clients: int = 10, *, alpha: Optional[float] = 0.5,
                 test_fraction: float = 0.2) -> FederatedData:
     """scikit-learn's digits (1797 8x8 images, 10 classes; shipped, no download), federated.
@@ -340,14 +353,7 @@ def load_digits(key, num_clients: int = 10, *, alpha: Optional[float] = 0.5,
     raw = sk_load_digits()
     X = np.asarray(raw.data, np.float64) / 16.0
     y = np.asarray(raw.target, np.int32)
-    k_test, k_part = jax.random.split(_key_check(key))
-    rng = _rng(k_test)
-    test = []
-    for k in range(10):  # stratified: the same share of every class
-        idx = rng.permutation(np.flatnonzero(y == k))
-        test.append(idx[: int(round(test_fraction * idx.size))])
-    test = np.sort(np.concatenate(test))
-    train = np.setdiff1d(np.arange(y.size), test)
+    train, test, k_part = held_out_split(key, y, 10, test_fraction)
     if alpha is None:
         parts = iid_partition(k_part, train.size, num_clients)
     else:

@@ -19,15 +19,13 @@ import json
 import os
 from typing import Optional, Sequence
 
-import jax
 import numpy as np
 
 from fedjax_abc._problems._data import (
     FederatedData,
-    _key_check,
     _positive_int,
-    _rng,
     dirichlet_partition,
+    held_out_split,
     iid_partition,
     split,
 )
@@ -173,14 +171,7 @@ def _federate(key, X: np.ndarray, y: np.ndarray, num_clients: int, alpha: Option
     n = _positive_int("num_clients", num_clients)
     y = _integer_labels(y, where)
     (y,), _, K = _classes([y])
-    k_test, k_part = jax.random.split(_key_check(key))
-    rng = _rng(k_test)
-    test = []
-    for k in range(K):  # stratified: the same share of every class
-        idx = rng.permutation(np.flatnonzero(y == k))
-        test.append(idx[: int(round(test_fraction * idx.size))])
-    test = np.sort(np.concatenate(test)).astype(np.int64)
-    train = np.setdiff1d(np.arange(y.size), test)
+    train, test, k_part = held_out_split(key, y, K, test_fraction)
     if train.size < n:
         raise ValueError(f"{where}: {train.size} training rows for {n} clients")
     if standardise:  # z-scores from the training rows' statistics

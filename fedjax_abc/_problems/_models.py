@@ -298,15 +298,17 @@ def _mlp_structure(p: int, K: int, width: int, depth: int):
     is_leaf = lambda a: isinstance(a, jax.ShapeDtypeStruct)  # noqa: E731
     params, static = eqx.partition(net, is_leaf)
     leaves, treedef = jax.tree_util.tree_flatten(params)
-    shapes = [leaf.shape for leaf in leaves]
-    sizes = [math.prod(leaf.shape) for leaf in leaves]
+    shapes = tuple(leaf.shape for leaf in leaves)
+    return (lambda x: _unflatten(x, treedef, shapes)), static
+
+
+def _unflatten(x: Array, treedef, shapes) -> Any:
+    """The pytree of ``treedef`` whose leaves of ``shapes`` are x's consecutive pieces, in x's
+    dtype (jax.flatten_util's unravel would cast to the leaves')."""
+    sizes = [math.prod(s) for s in shapes]
     offsets = [sum(sizes[:j]) for j in range(len(sizes))]
-
-    def unravel(x):  # in x's dtype (jax.flatten_util's unravel would cast to the leaves')
-        return jax.tree_util.tree_unflatten(
-            treedef, [x[o: o + s].reshape(sh) for o, s, sh in zip(offsets, sizes, shapes)])
-
-    return unravel, static
+    return jax.tree_util.tree_unflatten(
+        treedef, [x[o: o + n].reshape(s) for o, n, s in zip(offsets, sizes, shapes)])
 
 
 def _mlp_dim(p: int, K: int, width: int, depth: int) -> int:
@@ -416,10 +418,7 @@ class EquinoxModel(AbstractModel):
 
     def unravel(self, x: Array):
         """x -> the equinox module with these parameters (in x's dtype)."""
-        sizes = [math.prod(s) for s in self.shapes]
-        offsets = [sum(sizes[:j]) for j in range(len(sizes))]
-        leaves = [x[o: o + n].reshape(s) for o, n, s in zip(offsets, sizes, self.shapes)]
-        return eqx.combine(jax.tree_util.tree_unflatten(self.treedef, leaves), self.static)
+        return eqx.combine(_unflatten(x, self.treedef, self.shapes), self.static)
 
     def init(self, key) -> Array:
         """The module's own parameters (the key is unused)."""

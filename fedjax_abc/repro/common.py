@@ -585,10 +585,6 @@ def save_figure(fig, out: str, name: str) -> str:
 
 def band(ax, rounds, mean, half, label, color=None):
     """A mean curve with its 95% band on a log axis (the band clipped to positive values)."""
-    mean = np.asarray(mean, dtype=float)
-    half = np.asarray(half, dtype=float)
-    floor = np.nanmin(mean[mean > 0]) * 1e-3 if np.any(mean > 0) else 1e-300
-    line, = ax.plot(rounds, np.maximum(mean, floor), label=label, color=color, lw=1.4)
-    ax.fill_between(rounds, np.maximum(mean - half, floor), np.maximum(mean + half, floor),
-                    color=line.get_color(), alpha=0.2, lw=0)
-    return line
+    from fedjax_abc._engine._plot import plot_band
+
+    return plot_band(ax, rounds, mean, half, label, color=color, lw=1.4)

@@ -221,6 +221,8 @@ def figure(doc: dict):
     """Gap and held-out accuracy against bits (curves) and against epsilon (final values)."""
     from matplotlib.figure import Figure
 
+    from fedjax_abc._engine._plot import plot_band
+
     fig = Figure(figsize=(11, 8))
     axes = fig.subplots(2, 2)
     styles = {"FedAvg": "-", "SCAFFOLD": "--"}
@@ -234,10 +236,10 @@ def figure(doc: dict):
                 common.band(axes[0, 0], x[keep], np.asarray(c["gap"]["mean"])[keep],
                             np.asarray(c["gap"]["ci95"])[keep], f"{alg} {name}",
                             color=color).set_linestyle(styles[alg])
-            m, h = np.asarray(c["test_accuracy"]["mean"]), np.asarray(c["test_accuracy"]["ci95"])
-            axes[0, 1].plot(x[keep], m[keep], styles[alg], color=color, lw=1.4)
-            axes[0, 1].fill_between(x[keep], (m - h)[keep], (m + h)[keep], color=color,
-                                    alpha=0.2, lw=0)
+            acc = c["test_accuracy"]
+            plot_band(axes[0, 1], x[keep], np.asarray(acc["mean"])[keep],
+                      np.asarray(acc["ci95"])[keep], log=False, color=color, lw=1.4,
+                      ls=styles[alg])
             if c["unstable"]:
                 off["bits"].append(f"{alg} {name}")
     axes[0, 0].set_xscale("log")
