@@ -121,6 +121,7 @@ def test_bad_arguments_get_one_line_errors():
         assert "\n" not in str(e.value)
 
 
+@pytest.mark.slow  # three compilations
 def test_a_sweep_over_the_target_quantile_matches_separate_runs():
     p = fa.problems.quadratics(jax.random.key(0), n=6, d=3, spread=2.0)
     kw = dict(num_sampled=3, oracle=fa.ExactOracle(), local_steps=2, stepsize=0.1, rounds=8,

@@ -99,6 +99,7 @@ fa.simulate(p, **kw, checkpoint=sys.argv[1], progress=progress)
 """
 
 
+@pytest.mark.slow  # a subprocess importing JAX, interrupted mid-run: 120 s bound under load
 def test_ctrl_c_in_another_process(problem, tmp_path):
     """A real SIGINT: one line on stderr says where; the same call here resumes bit for bit."""
     path = tmp_path / "run.npz"

@@ -24,6 +24,7 @@ def _numpy_per_client(x, features, labels, p, K):
     return np.array(loss), np.array(acc)
 
 
+@pytest.mark.slow  # a run and 36 NumPy evaluations, about 6 s
 def test_client_metrics_match_numpy_on_the_recorded_iterates():
     data = fa.data.synthetic_data(jax.random.key(0), 1.0, 1.0, 8, max_samples=80)
     K, p = data.num_classes, data.features[0].shape[1]

@@ -25,6 +25,7 @@ def _to_linear(x, p, K):
     return np.concatenate([W.T.ravel(), b])
 
 
+@pytest.mark.slow  # two Newton solves and four runs, about 10 s
 def test_a_linear_module_is_softmax_regression(data):
     p, K = data.features[0].shape[1], data.num_classes
     ref = P.softmax_regression(data.features, data.labels, num_classes=K, l2=1e-2)
