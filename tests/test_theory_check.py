@@ -14,7 +14,8 @@ THEOREM2_KEYS = {
     "x0", "L", "C", "D", "sigma_f_star", "delta_f", "sampling_factor", "stepsize",
     "stepsize_limit", "bound", "bound_terms", "leading_terms", "observed", "observed_stderr",
     "observed_ci95", "argmin_round", "holds", "holds_upper95", "ratio", "final_grad_norm_sq",
-    "diverged_trials", "diverged_from_round", "seconds",
+    "diverged_trials", "diverged_from_round", "seconds", "late_mean", "late_stderr", "late_slope",
+    "late_slope_stderr",
 }
 THEOREM3_KEYS = {
     "check", "problem", "n", "num_sampled", "local_steps", "rounds", "trials", "record_every",

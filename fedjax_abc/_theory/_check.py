@@ -48,6 +48,38 @@ def _slope(t: np.ndarray, y: np.ndarray) -> float:
     return float(np.polyfit(np.log(t[ok]), np.log(y[ok]), 1)[0])
 
 
+def late_windows(values: np.ndarray, rounds: np.ndarray) -> dict:
+    """Whether the runs have left their transient: E||grad f||^2 over two late windows.
+
+    ``values`` are the trials' records (trials x records, t = ``rounds``); each trial's
+    average over t in [T/2, 3T/4) and [3T/4, T) (T the last record, excluded) gives m_1 and
+    m_2 (means over trials). Returns "late_mean" (the mean over t in [T/2, T)) with its
+    standard error across trials, and "late_slope" = log(m_2 / m_1) / log(t_2 / t_1) (the
+    windows' mean rounds t_1, t_2) with a delta-method standard error from the paired
+    per-trial averages: near 0 once the iterates are stationary, clearly below 0 while
+    E||grad f||^2 still falls. NaN where a window has no record or fewer than 2 trials.
+    """
+    T = float(rounds[-1])
+    w1 = (rounds >= T / 2) & (rounds < 3 * T / 4)
+    w2 = (rounds >= 3 * T / 4) & (rounds < T)
+    nan = {"late_mean": math.nan, "late_stderr": math.nan, "late_slope": math.nan,
+           "late_slope_stderr": math.nan}
+    m = values.shape[0]
+    if not (w1.any() and w2.any()) or m < 2:
+        return nan
+    a, b = values[:, w1].mean(1), values[:, w2].mean(1)
+    both = values[:, w1 | w2].mean(1)
+    m1, m2 = float(a.mean()), float(b.mean())
+    if not (m1 > 0 and m2 > 0):
+        return nan
+    span = math.log(float(rounds[w2].mean()) / float(rounds[w1].mean()))
+    cov = np.cov(np.stack([a, b]), ddof=1) / m  # of the two means
+    var = cov[0, 0] / m1 ** 2 + cov[1, 1] / m2 ** 2 - 2 * cov[0, 1] / (m1 * m2)
+    return {"late_mean": float(both.mean()), "late_stderr": float(both.std(ddof=1) / math.sqrt(m)),
+            "late_slope": math.log(m2 / m1) / span,
+            "late_slope_stderr": math.sqrt(max(float(var), 0.0)) / span}
+
+
 def _finite_trials(res, name: str) -> np.ndarray:
     """``res.<name>`` without the diverged trials (ValueError if every trial diverged)."""
     value = getattr(res, name)
@@ -100,7 +132,8 @@ def theorem2_check(problem: Problem, *, L: float, C: float, D: float, num_sample
         "bound_terms" {"initial_gap", "noise", "sampling", "drift"},
         "leading_terms" {"noise", "sampling", "drift", "stability", "stability_cubic",
         "total"} (24), "observed", "observed_stderr", "observed_ci95" [low, high],
-        "argmin_round", "holds" (bound >= observed), "holds_upper95" (bound >= the upper
+        "argmin_round", "late_mean", "late_stderr", "late_slope", "late_slope_stderr"
+        (:func:`late_windows`: has the run left its transient?), "holds" (bound >= observed), "holds_upper95" (bound >= the upper
         end of the interval), "ratio" (bound / observed; None if observed == 0),
         "final_grad_norm_sq" (mean at t = T), "diverged_trials", "diverged_from_round"
         (trials whose iterate or records became non-finite, left out of every mean, and the
@@ -163,6 +196,8 @@ def theorem2_check(problem: Problem, *, L: float, C: float, D: float, num_sample
         "observed_stderr": se if math.isfinite(se) else None,
         "observed_ci95": ci if all(math.isfinite(c) for c in ci) else None,
         "argmin_round": int(res.rounds[j]),
+        **{k: (v if math.isfinite(v) else None)
+           for k, v in late_windows(gns, np.asarray(res.rounds, float)).items()},
         "holds": bool(bound >= observed),
         "holds_upper95": bool(math.isfinite(ci[1]) and bound >= ci[1]),
         "ratio": bound / observed if observed > 0 else None,
