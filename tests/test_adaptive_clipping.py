@@ -40,6 +40,7 @@ def _reference(problem, x0, rounds, alpha, Q, c0, gamma, eta):
     return x, clipped, np.array(norms)
 
 
+@pytest.mark.slow  # 7-25 s: with the long checks, for the default run's 10 minutes
 def test_the_run_follows_a_numpy_loop_of_the_algorithm():
     p = fa.problems.quadratics(jax.random.key(0), n=6, d=4, spread=2.0)
     x0 = np.full(4, 3.0)

@@ -56,8 +56,9 @@ def _mean_se(v):
     return v.mean(axis=0), v.std(axis=0, ddof=1) / math.sqrt(v.shape[0])
 
 
-@pytest.mark.parametrize("build", [_huber, _softplus, _quadratics],
-                         ids=["eq27", "eq25", "quadratics"])
+@pytest.mark.parametrize("build", [pytest.param(_huber, marks=pytest.mark.slow), _softplus,
+                                   pytest.param(_quadratics, marks=pytest.mark.slow)],
+                         ids=["eq27", "eq25", "quadratics"])  # 6-7 s each; eq25 by default
 def test_baselines_agree_with_package(build):
     problem, base, kw = build()
     res = fa.simulate(problem, trials=TRIALS, key=jax.random.key(11), record_x=False, **kw)

@@ -128,6 +128,7 @@ def test_bits_per_round_in_a_run_and_mask_equals_gather():
         np.testing.assert_array_equal(np.diff(a.metrics["bits"], axis=1), 3 * bits)
 
 
+@pytest.mark.slow  # 7-25 s: with the long checks, for the default run's 10 minutes
 def test_gaussian_noise_shared_by_the_round_gives_the_sum_its_variance():
     """DP-FedAvg's aggregate: updates that are zero (every client at its minimum), so
     x_1 - x_0 is the noise alone: N(0, z^2 c^2 / S^2) with the paper's sampler (sum over S
@@ -193,6 +194,7 @@ def test_bad_arguments_get_one_line_errors():
         T.RandK(5).num_words(3)
 
 
+@pytest.mark.slow  # 7-25 s: with the long checks, for the default run's 10 minutes
 def test_a_sweep_over_a_transform_parameter_matches_separate_runs():
     """QSGD's levels and dp_fedavg's noise are data: one sweep, the numbers of simulate."""
     p = fa.problems.huber_offsets(jax.random.key(0), n=10, d_max=20.0)

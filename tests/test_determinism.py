@@ -68,6 +68,7 @@ def test_trial_does_not_depend_on_its_neighbours(mode, dtype):
             np.testing.assert_array_equal(getattr(a, name), getattr(b, name)[:3], err_msg=name)
 
 
+@pytest.mark.slow  # 7-25 s: with the long checks, for the default run's 10 minutes
 def test_records_of_a_model_with_several_entries_do_not_depend_on_the_neighbours():
     """f(x) sums over d inside a client's loss: vmapped over all the trials, XLA vectorises
     that sum by their number, and the gap of the same x_t differed in its last bits (d = 10,
@@ -100,7 +101,8 @@ def test_progress_segments_give_the_same_numbers():
 
 
 @pytest.mark.parametrize("problem, mode, dtype", [("table2", "gather", "float64"),
-                                                   ("quadratics", "mask", "float32")])
+                                                   pytest.param("quadratics", "mask", "float32",
+                                                                marks=pytest.mark.slow)])
 def test_one_program_start_gives_the_same_numbers(problem, mode, dtype):
     """A chunk of one segment starts inside the segment's program (x_0 broadcast there, the
     ids made there); the records at t = 0 and after are those of the separate start, for a
@@ -171,6 +173,7 @@ def test_mask_equals_gather(name):
     assert np.unique(a.x_final).size > 1
 
 
+@pytest.mark.slow  # 7-25 s: with the long checks, for the default run's 10 minutes
 def test_mask_equals_gather_on_problem_25():
     """Problem (25)-(26) (softplus + Huber, its own oracle): bit for bit too."""
     p = fa.problems.softplus_huber()

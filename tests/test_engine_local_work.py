@@ -56,6 +56,7 @@ def test_per_client_steps_match_the_closed_form():
     assert res.config["local_steps"] == "PerClientSteps([1, 4, 2, 7, 3])"
 
 
+@pytest.mark.slow  # 7-25 s: with the long checks, for the default run's 10 minutes
 def test_per_client_steps_all_q_give_the_bits_of_an_int_q():
     p = fa.problems.huber_offsets(jax.random.key(0), n=10, d_max=20.0)
     kw = dict(num_sampled=3, stepsize=1e-2, rounds=30, x0=p.x_star + 1.0, trials=8,
@@ -140,6 +141,7 @@ def test_a_wrong_law_fails_the_check():
     assert np.sum((counts - expected) ** 2 / expected) > 27.0
 
 
+@pytest.mark.slow  # 7-25 s: with the long checks, for the default run's 10 minutes
 def test_random_steps_mask_equals_gather_and_are_per_client():
     p = fa.problems.huber_offsets(jax.random.key(0), n=10, d_max=20.0)
     kw = dict(num_sampled=3, stepsize=1e-2, rounds=20, x0=p.x_star + 1.0, trials=8,

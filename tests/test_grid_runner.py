@@ -22,8 +22,8 @@ def test_two_example_grids_ship():
     assert [p.name for p in EXAMPLES] == ["algorithms.toml", "table2_stepsizes.toml"]
 
 
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) if p.stem == "algorithms"
-                                  else p for p in EXAMPLES], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.slow) for p in EXAMPLES],
+                         ids=lambda p: p.stem)  # 11 s and more each
 def test_example_grid_runs_and_resumes(path, tmp_path, capsys):
     out = tmp_path / "out"
     assert cli.main(["run", str(path), "--out", str(out)] + SMALL) == 0

@@ -46,7 +46,7 @@ def _problems(weighting):
     return _CONVEX[weighting]
 
 
-@pytest.mark.parametrize("weighting", ["uniform", "samples"])
+@pytest.mark.parametrize("weighting", [pytest.param("uniform", marks=pytest.mark.slow), "samples"])
 def test_closed_form_gradient_equals_autodiff(weighting):
     for problem in _problems(weighting):
         assert isinstance(problem.grad_fn, DatasetGrad) and problem.grad_fn.closed_form
@@ -106,6 +106,7 @@ def wide():
                                           oracle=fa.MinibatchOracle(5))
 
 
+@pytest.mark.slow  # 7-25 s: with the long checks, for the default run's 10 minutes
 def test_records_are_the_pooled_values(wide):
     problem = wide
     x0 = 0.01 * np.sin(np.arange(problem.dim))
@@ -167,6 +168,7 @@ def test_sweep_point_equals_simulate_alone(mode, wide):
         assert fa.simulate(problem, stepsize=alpha, **kw).equals(sw.point(stepsize=alpha))
 
 
+@pytest.mark.slow  # 7-25 s: with the long checks, for the default run's 10 minutes
 def test_mlp_runs_all_clients_at_once_and_its_trials_keep_their_numbers(mlp):
     """The MLP's gradient is autodiff: no client blocks; its loss sums a mini-batch's rows
     and the classes in a fixed order, so that trial r does not depend on its neighbours."""

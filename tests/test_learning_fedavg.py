@@ -26,7 +26,7 @@ def _data(seed=0, n=5, p=3):
     return X, y
 
 
-@pytest.mark.parametrize("weighting", ["uniform", "samples"])
+@pytest.mark.parametrize("weighting", [pytest.param("uniform", marks=pytest.mark.slow), "samples"])
 def test_fedavg_minibatch_matches_numpy_reference(weighting):
     X, y = _data()
     problem = fa.problems.logistic_regression(X, y, l2=0.1, weighting=weighting,

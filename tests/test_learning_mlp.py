@@ -20,6 +20,7 @@ import fedjax_abc as fa
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow  # 7-25 s: with the long checks, for the default run's 10 minutes
 def test_small_mlp_runs_in_mask_mode():
     data = fa.data.load_digits(jax.random.key(0), num_clients=4, alpha=1.0)
     problem = fa.problems.mlp(jax.random.key(1), data.features, data.labels, width=4,

@@ -97,6 +97,7 @@ def test_newton_agrees_with_scipy(model, weighting):
     assert problem.certified
 
 
+@pytest.mark.slow  # 7-25 s: with the long checks, for the default run's 10 minutes
 def test_samples_weighting_is_the_pooled_mean_loss():
     X, y = _data(2)
     uni = fa.problems.softmax_regression(X, y, l2=0.03, num_classes=3)

@@ -82,6 +82,7 @@ def test_float32_normal_moments_on_a_grid():
     assert abs(np.mean(z ** 4) - 3.0) < 2e-3
 
 
+@pytest.mark.slow  # 7-25 s: with the long checks, for the default run's 10 minutes
 def test_float32_simulation_has_no_nan():
     p = fa.problems.quadratics(jax.random.key(0), n=10, d=100)
     res = fa.simulate(p, num_sampled=10, local_steps=10, stepsize=0.01, rounds=1000,

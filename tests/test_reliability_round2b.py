@@ -37,6 +37,7 @@ def test_reproduce_records_enough_points_for_any_rounds(T, target, k):
     assert common.record_every(T, target) == k
 
 
+@pytest.mark.slow  # 7-25 s: with the long checks, for the default run's 10 minutes
 def test_reproduce_with_a_prime_number_of_rounds_draws_curves(tmp_path):
     out = tmp_path / "out"
     assert cli.main(["reproduce", "fig1", "--quick", "--trials", "2", "--rounds", "1009",

@@ -157,6 +157,7 @@ def _peak(T, trials, n, k=5):
     return json.loads(line[len("@@RESULT "):])
 
 
+@pytest.mark.slow  # 7-25 s: with the long checks, for the default run's 10 minutes
 def test_peak_memory_does_not_grow_with_rounds():
     trials, n, T = 2000, 500, 10
     lo, hi = _peak(T, trials, n), _peak(4 * T, trials, n)

@@ -78,6 +78,7 @@ def test_algorithm_fields_x0_and_problems_bit_for_bit():
         np.testing.assert_allclose(res.gap, ref.gap, rtol=1e-11, atol=1e-15)
 
 
+@pytest.mark.slow  # 7-25 s: with the long checks, for the default run's 10 minutes
 def test_gaussian_d5_chunks_progress_and_stateful_algorithm_bit_for_bit():
     p = fa.problems.quadratics(jax.random.key(1), n=6, d=5)
     seen = []

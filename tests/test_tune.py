@@ -23,6 +23,7 @@ def setting():
     return p, kw, algs, out
 
 
+@pytest.mark.slow  # 7-25 s: with the long checks, for the default run's 10 minutes
 def test_the_pick_is_the_best_tuning_mean_of_separate_runs(setting):
     """Each (algorithm, stepsize) run alone on the tuning key: the pick minimises the mean
     final gap, and the diverging stepsize scores +inf and is never picked."""
@@ -39,6 +40,7 @@ def test_the_pick_is_the_best_tuning_mean_of_separate_runs(setting):
                                    rtol=1e-12)
 
 
+@pytest.mark.slow  # 7-25 s: with the long checks, for the default run's 10 minutes
 def test_the_report_is_on_the_evaluation_key_with_paired_differences(setting):
     p, kw, algs, out = setting
     ref = fa.simulate(p, algorithm=algs["FedAvg"], stepsize=out.algorithms["FedAvg"].stepsize,
