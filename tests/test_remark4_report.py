@@ -59,5 +59,5 @@ def test_fig3_shape_table(tmp_path):
     (tmp_path / "fig3.json").write_text(json.dumps(doc))
     text = _report.render(str(tmp_path), str(tmp_path / "r.md"))
     assert "| a + b/Q | 0.01 (+/-" in text and "| 0.0 | 3 | 1 | not rejected |" in text
-    assert "Best: a + b/Q (p = 1)" in text
+    assert "Best of the one- and two-term shapes: a + b/Q (p = 1)" in text
     assert "| constant |" in text and "| c sqrt(Q) |" in text

@@ -70,9 +70,9 @@ def test_report_numbers_and_verdicts(tmp_path):
     assert text.count("| 9.31e-04 | 2 |") == 1 and "0 of 12 gaps differ" in text
     assert "| 200 | 0.9980 | 0.998 | 52.6750 | 52.675 | yes |" in text
     # Fig. 1: strictly decreasing in S, each step hundreds of standard errors.
-    assert "*Smaller S leads to larger gaps.*" in text and "**yes**" in text
+    assert "*Smaller S leads to larger gaps.*" in text and "**holds**" in text
     # Fig. 3: constant D_Q: sqrt(Q) rejected, constant not.
-    assert "the sqrt(Q) trend is rejected at 5% and a constant is not" in text
+    assert "a pure c sqrt(Q) is rejected at 5% and a constant is not" in text
     assert "Not run: table2_hypotheses, remark4, lemmas, thm1, thm2, thm3." in text
     assert "](../results/fig1.png)" in text or "fig1.png missing" in text
 
@@ -86,7 +86,7 @@ def test_report_flags_disagreement_and_scale(tmp_path):
     assert "12 of 12 gaps differ from the paper's by more than 3" in text
     assert "beyond the trial noise" in text
     assert "alpha Q T needed (stated 50)" in text and "250 (5.00x)" in text
-    assert "not shown: the sqrt(Q) trend is not rejected" in text
+    assert "**not shown**: the sqrt(Q) trend is not rejected" in text
 
 
 def test_render_needs_results(tmp_path):

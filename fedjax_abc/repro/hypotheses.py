@@ -129,8 +129,12 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
             base = settings.rounds or H["quick_T"]
             cfg["T"] = max(1, int(round(base * cfg["T"] / paper.TABLE2["T"])))
         alts.append((j, setting, value, why, cfg))
+    n_profile = 0 if quick else len(paper.TABLE2_ALPHA_PROFILE["factors"])
     progress.plan(sum(common.work_units(n, S, cfg["Q"], cfg["T"], R)
-                      for *_, cfg in alts for S in S_list) * len(d_list))
+                      for *_, cfg in alts for S in S_list) * len(d_list)
+                  + n_profile * len(d_list) * sum(common.work_units(n, S, paper.TABLE2["Q"],
+                                                                    paper.TABLE2["T"], R)
+                                                  for S in S_list))
 
     problems = {}
     for d_max in d_list:
@@ -177,6 +181,17 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
         a["confirmation"] = {"trials": R_confirm, "gap": gaps,
                              **gap_test(gaps, printed, S_list, H["z_max"])}
 
+    # How tightly the gaps pin alpha: alternatives around the reading that reproduces
+    # (at the same R, keys of their own; no confirmation runs).
+    profile = []
+    if not quick:
+        A = paper.TABLE2_ALPHA_PROFILE
+        for k, factor in enumerate(A["factors"]):
+            cfg = alternative_settings("alpha", A["center"] * factor)
+            gaps = table(cfg, R, 2000 + k, f"alpha={cfg['alpha']:g}")
+            profile.append({"factor": factor, "alpha": cfg["alpha"], "gap": gaps,
+                            **gap_test(gaps, printed, S_list, H["z_max"])})
+
     config = common.base_config(settings, "table2_hypotheses", R, None, scale)
     config.update(
         problem="huber_offsets (eq. 27) with the sign oracle of Section IV-B", n=n,
@@ -188,8 +203,10 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
                   "S-dependence only": "the S-ordering holds, the gaps do not match",
                   "rejected": "the S-ordering fails for some Dmax"},
         offsets_draw={"convention": offs.PAPER_DRAW.convention, "seed": offs.PAPER_DRAW.seed},
-        key_tags="(alternative index, Dmax, S)", trials_note=f"R = {R} trials per run (Table II: 100)")
+        key_tags="(alternative index, Dmax, S); 1000 + index for the confirmations, "
+                 "2000 + index for the alpha profile", trials_note=f"R = {R} trials per run (Table II: 100)")
     return {"experiment": "table2_hypotheses", "config": config, "alternatives": results,
+            "alpha_profile": profile,
             "reproducing": [a for a in range(len(results)) if results[a]["verdict"] == "reproduces"],
             "diverged": progress.diverged}
 

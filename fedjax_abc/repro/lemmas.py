@@ -25,6 +25,7 @@ and S = 4 only (``paper.LEMMAS_QUICK``).
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -148,11 +149,18 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
                            "for the diagnostics",
                   functions=["fedjax_abc.theory.lemma_diagnostics", "fedjax_abc.theory.run_points",
                              "fedjax_abc.theory.lemma_stepsize_limits"])
-    return {"experiment": "lemmas", "config": config, "rows": rows}
+    from fedjax_abc.repro import controls
+
+    checks = controls.run(common.run_key(settings.seed, "lemmas", 0))  # about 15 s
+    config.update(controls="fedjax_abc.repro.controls.run(run_key(seed, 'lemmas', 0)): cases "
+                           "where each check is nearly tight, with correct and wrong inputs")
+    return {"experiment": "lemmas", "config": config, "rows": rows, "controls": checks}
 
 
 def summary(doc: dict) -> list[dict]:
-    """Per (case, stepsize, lemma): points x S that hold, slack range, the dominant terms."""
+    """Per (case, stepsize, lemma): points x S that hold, slack range (with the relative
+    standard error of each ratio rhs/lhs, both sides' errors combined as if independent),
+    the dominant terms."""
     out = {}
     for r in doc["rows"]:
         for ch in r["checks"]:
@@ -160,12 +168,16 @@ def summary(doc: dict) -> list[dict]:
             s = out.setdefault(key, {"case": r["case"], "stepsize_name": r["stepsize_name"],
                                      "lemma": ch["lemma"], "equation": ch["equation"],
                                      "stepsizes": set(), "stepsize_ok": True, "held": 0,
-                                     "count": 0, "ratios": [], "dominant": {}, "changes": []})
+                                     "count": 0, "ratios": [], "ratio_rel_se": [], "dominant": {},
+                                     "changes": []})
             s["stepsizes"].add(r["stepsize"])
             s["stepsize_ok"] &= bool(ch["stepsize_ok"])
             s["held"] += sum(bool(h) for h in ch["holds"])
             s["count"] += len(ch["holds"])
             s["ratios"] += [v for v in ch["ratio"] if v is not None]
+            s["ratio_rel_se"] += [math.hypot(le / lhs, re / rhs) for v, lhs, le, rhs, re in
+                                  zip(ch["ratio"], ch["lhs"], ch["lhs_stderr"], ch["rhs"],
+                                      ch["rhs_stderr"]) if v is not None and lhs and rhs]
             for dname in ch["dominant"]:
                 s["dominant"][dname] = s["dominant"].get(dname, 0) + 1
             for lhs, rhs, sh in zip(ch["lhs"], ch["rhs"], ch["shift"]):

@@ -51,6 +51,12 @@ TABLE2_ALTERNATIVES = [
     ("x0_offset", 100.0, "x* + 100 (10x the offset)"),
     ("x0_point", 10.0, "x0 = 10, Fig. 1's start, read as a point"),
 ]
+# How tightly the printed gaps pin alpha: Table II with alpha at these multiples of the
+# reading that reproduces it (1e-3), each tested as an alternative (not confirmed).
+TABLE2_ALPHA_PROFILE = dict(center=1e-3, factors=[0.8, 0.9, 1.1, 1.2, 1.5, 2.0, 3.0])
+# The reading of Table II's settings that reproduces its gaps (table2_hypotheses): Section
+# IV-B's claims and Fig. 2 are also shown at this alpha.
+TABLE2_READING_ALPHA = 1e-3
 TABLE2_HYPOTHESES = dict(R=20, quick_R=4, quick_T=5_000, z_max=3.0,
                          quick_alternatives=[0, 1, 3, 6, 9], quick_d_max=[20.0, 200.0])
 REMARK4_QUICK_BGD_POINTS = 20_001

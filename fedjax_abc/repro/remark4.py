@@ -92,9 +92,14 @@ def write(doc: dict, out: str) -> list[str]:
     plt = common.pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     Q = np.asarray(doc["Q"], float)
+    groups = {}  # [10]'s term is the same for Dmax with the same zeta^2: one line for them
     for r in doc["rows"]:
         line, = ax.plot(Q, r["ours"], "-", label=f"(24), Dmax = {r['d_max']:g}")
-        ax.plot(Q, r["yang2021"], "--", color=line.get_color(), label=f"[10], Dmax = {r['d_max']:g}")
+        key = tuple(np.round(np.log(np.asarray(r["yang2021"], float)), 9))
+        groups.setdefault(key, (line.get_color(), r["yang2021"], []))[2].append(f"{r['d_max']:g}")
+    for color, values, d_maxes in groups.values():
+        same = " (same zeta^2)" if len(d_maxes) > 1 else ""
+        ax.plot(Q, values, "--", color=color, label=f"[10], Dmax = {', '.join(d_maxes)}{same}")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("local updates Q")

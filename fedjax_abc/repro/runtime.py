@@ -23,6 +23,8 @@ def paper_runs(experiment: str) -> list[tuple[str, float]]:
                      for S in P["S"]]
             runs.append((f"Dmax={d:g} noise-free",
                          common.work_units(P["n"], P["n"], P["Q"], paper.NOISE_FREE_HORIZON * P["T"], 1)))
+            runs += [(f"alpha={paper.TABLE2_READING_ALPHA:g} Dmax={d:g} S={S}",
+                      common.work_units(P["n"], S, P["Q"], P["T"], P["R"])) for S in P["S"]]
         return runs
     if experiment == "fig3":
         P = paper.FIG3

@@ -79,14 +79,15 @@ def write_thm1(doc: dict, out: str) -> list[str]:
     paths.append(common.write_csv(os.path.join(out, "thm1.csv"),
                                   ["k", "x_k", "bgd_lhs", "lower_bound"], rows))
     plt = common.pyplot()
-    fig, ax = plt.subplots(figsize=(5, 3.8))
+    fig, ax = plt.subplots(figsize=(6, 4.2))
     ks = np.asarray(doc["ks"], float)
     ax.plot(ks, doc["bgd_lhs"], "o-", label=r"$\frac{1}{2}\sum_i |f_i'(x_k) - f'(x_k)|^2$")
     ax.plot(ks, doc["lower_bound"], "s--", label=r"$(k\pi)^2/8$ (proof)")
     ax.set_yscale("log")
     ax.set_xlabel("k  (x_k = sqrt((2 k pi)^4 - 1))")
-    ax.set_title(f"Theorem 1: BGD left-hand side diverges; max|f''| = "
-                 f"{doc['max_abs_second_derivative']:.3f} <= L = {doc['L_bound']:g}", fontsize=9)
+    ax.set_title(f"Theorem 1: the BGD left-hand side grows without bound\n"
+                 f"while max|f''| = {doc['max_abs_second_derivative']:.3f} <= L = {doc['L_bound']:g}",
+                 fontsize=9)
     ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
     path = common.save_figure(fig, out, "thm1.png")
@@ -183,10 +184,37 @@ def _slope(x, y):
     return float(np.polyfit(np.log(x[ok]), np.log(y[ok]), 1)[0]) if ok.sum() >= 2 else None
 
 
+def _bound_at(L, C, D, r, S, Q, T) -> float:
+    """The bound (21) at the stepsize (22) for run r's problem at (S, Q, T)."""
+    import fedjax_abc.theory as theory
+
+    a = theory.theorem2_stepsize(L, C, D, r["sigma_f_star"], r["delta_f"], r["n"], S, Q, T)
+    return float(theory.theorem2_bound(a, L, C, D, r["sigma_f_star"], r["delta_f"], r["n"], S, Q, T))
+
+
+def _past_transient(r: dict) -> bool:
+    """A run has left its transient when its late slope in t is not significantly below
+    -PLATEAU (``theory.theorem2_check``'s late windows)."""
+    from fedjax_abc.repro import checks as chk
+
+    s, se = r.get("late_slope"), r.get("late_slope_stderr")
+    return s is not None and se is not None and s + chk.Z95 * se >= -PLATEAU
+
+
 def theorem2_sweeps(problems, checks, sweep_runs, S_sweep) -> list[dict]:
     """Per problem and variable (S, Q, T): the bound (21) at (22), the leading terms of (24)
     and the observed min_t E||grad f||^2, with log-log slopes (observed: weighted, with its
-    standard error) and whether each run's stepsize satisfies (20)."""
+    standard error) and whether each run's stepsize satisfies (20).
+
+    Where the runs are still in their transient, the minimum falls at the last rounds and
+    its slope measures how fast the transient goes, which only the bound's initial-gap term
+    12 Delta_f / (alpha Q T) speaks to; so each run also records where its minimum falls
+    (t / T), the initial-gap term's share of (21) and whether it has left the transient
+    (:func:`_past_transient`). Over the runs past the transient the late level
+    E||grad f||^2 on [T/2, T) is fitted against the variable, beside the slope of (21)
+    without its initial-gap term (what the stationary level can test). For T, the bound's
+    slope at 100x to 10000x the largest T shows where it heads.
+    """
     import fedjax_abc.theory as theory
     from fedjax_abc.repro import checks as chk
 
@@ -206,6 +234,18 @@ def theorem2_sweeps(problems, checks, sweep_runs, S_sweep) -> list[dict]:
             obs = [r["observed"] for r in runs]
             se = [r["observed_stderr"] or 0.0 for r in runs]
             sl = chk.log_slope(x, obs, [max(v, 1e-300) for v in se])
+            past = [_past_transient(r) for r in runs]
+            xs = [v for v, ok in zip(x, past) if ok]
+            late = [r["late_mean"] for r, ok in zip(runs, past) if ok]
+            late_se = [r["late_stderr"] or 0.0 for r, ok in zip(runs, past) if ok]
+            rest = [r["bound"] - r["bound_terms"]["initial_gap"] for r, ok in zip(runs, past) if ok]
+            sl_late = chk.log_slope(xs, late, [max(v, 1e-300) for v in late_se]) if len(xs) >= 2 else None
+            far = None
+            if var == "T":
+                r0 = runs[-1]
+                Tf = [100 * x[-1], 10_000 * x[-1]]
+                far = _slope(Tf, [_bound_at(L, C, D, r0, r0["num_sampled"], r0["local_steps"], t)
+                                  for t in Tf])
             out.append({"label": label, "variable": var, "values": x,
                         "fixed": {k: v for k, v in (("S", runs[0]["num_sampled"]),
                                                     ("Q", runs[0]["local_steps"]),
@@ -217,7 +257,16 @@ def theorem2_sweeps(problems, checks, sweep_runs, S_sweep) -> list[dict]:
                         "slope_leading": _slope(x, lead),
                         "slope_observed": sl.slope if np.isfinite(sl.slope) else _slope(x, obs),
                         "slope_observed_stderr": sl.stderr if np.isfinite(sl.stderr) else None,
-                        "leading_exponent": LEADING_EXPONENT[var]})
+                        "leading_exponent": LEADING_EXPONENT[var],
+                        "argmin_fraction": [r["argmin_round"] / r["rounds"] for r in runs],
+                        "initial_gap_share": [r["bound_terms"]["initial_gap"] / r["bound"] for r in runs],
+                        "late_slope": [r.get("late_slope") for r in runs], "past_transient": past,
+                        "slope_late_observed": None if sl_late is None else
+                        sl_late.slope if np.isfinite(sl_late.slope) else _slope(xs, late),
+                        "slope_late_observed_stderr": None if sl_late is None or not np.isfinite(sl_late.stderr)
+                        else sl_late.stderr,
+                        "slope_bound_without_initial_gap": _slope(xs, rest) if len(xs) >= 2 else None,
+                        "slope_bound_far": far})
     return out
 
 
@@ -228,9 +277,12 @@ def write_thm2(doc: dict, out: str) -> list[str]:
     paths.append(common.write_csv(os.path.join(out, "thm2.csv"), keys,
                                   [[c.get(k) for k in keys] for c in doc["checks"]]))
     plt = common.pyplot()
-    fig, ax = plt.subplots(figsize=(6, 3.8))
-    labels = [f"{c['label'].split(',')[0].replace('problem ', '')}\nS={c['num_sampled']}"
-              for c in doc["checks"]]
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    short = {"quadratics": "quad."}
+    labels = []
+    for c in doc["checks"]:
+        name = c["label"].split(",")[0].replace("problem ", "").split("-")[0]
+        labels.append(f"{short.get(name, name)}\nS={c['num_sampled']}")
     x = np.arange(len(labels))
     ax.plot(x, [c["bound"] for c in doc["checks"]], "v", ms=8, label="bound (21)")
     obs = np.array([c["observed"] for c in doc["checks"]])
@@ -240,7 +292,9 @@ def write_thm2(doc: dict, out: str) -> list[str]:
     ax.set_yscale("log")
     ax.set_xticks(x)
     ax.set_xticklabels(labels, fontsize=7)
-    ax.set_title("Theorem 2 at the stepsize (22)", fontsize=10)
+    ax.set_title("Theorem 2 at the stepsize (22): bound (21) against simulation\n"
+                 "(25): problem (25)-(26); (27): problem (27), Dmax = 20; quad.: quadratics",
+                 fontsize=9)
     ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
     path = common.save_figure(fig, out, "thm2.png")
@@ -250,42 +304,93 @@ def write_thm2(doc: dict, out: str) -> list[str]:
 # ---------------------------------------------------------------------------------- thm3
 
 
-def thm3_schedules(alpha0: float, T: int, ps, t0: int) -> list[tuple[str, np.ndarray, bool]]:
-    """(name, alpha_0..alpha_{T-1}, a Theorem 3 schedule?) for the thm3 experiment: alpha_0
-    for t < t0, then a decay (a burn-in changes none of Theorem 3's conditions)."""
-    t = np.maximum(np.arange(T, dtype=np.float64), float(t0))
-    out = [(f"alpha_0 (t0/t)^{p:g}", alpha0 * (t0 / t) ** p, True) for p in ps]
+def thm3_schedules(alpha0: float, T: int, ps, t0: int) -> list[tuple[str, object, bool]]:
+    """(name, t -> alpha_t, a Theorem 3 schedule?) for the thm3 experiment: alpha_0 for
+    t < t0, then a decay (a burn-in changes none of Theorem 3's conditions). The schedules
+    are functions of t, so that ``check_theorem3_schedule`` judges their tails far beyond T."""
+    import jax.numpy as jnp
+
+    def late(t):
+        return jnp.maximum(jnp.asarray(t, jnp.float64), float(t0))
+
+    def power(p):
+        return lambda t: alpha0 * (t0 / late(t)) ** p
+
+    out = [(f"alpha_0 (t0/t)^{p:g}", power(p), True) for p in ps]
     out.append(("alpha_0 t0 log(t0+2) / (t log(t+2))",
-                alpha0 * t0 * math.log(t0 + 2.0) / (t * np.log(t + 2.0)), True))
-    out.append(("constant alpha_0", np.full(T, alpha0), False))
-    out.append(("constant alpha_0 / 10", np.full(T, alpha0 / 10.0), False))
+                lambda t: alpha0 * t0 * math.log(t0 + 2.0) / (late(t) * jnp.log(late(t) + 2.0)), True))
+    out.append(("constant alpha_0", lambda t: alpha0 + 0.0 * late(t), False))
+    out.append(("constant alpha_0 / 10", lambda t: alpha0 / 10.0 + 0.0 * late(t), False))
     return out
 
 
-def path_statistics(norms: np.ndarray, rounds: np.ndarray, thresholds, tail_from: float) -> dict:
+PLATEAU = 0.1  # a late log-log slope above -PLATEAU counts as levelling off
+TAIL_BLOCKS = 8  # log-spaced blocks of the tail t >= T/10 for the per-path slopes
+BOOTSTRAP = 400  # resamples of the paths for the slope of the mean
+
+
+def path_slopes(norms: np.ndarray, rounds: np.ndarray, tail_from: float,
+                blocks: int = TAIL_BLOCKS) -> np.ndarray:
+    """Each path's late log-log slope: log of its block means of ||grad f(x_t)|| against
+    log t, over ``blocks`` log-spaced blocks of the records with t >= tail_from.
+
+    A single record of ||grad f(x_t)|| is noisy (in one dimension it crosses zero); a path's
+    block means are not, and one slope per path makes the paths, not the records, the
+    independent units of the spread and its standard error.
+    """
+    tail = (rounds >= tail_from) & (rounds > 0)
+    t = rounds[tail]
+    edges = np.geomspace(t[0], t[-1] * (1 + 1e-9), blocks + 1)
+    which = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, blocks - 1)
+    used = [b for b in range(blocks) if np.any(which == b)]
+    if len(used) < 2:
+        return np.full(norms.shape[0], np.nan)
+    centres = np.log([np.exp(np.log(t[which == b]).mean()) for b in used])
+    means = np.stack([norms[:, tail][:, which == b].mean(1) for b in used], 1)
+    return np.polyfit(centres, np.log(np.maximum(means, 1e-300)).T, 1)[0]
+
+
+def path_statistics(norms: np.ndarray, rounds: np.ndarray, thresholds, tail_from: float,
+                    seed: int = 0) -> dict:
     """Per-path statistics of ||grad f(x_t)|| (trials x records, diverged trials removed).
 
     Returns the mean, its standard error, the max and median over paths at every record,
-    the fraction of paths below each threshold at every record, and the weighted log-log
-    slope (with standard error) of the mean and the max over t >= tail_from.
+    the fraction of paths below each threshold at every record; the log-log slope of the
+    mean over t >= tail_from with a standard error from ``BOOTSTRAP`` resamples of the paths
+    (records along one path are correlated, paths are not); and each path's late slope
+    (:func:`path_slopes`) with their mean, standard error, quantiles and the fraction of
+    paths whose slope is below -``PLATEAU``.
     """
-    from fedjax_abc.repro import checks as chk
-
     m = norms.shape[0]
     mean = norms.mean(0)
     se = norms.std(0, ddof=1) / math.sqrt(m) if m > 1 else np.full(norms.shape[1], np.nan)
     mx = norms.max(0)
     tail = (rounds >= tail_from) & (rounds > 0)
-    sl = chk.log_slope(rounds[tail], mean[tail], se[tail])
-    lmx = np.log(np.maximum(mx[tail], 1e-300))
-    slope_max = float(np.polyfit(np.log(rounds[tail]), lmx, 1)[0]) if tail.sum() >= 2 else math.nan
+    lt = np.log(rounds[tail])
+
+    def slope(curve):
+        return float(np.polyfit(lt, np.log(np.maximum(curve[tail], 1e-300)), 1)[0]) \
+            if tail.sum() >= 2 else math.nan
+
+    rng = np.random.default_rng(seed)
+    boot = [slope(norms[rng.integers(0, m, m)].mean(0)) for _ in range(BOOTSTRAP)] if m > 1 else []
+    own = path_slopes(norms, rounds, tail_from)
+    falling = own < -PLATEAU
     return {"mean": mean, "stderr": se, "max": mx, "median": np.median(norms, 0),
             "fraction_below": {f"{th:g}": (norms < th).mean(0) for th in thresholds},
-            "slope_mean": sl.slope, "slope_mean_stderr": sl.stderr, "slope_max": slope_max}
+            "slope_mean": slope(mean),
+            "slope_mean_stderr": float(np.std(boot, ddof=1)) if len(boot) > 1 else None,
+            "slope_max": slope(mx), "path_slopes": own,
+            "path_slope_mean": float(np.mean(own)),
+            "path_slope_stderr": float(np.std(own, ddof=1) / math.sqrt(m)) if m > 1 else None,
+            "path_slope_quantiles": {f"{q:g}": float(np.quantile(own, q)) for q in (0.1, 0.5, 0.9)},
+            "fraction_paths_falling": float(falling.mean()),
+            "fraction_paths_falling_stderr": float(math.sqrt(falling.mean() * (1 - falling.mean()) / m))}
 
 
 def run_thm3(settings: common.Settings, progress: common.Progress) -> dict:
     """Theorem 3 where it can be seen: the schedules of Theorem 3 and constant controls."""
+    import fedjax_abc as fa
     import fedjax_abc.theory as theory
 
     H = paper.THM3
@@ -303,8 +408,9 @@ def run_thm3(settings: common.Settings, progress: common.Progress) -> dict:
     for j, (label, problem, L, C, D, Q, _, _) in enumerate(probs):
         x0 = np.asarray(problem.x_star) + H["x0_offset"]
         alpha0 = theory.theorem3_stepsize_limit(L, C, Q)
-        for i, (name, alphas, theorem) in enumerate(thm3_schedules(alpha0, T, ps, t0)):
-            sched = theory.check_theorem3_schedule(alphas, L, C, Q, T)
+        for i, (name, schedule, theorem) in enumerate(thm3_schedules(alpha0, T, ps, t0)):
+            sched = theory.check_theorem3_schedule(schedule, L, C, Q, T)
+            alphas = fa.stepsize_array(schedule, T)
             desc = f"{label.split(',')[0]} {name}"
             res = common.simulate(problem, num_sampled=S, local_steps=Q, stepsize=alphas,
                                   rounds=T, x0=x0, trials=R,
@@ -312,7 +418,8 @@ def run_thm3(settings: common.Settings, progress: common.Progress) -> dict:
                                   precision=settings.precision, record=k, progress=progress,
                                   desc=desc, checkpoint=settings.checkpoint_file("thm3", desc))
             norms = np.sqrt(np.maximum(res.grad_norm_sq[~res.diverged], 0.0))
-            stats = path_statistics(norms, np.asarray(res.rounds, float), H["thresholds"], T / 10)
+            stats = path_statistics(norms, np.asarray(res.rounds, float), H["thresholds"], T / 10,
+                                    seed=1000 * j + i)
             checks.append({"label": label, "schedule": name, "theorem3_schedule": theorem,
                            "num_sampled": S, "local_steps": Q, "alpha0": alpha0, "L": L, "C": C,
                            "x0": x0.tolist(), "schedule_check": sched._asdict(),
@@ -323,6 +430,7 @@ def run_thm3(settings: common.Settings, progress: common.Progress) -> dict:
                   alpha0="1/(8 Q (L + C))", p=ps, thresholds=H["thresholds"], record_every=k,
                   schedules=[n for n, _, _ in thm3_schedules(1.0, 2, ps, 1)], t0=t0,
                   key_tags="(problem index, schedule index)", tail="slopes over t >= T/10",
+                  tail_blocks=TAIL_BLOCKS, bootstrap=BOOTSTRAP,
                   function="fedjax_abc.theory.check_theorem3_schedule")
     return {"experiment": "thm3", "config": config, "checks": checks, "diverged": progress.diverged}
 
