@@ -64,7 +64,7 @@ def test_thm3_schedules_against_theorem3():
     """The experiment's schedules are functions of t; their tails classify them, and the
     constant controls fail."""
     alpha0, T, t0 = 0.00625, 1000, 10
-    for name, schedule, theorem in theorems.thm3_schedules(alpha0, T, [0.6, 1.0], t0):
+    for name, schedule, theorem in theorems.thm3_schedules(alpha0, [0.6, 1.0], t0):
         c = theory.check_theorem3_schedule(schedule, 1.0, 1.0, 10, T)
         assert c.holds, name
         assert c.tail_exponent_ok == theorem, name

@@ -46,7 +46,7 @@ def paper_runs(experiment: str) -> list[tuple[str, float]]:
         H = paper.THM3
         runs = []
         for label, p, _, _, _, Q, _, _ in theorems.cases():
-            for name, _, _ in theorems.thm3_schedules(1.0, 2, H["p"], 1):
+            for name, _, _ in theorems.thm3_schedules(1.0, H["p"], 1):
                 runs.append((f"{label.split(',')[0]} {name}",
                              common.work_units(p.num_clients, H["S"], Q, H["T"], H["R"])))
         return runs

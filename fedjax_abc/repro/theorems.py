@@ -304,7 +304,7 @@ def write_thm2(doc: dict, out: str) -> list[str]:
 # ---------------------------------------------------------------------------------- thm3
 
 
-def thm3_schedules(alpha0: float, T: int, ps, t0: int) -> list[tuple[str, object, bool]]:
+def thm3_schedules(alpha0: float, ps, t0: int) -> list[tuple[str, object, bool]]:
     """(name, t -> alpha_t, a Theorem 3 schedule?) for the thm3 experiment: alpha_0 for
     t < t0, then a decay (a burn-in changes none of Theorem 3's conditions). The schedules
     are functions of t, so that ``check_theorem3_schedule`` judges their tails far beyond T."""
@@ -408,7 +408,7 @@ def run_thm3(settings: common.Settings, progress: common.Progress) -> dict:
     for j, (label, problem, L, C, D, Q, _, _) in enumerate(probs):
         x0 = np.asarray(problem.x_star) + H["x0_offset"]
         alpha0 = theory.theorem3_stepsize_limit(L, C, Q)
-        for i, (name, schedule, theorem) in enumerate(thm3_schedules(alpha0, T, ps, t0)):
+        for i, (name, schedule, theorem) in enumerate(thm3_schedules(alpha0, ps, t0)):
             sched = theory.check_theorem3_schedule(schedule, L, C, Q, T)
             alphas = fa.stepsize_array(schedule, T)
             desc = f"{label.split(',')[0]} {name}"
@@ -428,7 +428,7 @@ def run_thm3(settings: common.Settings, progress: common.Progress) -> dict:
     config = common.base_config(settings, "thm3", R, T, scale)
     config.update(problems=[lb for lb, *_ in probs], S=S, x0=f"x* + {H['x0_offset']:g} per coordinate",
                   alpha0="1/(8 Q (L + C))", p=ps, thresholds=H["thresholds"], record_every=k,
-                  schedules=[n for n, _, _ in thm3_schedules(1.0, 2, ps, 1)], t0=t0,
+                  schedules=[n for n, _, _ in thm3_schedules(1.0, ps, 1)], t0=t0,
                   key_tags="(problem index, schedule index)", tail="slopes over t >= T/10",
                   tail_blocks=TAIL_BLOCKS, bootstrap=BOOTSTRAP,
                   function="fedjax_abc.theory.check_theorem3_schedule")
