@@ -171,9 +171,9 @@ def theorem2_comparison(key, problem, x0, *, stepsize: float, num_sampled: int, 
                       rounds=rounds, x0=x0, trials=trials, key=key, record_every=1, record_x=False)
     if res.num_diverged:
         raise ValueError(f"{res.num_diverged} of {trials} trials diverged at alpha = {stepsize:g}")
-    g = np.asarray(res.grad_norm_sq, np.float64)[:, :-1]  # t = 0, ..., T - 1
-    t = int(np.argmin(g.mean(axis=0)))
-    observed, stderr = float(g[:, t].mean()), float(g[:, t].std(ddof=1) / math.sqrt(trials))
+    summ = fa.summarize(np.asarray(res.grad_norm_sq, np.float64)[:, :-1])  # t = 0, ..., T - 1
+    t = int(np.argmin(summ.mean))
+    observed, stderr = float(summ.mean[t]), float(summ.stderr[t])
     delta = float(problem.astype(jnp.float64).gap(jnp.asarray(x0, jnp.float64)))
     n, rows = problem.num_clients, []
     for label, k in claims.items():

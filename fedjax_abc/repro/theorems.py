@@ -361,9 +361,11 @@ def path_statistics(norms: np.ndarray, rounds: np.ndarray, thresholds, tail_from
     (:func:`path_slopes`) with their mean, standard error, quantiles and the fraction of
     paths whose slope is below -``PLATEAU``.
     """
+    import fedjax_abc as fa
+
     m = norms.shape[0]
-    mean = norms.mean(0)
-    se = norms.std(0, ddof=1) / math.sqrt(m) if m > 1 else np.full(norms.shape[1], np.nan)
+    summ = fa.summarize(norms)
+    mean, se = summ.mean, summ.stderr
     mx = norms.max(0)
     tail = (rounds >= tail_from) & (rounds > 0)
     lt = np.log(rounds[tail])
