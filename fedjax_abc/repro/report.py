@@ -589,6 +589,7 @@ def _fig3(doc: dict, results: str, out_dir: str, card: list) -> list[str]:
                        f"of {len(Q)} Q", _strict(all(v > chk.Z95 for v in z), all(v > 0 for v in z)))
                  + ".")
     d = doc["D_Q"]
+    fits = _dq_fits(doc)
     f0 = chk.trend_fit(Q, d["mean"], d["stderr"], 0.0)
     fh = chk.trend_fit(Q, d["mean"], d["stderr"], 0.5)
     sl = chk.log_slope(Q, d["mean"], d["stderr"])
@@ -599,8 +600,7 @@ def _fig3(doc: dict, results: str, out_dir: str, card: list) -> list[str]:
                      "two D_Q values have a nonzero standard error at this scale.")
     else:
         rejects_half = fh.p_value < 0.05
-        Qa = np.asarray(Q, float)
-        full = chk.linear_fit([np.ones_like(Qa), 1.0 / Qa, np.sqrt(Qa)], d["mean"], d["stderr"])
+        full = fits["a + b/Q + c sqrt(Q)"]
         c_txt = ""
         if full.dof >= 1:
             zc = full.coef[2] / full.stderr[2]
@@ -622,7 +622,7 @@ def _fig3(doc: dict, results: str, out_dir: str, card: list) -> list[str]:
                         "; a constant is rejected too." if rejects_half else "."))
     c20 = condition20(k["n"], S_list, Q, lambda q: c["gamma"] / q, c["rounds"], c.get("L", 1.0),
                       c.get("C", 1.0))
-    lines += _fig3_shapes(doc, covered=sum(not r[4] for r in c20))
+    lines += _fig3_shapes(fits, covered=sum(not r[4] for r in c20))
     lines += ["", condition20_line(c20, "Fig. 3 (whose claim cites Theorem 2's sampling term)")]
     neg = sum(m < 0 for m in d["mean"])
     if neg:
@@ -632,15 +632,19 @@ def _fig3(doc: dict, results: str, out_dir: str, card: list) -> list[str]:
     return lines + [""] + _figure(results, out_dir, "fig3", "Fig. 3")
 
 
-def _fig3_shapes(doc: dict, covered: int = 0) -> list[str]:
-    """D_Q against the candidate shapes constant, c sqrt(Q), a + b/Q, and why a + b/Q."""
+def _dq_fits(doc: dict) -> dict:
+    """Weighted fits of D_Q: shape name -> ``checks.LinearFit``."""
     Q = np.asarray(doc["Q"], dtype=float)
     d = doc["D_Q"]
-    fits = [("constant", chk.linear_fit([np.ones_like(Q)], d["mean"], d["stderr"])),
-            ("c sqrt(Q)", chk.linear_fit([np.sqrt(Q)], d["mean"], d["stderr"])),
-            ("a + b/Q", chk.linear_fit([np.ones_like(Q), 1.0 / Q], d["mean"], d["stderr"])),
-            ("a + b/Q + c sqrt(Q)", chk.linear_fit([np.ones_like(Q), 1.0 / Q, np.sqrt(Q)],
-                                                   d["mean"], d["stderr"]))]
+    bases = {"constant": [np.ones_like(Q)], "c sqrt(Q)": [np.sqrt(Q)],
+             "a + b/Q": [np.ones_like(Q), 1.0 / Q],
+             "a + b/Q + c sqrt(Q)": [np.ones_like(Q), 1.0 / Q, np.sqrt(Q)]}
+    return {name: chk.linear_fit(b, d["mean"], d["stderr"]) for name, b in bases.items()}
+
+
+def _fig3_shapes(fits: dict, covered: int = 0) -> list[str]:
+    """D_Q against the candidate shapes (``_dq_fits``), and why a + b/Q."""
+    fits = list(fits.items())
     if any(f.dof < 1 for _, f in fits):
         return []
     lines = ["", "D_Q against the candidate shapes (weighted least squares on our standard errors):",
