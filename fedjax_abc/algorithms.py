@@ -9,9 +9,12 @@
 - :class:`FedDyn`: dynamic regularisation, client state.
 - :class:`FedExP`: an extrapolated server step.
 - :class:`Scaffnew`: ProxSkip's control variates, communication with probability p.
+- :class:`Mime`: local steps with the server's frozen momentum and an SVRG correction
+  from the participants' full gradients (two communications a round).
 - :class:`MimeLite`: local steps with the server's frozen momentum.
-- :class:`AbstractAlgorithm`: subclass it for your own (six pure functions: the engine owns
-  the loops over rounds and local steps); its server state subclasses
+- :class:`AbstractAlgorithm`: subclass it for your own (six pure functions, two more for a
+  first communication; the engine owns the loops over rounds and local steps); its server
+  state subclasses
   :class:`AbstractServerState`; :class:`AbstractLocalSGD` gives plain local SGD clients,
   leaving ``init`` and ``server_update``.
 
@@ -33,6 +36,7 @@ from fedjax_abc._algorithms._fednova import FedNova, momentum_norm
 from fedjax_abc._algorithms._fedopt import (FedAdagrad, FedAdam, FedAvgM, FedOpt, FedOptState,
                                             FedYogi)
 from fedjax_abc._algorithms._fedprox import FedProx
+from fedjax_abc._algorithms._mime import Mime, MimeState
 from fedjax_abc._algorithms._mimelite import MimeLite, MimeLiteState
 from fedjax_abc._algorithms._scaffnew import Scaffnew, ScaffnewClient
 from fedjax_abc._algorithms._scaffold import Scaffold, ScaffoldState
@@ -54,8 +58,10 @@ __all__ = [
     "FedProx",
     "FedYogi",
     "LocalInfo",
+    "Mime",
     "MimeLite",
     "MimeLiteState",
+    "MimeState",
     "RoundInfo",
     "Scaffnew",
     "ScaffnewClient",

@@ -89,6 +89,20 @@ def test_mimelite_two_rounds_by_hand():
                                [1.14125, 1.3343828125], rtol=1e-14)
 
 
+def test_mime_two_rounds_by_hand():
+    """beta = 0.5, Q = 2, exact gradients, x0 = 1. Round 1: c = (1 - 4) / 2 = -1.5, m = 0;
+    both clients' first step y = 1 - 0.1 * 0.5 * (-1.5) = 1.075; client 1's second
+    g = 1.075 - 1 - 1.5 = -1.425, y = 1.14625; client 2's g = -3.85 + 4 - 1.5 = -1.35,
+    y = 1.1425; x_1 = 1.144375, m = -0.75. Round 2: c = (1.144375 - 3.71125) / 2 =
+    -1.2834375; y = 1.246046875 after one step, then 1.34263515625 and 1.33755156250;
+    x_2 = 1.340093359375."""
+    np.testing.assert_allclose(rounds(A.Mime(beta=0.5), 2, 2)[1:],
+                               [1.144375, 1.340093359375], rtol=1e-14)
+    for mode in ("mask", "gather"):  # the first communication in both modes
+        np.testing.assert_allclose(rounds(A.Mime(beta=0.5), 2, 2, mode=mode)[1:],
+                                   [1.144375, 1.340093359375], rtol=1e-14)
+
+
 # ------------------------------------------------------------ headline behaviours
 
 QA = np.array([1.0, 2.0, 0.5, 1.5, 3.0])
@@ -199,6 +213,39 @@ def test_mimelite_with_one_step_is_centralized_momentum_sgd():
     assert np.max(np.abs(other - path)) > 1e-2
 
 
+def test_mime_reaches_x_star_where_fedavg_and_mimelite_stall():
+    """Exact gradients, Q = 5: MIME's correction g_i(y) - g_i(x) + grad f(x) vanishes at
+    x = x* for every client, so x* is its fixed point (full participation; with S = 2 of 5,
+    c is the participants' mean and the iterates keep moving, within a band around x*).
+    FedAvg stops at its biased fixed point sum c_i b_i / sum c_i, c_i = 1 - (1 - alpha
+    a_i)^5, and MimeLite (without the correction) also stalls away from x*."""
+    x_star = np.sum(QA * QB) / np.sum(QA)
+    alpha = 0.05
+    c = 1 - (1 - alpha * QA) ** 5
+    biased = np.sum(c * QB) / np.sum(c)
+    kw = dict(a=QA, b=QB, x0=4.0, alpha=alpha)
+    np.testing.assert_allclose(rounds(A.FedAvg(), 2000, 5, **kw)[-1], biased, rtol=1e-10)
+    lite = rounds(A.MimeLite(0.5), 2000, 5, **kw)
+    assert abs(lite[-1] - lite[-2]) < 1e-12 and abs(lite[-1] - x_star) > 0.02
+    np.testing.assert_allclose(rounds(A.Mime(0.5), 2000, 5, **kw)[-1], x_star, rtol=1e-10)
+    assert abs(biased - x_star) > 0.1
+
+
+def test_mime_with_one_step_is_centralized_momentum_gd():
+    """Full participation, Q = 1, exact gradients: the correction cancels and MIME is
+    m <- (1 - beta) f'(x) + beta m applied after the step x <- x - alpha ((1 - beta) f'(x)
+    + beta m) with the old m, computed here in NumPy for 50 rounds."""
+    beta, alpha = 0.8, 0.05
+    x, m, path = 4.0, 0.0, [4.0]
+    for _ in range(50):
+        g = np.mean(QA * (x - QB))
+        x = x - alpha * ((1 - beta) * g + beta * m)
+        m = (1 - beta) * g + beta * m
+        path.append(x)
+    kw = dict(a=QA, b=QB, x0=4.0, alpha=alpha)
+    np.testing.assert_allclose(rounds(A.Mime(beta=beta), 50, 1, **kw), path, rtol=1e-12)
+
+
 # ------------------------------------------------------------------ as values
 
 
@@ -216,6 +263,7 @@ def test_client_state_algorithms_refuse_repeating_slots_in_one_line():
     (A.FedDyn(0.1), "alpha", [0.1, 0.3, 1.0]),
     (A.FedExP(), "eps", [1e-3, 1e-2, 1e-1]),
     (A.MimeLite(), "beta", [0.0, 0.5, 0.9]),
+    (A.Mime(), "beta", [0.0, 0.5, 0.9]),
     (A.Scaffnew(0.5), "p", [0.5, 0.9, 1.0]),
 ])
 def test_a_hyperparameter_sweep_compiles_once_per_shape(alg, field, values):
@@ -237,6 +285,7 @@ def test_a_hyperparameter_sweep_compiles_once_per_shape(alg, field, values):
     (lambda: A.FedNova(momentum=-0.1), r"momentum \(rho\) must be >= 0"),
     (lambda: A.FedDyn(alpha=0.0), r"alpha \(FedDyn's a\) must be > 0"),
     (lambda: A.FedExP(eps=-1.0), r"eps must be > 0"),
+    (lambda: A.Mime(beta=1.0), r"beta \(momentum\) must be < 1"),
     (lambda: A.FedAdam(server_lr=0.0), r"server_lr must be > 0"),
 ])
 def test_bad_hyperparameters_are_refused(make, match):

@@ -250,7 +250,7 @@ def test_two_reference_samples_agree():
     assert not failures(a, b)
 
 
-# --------------------------------------------------------- MimeLite and Scaffnew
+# --------------------------------------------------------- MimeLite, MIME and Scaffnew
 #
 # - MimeLite (Karimireddy et al. 2021): server state x and momentum m (0 at the start);
 #   a participant runs K steps y <- y - alpha ((1 - beta) g_i(y) + beta m) from y = x with m
@@ -304,6 +304,35 @@ def ref_scaffnew(rng, T, p, gamma, max_steps, trials=TRIALS, per_client_k=False)
     return np.stack(path, axis=1)
 
 
+def ref_mime(rng, T, K, beta, S, trials=TRIALS, fresh_noise=False, c_all=False):
+    """MIME (Algorithm 1 with SGD momentum): c = mean_P grad f_i(x); a participant runs K
+    steps y <- y - alpha ((1 - beta) (g_i(y; z) - g_i(x; z) + c) + beta m) with the same
+    noise z at y and x; x <- mean_P y_i, m <- (1 - beta) c + beta m. Negative controls:
+    ``fresh_noise`` draws g_i(x)'s noise apart from g_i(y)'s; ``c_all`` averages the full
+    gradients over all n clients instead of the participants."""
+    def noisy(z, y):
+        return A * (y - B) + z * np.sqrt(C * A / 2 * (y - B) ** 2 + D)
+
+    x = np.full((trials, 1), X0)
+    m = np.zeros((trials, 1))
+    path = []
+    for _ in range(T):
+        mask = sample_mask(rng, trials, S)
+        k = mask.sum(axis=1, keepdims=True)
+        full = A * (x - B)
+        c = (full.mean(axis=1, keepdims=True) if c_all
+             else np.sum(np.where(mask, full, 0), axis=1, keepdims=True) / k)
+        y = np.broadcast_to(x, (trials, N)).copy()
+        for _ in range(K):
+            z = rng.standard_normal((trials, N))
+            zx = rng.standard_normal((trials, N)) if fresh_noise else z
+            y = y - ALPHA * ((1 - beta) * (noisy(z, y) - noisy(zx, x) + c) + beta * m)
+        x = np.sum(np.where(mask, y, 0), axis=1, keepdims=True) / k
+        m = (1 - beta) * c + beta * m
+        path.append(x[:, 0])
+    return np.stack(path, axis=1)
+
+
 MIME_BETA, MIME_K, MIME_S, MIME_T = 0.6, 3, 3, 4
 SCAFF_P, SCAFF_GAMMA, SCAFF_MAX, SCAFF_T = 0.4, 0.1, 30, 4
 
@@ -311,6 +340,27 @@ SCAFF_P, SCAFF_GAMMA, SCAFF_MAX, SCAFF_T = 0.4, 0.1, 30, 4
 @functools.lru_cache(maxsize=None)
 def package_mimelite():
     return run_package(fa.algorithms.MimeLite(MIME_BETA), MIME_T, MIME_K, MIME_S, 16)
+
+
+@functools.lru_cache(maxsize=None)
+def package_mime():
+    return run_package(fa.algorithms.Mime(MIME_BETA), MIME_T, MIME_K, MIME_S, 18)
+
+
+def reference_mime(**kw):
+    return ref_mime(np.random.default_rng(1018), MIME_T, MIME_K, MIME_BETA, MIME_S, **kw)
+
+
+def test_mime_matches_numpy_reference():
+    assert_agree(package_mime(), reference_mime(), "mime")
+
+
+@pytest.mark.parametrize("control", ["fresh_noise", "c_all"])
+def test_mime_with_a_wrong_correction_is_rejected(control):
+    """Negative controls: MIME's reference with g_i(x) on its own noise, or with c over all
+    n clients."""
+    bad = failures(package_mime(), reference_mime(**{control: True}))
+    assert bad, f"the comparison failed to reject MIME with {control}"
 
 
 @functools.lru_cache(maxsize=None)

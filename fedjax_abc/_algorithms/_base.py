@@ -17,6 +17,13 @@ client_step / client_final`` in equinox's container). For one trial:
 - ``server_update(server, mean_message, info) -> server state``: the server's step from the
   weighted mean of the participants' messages.
 
+Two optional methods give a round a first communication before the local steps (MIME's
+full gradients at x_t): ``query(server, client, full_gradient)``, what a sampled client
+sends first (``full_gradient(z)`` is its exact grad f_i(z) on all its data), and
+``receive(server, mean_query) -> server state``, the state the clients' local steps start
+from, given the weighted mean of the round's queries. The default ``query`` returns None:
+one communication a round.
+
 The engine owns the scan over local steps, the oracle's noise, the step mask of
 heterogeneous or random local work (:mod:`fedjax_abc._engine._local`) and the message
 transforms applied to Delta_i = y_i - x_t before ``client_final``. Hyperparameters are array
@@ -137,6 +144,14 @@ class AbstractAlgorithm(eqx.Module):
     @abc.abstractmethod
     def server_update(self, server, mean_message, info: RoundInfo) -> AbstractServerState:
         """The next server state from the weighted mean of the participants' messages."""
+
+    def query(self, server, client, full_gradient: Callable[[Array], Array]) -> Any:
+        """What a sampled client sends before its local steps; None: no first communication."""
+        return None
+
+    def receive(self, server, mean_query) -> AbstractServerState:
+        """The server state the local steps start from, given the mean of the queries."""
+        return server
 
 
 def recheck(module: eqx.Module) -> None:

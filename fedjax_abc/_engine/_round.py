@@ -305,7 +305,8 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
     if sampler_words is None:
         sampler_words = _sampler_words(sampler, n, key_data, generator)
     idx, w, sampler_state = _sample(sampler, sampler_words, n, state.sampler)  # (m, R) each
-    server = state.server
+    server = _received(problem, algorithm, state.server, state.clients, idx, w, mode,
+                       client_block)
     x = server.x
     per_client = (state.clients, state.transform)
     count = ordered_sum((w > 0).astype(x.dtype)) if transform is not None else \
@@ -356,8 +357,36 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
         s, m, RoundInfo(tw, n, stepsize, steps_of(local_steps),
                         None if normalised else tw)))(server, mean, total)
     check_same(f"{type(algorithm).__name__}.server_update", server, new_server)
-    return RoundState(_keep_where(total > 0, new_server, server), per_client[0], sampler_state,
-                      per_client[1], totals, tserver)
+    return RoundState(_keep_where(total > 0, new_server, state.server), per_client[0],
+                      sampler_state, per_client[1], totals, tserver)
+
+
+def _received(problem, algorithm, server, clients, idx: Array, w: Array, mode: str,
+              client_block: Optional[int]):
+    """The server state after the round's first communication (``algorithm.query``): every
+    client's query in ``mask`` mode (the sampled ones' are kept), the sampled clients' in
+    ``gather`` mode, their weighted mean handed to ``algorithm.receive``. ``server`` as it
+    is when the algorithm's ``query`` gives None."""
+    def query(i, s, c):
+        data = problem.client(i)
+        return algorithm.query(s, c, lambda z: problem.local_grad(data, z))
+
+    one = jax.tree_util.tree_map(lambda a: a[0], (server, clients))
+    if jax.eval_shape(query, jnp.zeros((), jnp.int32), *one) is None:
+        return server
+    if mode == "mask":
+        queries = _over_clients(lambda i, c: jax.vmap(query, in_axes=(None, 0, 0))(i, server, c),
+                                (jnp.arange(problem.num_clients, dtype=jnp.int32), clients),
+                                client_block)
+        queries = _at_slots(queries, idx)
+    else:
+        queries = _over_clients(lambda i, c: jax.vmap(query)(i, server, c),
+                                (idx, _at_slots(clients, idx)), client_block)
+    w = w.astype(server.x.dtype)
+    mean = _weighted_mean(queries, w, ordered_sum(w))
+    received = jax.vmap(algorithm.receive)(server, mean)
+    check_same(f"{type(algorithm).__name__}.receive", server, received)
+    return received
 
 
 def ordered_sum(a: Array) -> Array:
