@@ -177,3 +177,19 @@ def test_point_by_class_name_must_be_unique():
     assert sw.point(algorithm="FedAvg(server_stepsize=1)") is first
     with pytest.raises(ValueError, match="2 values of class FedAvg"):
         sw.point(algorithm="FedAvg")
+
+
+def test_laws_of_local_steps_vary_as_data():
+    """Geometric(p) local steps at two p's, each point bit for bit as simulate; other p's
+    compile nothing new."""
+    p = offsets()
+    kw = dict(KW, x0=p.x_star + 1.0, num_sampled=3)
+    del kw["local_steps"]
+    laws = [fa.GeometricSteps(0.5, 6), fa.GeometricSteps(0.2, 6)]
+    sw = fa.sweep(p, grid={"local_steps": laws}, stepsize=0.02, **kw)
+    for law, res in zip(laws, sw.results):
+        assert alone(p, **dict(kw, local_steps=law, stepsize=0.02)).equals(res)
+    with count_compilations() as again:
+        fa.sweep(p, grid={"local_steps": [fa.GeometricSteps(0.7, 6), fa.GeometricSteps(0.1, 6)]},
+                 stepsize=0.02, **kw)
+    assert again == []

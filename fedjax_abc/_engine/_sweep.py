@@ -1,8 +1,9 @@
 """``sweep``: a grid of settings as one compiled program per shape.
 
 A grid point is a full set of :func:`~fedjax_abc.simulate` arguments. Points whose settings
-differ only in data (the stepsizes, x0, the array leaves of the problem, oracle, sampler and
-algorithm: ``FedProx(mu)``, ``FedAvg(server_stepsize)``, a problem's offsets) run together:
+differ only in data (the stepsizes, x0, the array leaves of the problem, oracle, sampler,
+algorithm and law of local steps: ``FedProx(mu)``, ``FedAvg(server_stepsize)``, a problem's
+offsets, ``GeometricSteps(p, Q_max)``) run together:
 their values are stacked along a leading grid axis G and the compiled segment is ``vmap``-ped
 over it, outside the trials axis (gymnax's layering: trials -> population of params). Only
 leaves that differ between the points get the axis; the others are shared. Points that
@@ -40,7 +41,7 @@ from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._problems._samplers import AbstractSampler
 
-__all__ = ["sweep", "GRID_NAMES"]
+__all__ = ["sweep", "GRID_NAMES", "with_field"]
 
 # simulate's arguments a grid may vary; "algorithm.<field>", "oracle.<field>" and
 # "sampler.<field>" replace one array field of that component
@@ -97,7 +98,7 @@ def _get(component, field: str):
     return value
 
 
-def _with_field(component, name: str, field: str, value):
+def with_field(component, name: str, field: str, value):
     """``component`` with its array field ``field`` set to ``value`` (same shape)."""
     old = _get(component, field)
     if not isinstance(old, (jax.Array, np.ndarray)):
@@ -173,7 +174,7 @@ def _point_run(problem, kwargs: dict, point: dict) -> _Run:
                 base = {"algorithm": FedAvg(), "oracle": problem.oracle}.get(head)
             if base is None:
                 raise ValueError(f"grid axis {name!r} needs a {head}= to vary")
-            kw[head] = _with_field(base, head, field, value)
+            kw[head] = with_field(base, head, field, value)
         else:
             kw[name] = value
     run = _checked(problem, kw["num_sampled"], kw["local_steps"], kw["stepsize"], kw["rounds"],
@@ -181,9 +182,6 @@ def _point_run(problem, kwargs: dict, point: dict) -> _Run:
                    kw["sampler"], kw["oracle"], kw["algorithm"], kw["dtype"], kw["trial_chunk"],
                    kw["record_x"], kw["devices"], metrics=kw["metrics"],
                    generator=kw["generator"], transform=kw["transform"])
-    if not isinstance(run.local_steps, int):
-        raise ValueError("sweep takes integer local_steps (Q) only; call simulate for per-client "
-                         "or random local steps")
     return run
 
 
@@ -191,7 +189,9 @@ def _point_run(problem, kwargs: dict, point: dict) -> _Run:
 
 
 def _components(run: _Run):
-    return (run.problem, run.oracle, run.sampler, run.algorithm, run.transform)
+    """The run's parts whose array leaves may differ between the points of a group (Q or a
+    law of local steps last)."""
+    return (run.problem, run.oracle, run.sampler, run.algorithm, run.transform, run.local_steps)
 
 
 def _shape_key(run: _Run):
@@ -199,7 +199,7 @@ def _shape_key(run: _Run):
     leaves, treedef = jax.tree_util.tree_flatten(_components(run))
     described = tuple((np.shape(a), str(a.dtype)) if isinstance(a, (jax.Array, np.ndarray))
                       else ("static", type(a).__name__, repr(a)) for a in leaves)
-    return (treedef, described, run.local_steps, run.rounds, run.trials, run.record_every,
+    return (treedef, described, run.rounds, run.trials, run.record_every,
             run.mode, np.dtype(run.dtype).str, run.chunk, run.record_x, run.metric_names,
             run.stat_names, run.generator,
             tuple(str(d) for d in run.devices), run.x0.shape)
@@ -224,17 +224,17 @@ def _stack(trees: list):
 
 
 @eqx.filter_jit
-def _grid_segment(axes, problem, oracle, sampler, algorithm, transform, state, trial_ids, key,
-                  t0, stepsizes, local_steps, mode, record_x, per_record, metrics, generator,
+def _grid_segment(axes, problem, oracle, sampler, algorithm, transform, local_steps, state,
+                  trial_ids, key, t0, stepsizes, mode, record_x, per_record, metrics, generator,
                   client_block, groups):
     """``_segment`` for G grid points: vmapped over the leading grid axis (trials inside)."""
-    def one(problem, oracle, sampler, algorithm, transform, state, stepsizes):
+    def one(problem, oracle, sampler, algorithm, transform, local_steps, state, stepsizes):
         return _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0,
                         stepsizes, local_steps, mode, record_x, per_record, metrics,
                         generator, client_block, groups, transform)
 
     return eqx.filter_vmap(one, in_axes=axes + (0, 0))(problem, oracle, sampler, algorithm,
-                                                        transform, state, stepsizes)
+                                                        transform, local_steps, state, stepsizes)
 
 
 @eqx.filter_jit
@@ -263,7 +263,7 @@ def _run_group(runs: list[_Run], bar: _Progress, done_before: int, segmented: bo
     _memory.check_run(dataclasses.replace(first, trials=first.trials * G, chunk=first.chunk * G),
                       plan._replace(per_call=plan.per_call * G))
     stacked, axes = _stack([_components(r) for r in runs])
-    problem, oracle, sampler, algorithm, transform = stacked
+    problem, oracle, sampler, algorithm, transform, local_steps = stacked
     sharding = _grid_sharding(plan.sharding)
     names = first.record_names
     alphas = np.stack([r.alphas for r in runs])  # (G, T)
@@ -288,9 +288,9 @@ def _run_group(runs: list[_Run], bar: _Progress, done_before: int, segmented: bo
             a = jnp.asarray(alphas[:, seg.start: seg.stop].reshape(G, seg.blocks, seg.block),
                             first.dtype)
             state, rec = _grid_segment(axes, problem, oracle, sampler, algorithm, transform,
-                                       state, ids,
+                                       local_steps, state, ids,
                                        first.key, jnp.asarray(seg.start, jnp.int32), a,
-                                       first.local_steps, first.mode, first.record_x,
+                                       first.mode, first.record_x,
                                        seg.per_record, first.metrics, first.generator,
                                        plan.client_block, plan.groups)
             for name, r in zip(names, rec):
@@ -317,9 +317,10 @@ def sweep(
 
     The grid is the Cartesian product of its axes, in the order given. Points that differ
     only in data (stepsize or schedule, x0, the array fields of the algorithm, oracle,
-    sampler, or problems of the same shapes) run as one compiled program, the grid being one
-    more ``vmap``-ped axis outside the trials; points that differ in shapes (num_sampled,
-    local_steps, mode, the algorithm's class, n) run group after group, compiling once each.
+    sampler, laws of local steps of one kind and Q_max, or problems of the same shapes) run
+    as one compiled program, the grid being one more ``vmap``-ped axis outside the trials;
+    points that differ in shapes (num_sampled, an int local_steps, mode, the algorithm's
+    class, n) run group after group, compiling once each.
 
     Args:
       problem: the :class:`~fedjax_abc.Problem` (unless the grid has a ``problem`` axis, it
