@@ -123,6 +123,9 @@ def test_variants_are_picked_as_separate_runs_would():
     k = int(np.argmin(means))
     assert adam.algorithm is adams[k // 2] and adam.stepsize == GRID[k % 2]
     assert adam.hyperparameters == {"variant": k // 2} and "variant=" in out.table()
+    named = fa.tune(p, {"FedAdam": {"lr 0.01": adams[0], "lr 0.3": adams[1]}}, GRID,
+                    tune_key=jax.random.key(1), eval_key=jax.random.key(2), trials=8, **kw)
+    assert named.algorithms["FedAdam"].hyperparameters == {"variant": ["lr 0.01", "lr 0.3"][k // 2]}
 
 
 @pytest.mark.slow  # 7-25 s: with the long checks, for the default run's 10 minutes

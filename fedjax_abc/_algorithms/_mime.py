@@ -31,7 +31,8 @@ class Mime(AbstractAlgorithm):
     Then client i runs its local steps from y^0 = x_t with the server's momentum m held
     fixed and the SVRG-corrected gradient
 
-        g^l = g_i(y^l; xi^l) - g_i(x_t; xi^l) + c,   y^{l+1} = y^l - alpha_t ((1 - beta) g^l + beta m),
+        g^l = g_i(y^l; xi^l) - g_i(x_t; xi^l) + c,
+        y^{l+1} = y^l - alpha_t ((1 - beta) g^l + beta m),
 
     (both stochastic gradients on the same mini-batch xi^l), and sends y^K. The server takes
     x_{t+1} = mean_i y_i and m <- (1 - beta) c + beta m. With exact gradients the correction

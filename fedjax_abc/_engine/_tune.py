@@ -28,8 +28,8 @@ class Tuned(NamedTuple):
     Attributes:
       stepsize: the chosen stepsize.
       hyperparameters: the chosen values of the tuned hyperparameters, field -> value
-        (first ``"variant"``, the chosen variant's index in the list, when several were
-        given); empty when only the stepsize was tuned.
+        (first ``"variant"``, the chosen variant's label or index in the list, when
+        several were given); empty when only the stepsize was tuned.
       algorithm: the chosen algorithm (the variant with the chosen field values).
       tuning: grid point -> the criterion's value on the tuning keys (inf where a trial
         diverged); a point is the stepsize when nothing else is tuned, else the tuple
@@ -85,8 +85,9 @@ def _criterion(res: SimResult) -> float:
 def _variants(name: str, given, fields: Mapping) -> list[tuple[AbstractAlgorithm, dict]]:
     """Every (algorithm, hyperparameters) of one entry: each variant with each combination
     of its fields' values."""
-    many = isinstance(given, (list, tuple))
-    variants = list(given) if many else [given]
+    many = isinstance(given, (list, tuple, Mapping))
+    labels = list(given) if isinstance(given, Mapping) else None
+    variants = list(given.values()) if labels is not None else (list(given) if many else [given])
     if not variants:
         raise ValueError(f"algorithms[{name!r}] must hold at least one algorithm")
     for v in variants:
@@ -104,7 +105,8 @@ def _variants(name: str, given, fields: Mapping) -> list[tuple[AbstractAlgorithm
     out = []
     for k, variant in enumerate(variants):
         for combo in itertools.product(*values.values()):
-            alg, hyper = variant, ({"variant": k} if many else {})
+            alg, hyper = variant, ({"variant": k if labels is None else labels[k]} if many
+                                   else {})
             for field, value in zip(values, combo):
                 try:
                     alg = with_field(alg, "algorithm", field, value)
@@ -130,8 +132,9 @@ def tune(problem, algorithms: Mapping[str, Any], stepsizes: Sequence[float], *,
 
     Args:
       problem: the :class:`~fedjax_abc.Problem`.
-      algorithms: name -> an algorithm, or a list of variants of one (e.g. ``FedAdam``
-        at several server learning rates, which are not array fields) to pick from.
+      algorithms: name -> an algorithm, or variants of one to pick from (e.g. ``FedAdam``
+        at several server learning rates, which are not array fields): a list, or a dict
+        label -> algorithm.
       stepsizes: the grid of constant stepsizes, numbers > 0.
       tune_key, eval_key: two different keys (the evaluation must not reuse the tuning's
         randomness).
