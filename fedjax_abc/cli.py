@@ -4,8 +4,8 @@
                          [--seed K] [--out DIR] [--quick] [--precision {float64,float32}]
                          [--checkpoint DIR | --no-checkpoint] [--set KEY=VALUE ...]
     fedjax-abc report --results DIR --out docs/reproduction.md
-    fedjax-abc compare [--participation | --tuned | --tradeoffs] [--out DIR] [--trials R] [--rounds T] [--seed K]
-                       [--quick] [--quiet]
+    fedjax-abc compare [--tuned | --fixed | --participation | --tradeoffs] [--out DIR] [--trials R]
+                       [--rounds T] [--seed K] [--quick] [--quiet]
     fedjax-abc run GRID.toml [--out DIR] [--trials R] [--rounds T] [--quiet]
 
 Also ``python -m fedjax_abc``. Errors in the options print one line and exit with status 2;
@@ -137,34 +137,45 @@ def build_parser() -> argparse.ArgumentParser:
                      help="Markdown file to write (figures are linked by relative path)")
 
     cmp = sub.add_parser(
-        "compare", help="FedAvg, FedAvg with eta_g, FedProx, SCAFFOLD and FedAdam on problem 27",
-        description="Run FedAvg, FedAvg with server stepsize eta_g = 2, FedProx (mu = 1), "
-                    "SCAFFOLD and FedAdam (lr = alpha Q) on problem (27) with the paper's offsets, "
-                    "Dmax in {20, 200}, S in {4, 40}, Q = 10, alpha = 1e-3, x0 = x* + 10; then "
-                    "FedAvg and SCAFFOLD with exact gradients and full participation as Q and "
-                    "alpha Q vary (client drift). Writes compare.json, compare.csv (final gap and "
-                    "||grad f||^2 per algorithm, Dmax and S, each gap against FedAvg's in "
-                    "standard errors of the paired difference), compare.png and "
-                    "compare_drift.png into --out, and prints the table and the verdicts. "
-                    "About two minutes on 2 CPU cores at the default scale. Progress goes to "
-                    "stderr.",
+        "compare", help="eleven algorithms, each tuned, on problem 27 and Synthetic(1, 1)",
+        description="Compare FedAvg, FedAvgM, FedAdam, FedProx, SCAFFOLD, FedNova, FedDyn, "
+                    "FedExP, MimeLite, MIME and Scaffnew, each at its best stepsize and "
+                    "hyperparameters of a grid (fedjax_abc.tune: picked on tuning keys, reported "
+                    "on fresh ones with 95%% intervals and paired differences against FedAvg), "
+                    "on problem (27) with the paper's offsets and on softmax regression over "
+                    "Synthetic(1, 1); writes tuned.json and tuned.csv into --out and prints the "
+                    "tables. About ten minutes on 2 CPU cores at the default scale, four with "
+                    "--quick. The other options run another comparison instead. Progress goes "
+                    "to stderr.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     cmp.add_argument("--trials", type=_trials, default=None, metavar="R",
-                     help="independent trials per algorithm and setting (default: 200, or 32 "
-                          "with --quick)")
+                     help="independent trials per run (default: each comparison's own; tuned: "
+                          "32 on problem 27 and 16 on Synthetic, 8 and 4 with --quick; "
+                          "--fixed: 200, or 32 with --quick)")
     cmp.add_argument("--rounds", type=_positive_int, default=None, metavar="T",
-                     help="rounds of the stochastic runs (default: 50000, or 10000 with "
-                          "--quick); the exact-gradient drift runs keep their own horizon, "
-                          "long enough to converge")
+                     help="rounds of the stochastic runs (default: each comparison's own; "
+                          "tuned: 5000 and 200, 1000 and 50 with --quick; --fixed: 50000, or "
+                          "10000 with --quick, its exact-gradient drift runs keeping their own "
+                          "horizon)")
     cmp.add_argument("--seed", type=_seed, default=0, metavar="K",
-                     help="base seed; each (Dmax, S) uses jax.random.key(K) folded with the "
-                          "experiment, Dmax and S, the same key for every algorithm")
+                     help="base seed; run keys are jax.random.key(K) folded with the "
+                          "experiment and the run, the same key for every algorithm")
     cmp.add_argument("--out", default="results", metavar="DIR", help="output folder")
     cmp.add_argument("--quick", action="store_true",
-                     help="reduced scale (fewer trials and rounds, fewer Q and alpha Q values "
-                          "in the drift part): well under a minute on 2 cores")
+                     help="reduced scale (fewer trials and rounds; with --fixed, fewer Q and "
+                          "alpha Q values in the drift part)")
     cmp.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     which = cmp.add_mutually_exclusive_group()
+    which.add_argument("--tuned", action="store_true",
+                       help="the tuned comparison (what runs without an option)")
+    which.add_argument("--fixed", action="store_true",
+                     help="instead: FedAvg, FedAvg with server stepsize eta_g = 2, FedProx "
+                          "(mu = 1), SCAFFOLD and FedAdam (lr = alpha Q) at one fixed stepsize "
+                          "alpha = 1e-3 on problem (27) with the paper's offsets, Dmax in {20, "
+                          "200}, S in {4, 40}, Q = 10, x0 = x* + 10; then FedAvg and SCAFFOLD "
+                          "with exact gradients and full participation as Q and alpha Q vary "
+                          "(client drift); writes compare.json/.csv/.png and compare_drift.png "
+                          "(about two minutes on 2 cores)")
     which.add_argument("--participation", action="store_true",
                      help="instead: FedAvg under six participation models (uniform, importance, "
                           "Poisson, cyclic, Markov availability, stragglers) on problem 27 and "
@@ -172,12 +183,6 @@ def build_parser() -> argparse.ArgumentParser:
                           "one-round sampling error beside fedjax_abc.theory.sampling_error; "
                           "writes participation.json/.csv/.png (about 90 s on 2 "
                           "cores; --quick: well under a minute)")
-    which.add_argument("--tuned", action="store_true",
-                     help="instead: FedAvg, FedAvgM, FedAdam, FedProx, SCAFFOLD, FedNova, "
-                          "FedDyn, FedExP and MimeLite each at its best stepsize of a grid "
-                          "(fedjax_abc.tune: picked on tuning keys, reported on fresh ones with "
-                          "95%% intervals and paired differences against FedAvg) on problem 27 "
-                          "and Synthetic(1, 1); writes tuned.json/.csv")
     which.add_argument("--tradeoffs", action="store_true",
                      help="instead: FedAvg and SCAFFOLD on Synthetic(1, 1) with compressed "
                           "updates (gap and held-out accuracy against the exact bits sent) and "
@@ -315,8 +320,8 @@ def reproduce(args, argv: Sequence[str]) -> int:
 def compare(args, argv: Sequence[str]) -> int:
     from fedjax_abc.repro import common
     from fedjax_abc.repro import compare as algorithms_part, participation, tradeoffs, tuned
-    picked = [name for name in ("participation", "tuned", "tradeoffs") if getattr(args, name)]
-    label = picked[0] if picked else "compare"
+    picked = [name for name in ("fixed", "participation", "tradeoffs") if getattr(args, name)]
+    label = {"fixed": "compare"}.get(picked[0], picked[0]) if picked else "tuned"
     module = {"participation": participation, "tuned": tuned, "tradeoffs": tradeoffs,
               "compare": algorithms_part}[label]
     settings = common.Settings(trials=args.trials, rounds=args.rounds, seed=args.seed,

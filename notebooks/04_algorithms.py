@@ -17,10 +17,11 @@
 # # Federated algorithms as values: FedAvg, FedProx, SCAFFOLD and FedAdam on problem (27)
 #
 # `fa.simulate(problem, ..., algorithm=...)` takes the federated algorithm as a value:
-# `FedAvg(server_stepsize)`, `FedProx(mu)`, `Scaffold(server_stepsize)` or
-# `FedOpt(optax_optimizer)`, or your own subclass of `fa.algorithms.AbstractAlgorithm`.
+# `FedAvg(server_stepsize)`, `FedProx(mu)`, `Scaffold(server_stepsize)`,
+# `FedOpt(optax_optimizer)`, the others of `fa.algorithms` (FedNova, FedDyn, FedExP,
+# MIME, MimeLite, Scaffnew), or your own subclass of `fa.algorithms.AbstractAlgorithm`.
 # This notebook runs five of them on problem (27) of the paper (Section IV-B, the
-# paper's offsets) with the module behind `fedjax-abc compare`, at reduced scale, and
+# paper's offsets) with the module behind `fedjax-abc compare --fixed`, at reduced scale, and
 # then the setting where they differ most clearly: exact gradients and full
 # participation, where FedAvg's fixed point can be biased by client drift and
 # SCAFFOLD's [11] cannot.
@@ -99,7 +100,7 @@ for mu in (1.0, 0.1, 10.0):
 # `compare.run` runs every algorithm for $D_{\max} \in \{20, 200\}$ and
 # $S \in \{4, 40\}$ ($S = n$: full participation) and records $f(x_t) - f^\star$ and
 # $\|\nabla f(x_t)\|^2$ with 95% bands (mean $\pm$ 1.96 standard errors over trials).
-# Here 32 trials and $T = 30000$ rounds; `fedjax-abc compare` runs 200 trials and
+# Here 32 trials and $T = 30000$ rounds; `fedjax-abc compare --fixed` runs 200 trials and
 # $T = 50000$. At a given $(D_{\max}, S)$ every algorithm gets the same key, so trial
 # $r$ of each sees the same sampled clients and oracle signs: $z$ is the mean of the
 # paired differences from FedAvg over their standard error. The drift part (section 3)
@@ -199,16 +200,19 @@ for line in doc["verdicts"]["drift"]:
 display(compare.drift_figure(doc))
 
 # %% [markdown]
-# ## A fair comparison: each algorithm at its own best stepsize
+# ## A fair comparison: each algorithm at its own best stepsize and hyperparameters
 #
 # The runs above give every algorithm the same stepsize. `fa.tune` instead picks each
-# one's stepsize from a grid on tuning keys (one sweep; the lowest mean final gap, a
-# diverged trial rules a stepsize out) and reports every algorithm on one fresh key, with
-# 95% intervals and paired differences against FedAvg. Nine algorithms on problem (27)
-# and on softmax regression over Synthetic(1, 1), at reduced scale (`tuned.run`, the
-# module behind `fedjax-abc compare --tuned`; only the client stepsize is tuned, the
-# other hyperparameters are fixed as its docstring states). With equal local steps
-# FedNova is FedAvg to rounding; a pick at the grid's edge is flagged.
+# one's stepsize and hyperparameters (FedProx's mu, FedDyn's a, FedExP's eps, MIME's and
+# MimeLite's beta, the server learning rates of FedAvgM and FedAdam) from a grid on
+# tuning keys (one sweep per algorithm; the lowest mean final gap, a diverged trial rules
+# a point out) and reports every algorithm on one fresh key, with 95% intervals and
+# paired differences against FedAvg. Eleven algorithms on problem (27) and on softmax
+# regression over Synthetic(1, 1), at reduced scale (`tuned.run`, the module behind
+# `fedjax-abc compare`; the grids are in its `HYPERPARAMETERS` and `SERVER_LRS`).
+# Scaffnew runs Geometric(1/Q) local iterations, Q on average, with every client in
+# every round (its analysis assumes full participation). With equal local steps FedNova
+# is FedAvg to rounding; a pick at an end of a grid axis is flagged.
 
 # %%
 from fedjax_abc.repro import tuned
@@ -220,10 +224,11 @@ print(tuned.summary_text(tuned_doc))
 # ## Full scale
 #
 # ```bash
-# fedjax-abc compare --out results     # 200 trials, T = 50000, the full drift sweeps
-# fedjax-abc compare --quick --out results
-# fedjax-abc compare --tuned --out results   # the tuned table (docs/comparisons.md)
+# fedjax-abc compare --out results           # the tuned tables (docs/comparisons.md)
+# fedjax-abc compare --fixed --out results   # 200 trials, T = 50000, the full drift sweeps
+# fedjax-abc compare --fixed --quick --out results
 # ```
 #
-# writes `compare.json` (every number and the configuration), `compare.csv` (the
-# table), `compare.png` and `compare_drift.png`, and prints the table and the verdicts.
+# The first writes `tuned.json` and `tuned.csv`; `--fixed` writes `compare.json` (every
+# number and the configuration), `compare.csv` (the table), `compare.png` and
+# `compare_drift.png`, and prints the table and the verdicts.

@@ -81,6 +81,7 @@ ALGORITHMS = {
     "Scaffold(0.5)": Scaffold(server_stepsize=0.5),
     "FedAdam": FedOpt(optax.adam(0.3)),
     "FedAvgM": FedOpt(optax.sgd(0.5, momentum=0.9)),
+    "Mime(0.5)": fa.algorithms.Mime(beta=0.5),  # a first communication in the round
 }
 
 

@@ -17,7 +17,7 @@ from fedjax_abc.repro import compare, paper
 
 PNG = b"\x89PNG\r\n\x1a\n"
 FILES = ["compare.json", "compare.csv", "compare.png", "compare_drift.png"]
-TINY = ["compare", "--quick", "--trials", "3", "--rounds", "100", "--seed", "5", "--quiet"]
+TINY = ["compare", "--fixed", "--quick", "--trials", "3", "--rounds", "100", "--seed", "5", "--quiet"]
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def test_numbers_finite_and_config(run):
     _, doc, _ = run
     c = doc["config"]
     assert c["trials"] == 3 and c["rounds"] == 100 and c["seed"] == 5
-    assert c["rerun"] == "fedjax-abc compare --seed 5 --quick --trials 3 --rounds 100"
+    assert c["rerun"] == "fedjax-abc compare --fixed --seed 5 --quick --trials 3 --rounds 100"
     assert c["Q"] == 10 and c["alpha"] == paper.COMPARE["alpha"] and c["wall_seconds"] > 0
     assert set(c["algorithms"]) == set(compare.ORDER)
     assert c["hyperparameters"]["adam_lr"] == pytest.approx(c["alpha"] * c["Q"])

@@ -37,7 +37,10 @@ class Scaffnew(AbstractAlgorithm):
     sets h_i <- h_i + (p / gamma) (x_{t+1} - y_i) (done at the start of its next round, when
     it receives x_{t+1}); h_i = 0 at the start. gamma is the run's stepsize. With exact
     gradients and full participation the fixed point is x* (the h_i become grad f_i(x*)).
-    The method assumes full participation; it needs a sampler with distinct slots.
+    The method assumes full participation; it needs a sampler with distinct slots. With
+    partial participation a client applies its h_i update at its next participation, with
+    the model of that round instead of x_{t+1}: a heuristic outside the paper's analysis,
+    whose control variates can drift and diverge.
 
     Attributes:
       p: the communication probability in (0, 1] (an array leaf); p = 1 is gradient

@@ -67,7 +67,9 @@ class TuneResult(NamedTuple):
             f, d = t.final, t.vs_reference
             diff = "reference" if d is None else f"{d.mean:+.3e} [{d.ci_low:+.2e}, {d.ci_high:+.2e}]"
             lines.append(f"{name:16s} {t.stepsize:9.3g} {f.mean:.3e} [{f.ci_low:.2e}, "
-                         f"{f.ci_high:.2e}] {diff:>30s}" + _setting(t.hyperparameters))
+                         f"{f.ci_high:.2e}] {diff:>30s}" + _setting(t.hyperparameters)
+                         + ("  (diverged at every grid point)"
+                            if all(math.isinf(v) for v in t.tuning.values()) else ""))
         return "\n".join(lines)
 
 

@@ -8,6 +8,8 @@
   scorecard of the claims; :mod:`~fedjax_abc.repro.controls`: the negative controls of the
   theory checks (run by the lemmas experiment); :mod:`~fedjax_abc.repro.index`: every
   numbered object of the paper with its function, test and report section.
-- :mod:`~fedjax_abc.repro.compare`: ``fedjax-abc compare``; :mod:`~fedjax_abc.repro.grid`:
+- :mod:`~fedjax_abc.repro.tuned`: ``fedjax-abc compare``; :mod:`~fedjax_abc.repro.compare`,
+  :mod:`~fedjax_abc.repro.participation`, :mod:`~fedjax_abc.repro.tradeoffs`: its
+  ``--fixed``, ``--participation`` and ``--tradeoffs``; :mod:`~fedjax_abc.repro.grid`:
   ``fedjax-abc run GRID.toml``.
 """

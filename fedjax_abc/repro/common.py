@@ -263,9 +263,15 @@ def base_config(settings: Settings, experiment: str, trials: int, rounds, scale:
     }
 
 
+# the experiments of ``fedjax-abc compare``, each with its option (always float64)
+COMPARE_OPTIONS = {"tuned": [], "compare": ["--fixed"], "participation": ["--participation"],
+                   "tradeoffs": ["--tradeoffs"]}
+
+
 def rerun_command(settings: Settings, experiment: str) -> str:
-    if experiment == "compare":  # a command of its own, always float64
-        parts = ["fedjax-abc", "compare", "--seed", str(settings.seed)]
+    if experiment in COMPARE_OPTIONS:
+        parts = ["fedjax-abc", "compare", *COMPARE_OPTIONS[experiment], "--seed",
+                 str(settings.seed)]
     else:
         parts = ["fedjax-abc", "reproduce", experiment, "--seed", str(settings.seed),
                  "--precision", settings.precision]

@@ -1,6 +1,6 @@
 """Five federated algorithms on problem (27), and client drift without noise.
 
-``fedjax-abc compare`` runs this module.
+``fedjax-abc compare --fixed`` runs this module.
 
 The paper runs FedAvg only; it cites SCAFFOLD [11] and FedProx [24] as modifications
 against data heterogeneity and [10] for a server stepsize. This experiment runs them through
@@ -479,7 +479,7 @@ def table_text(doc: dict) -> str:
 
 
 def summary_text(doc: dict) -> str:
-    """The table and the verdicts as plain text (what ``fedjax-abc compare`` prints)."""
+    """The table and the verdicts as plain text (what ``fedjax-abc compare --fixed`` prints)."""
     out = [table_text(doc), ""]
     out += doc["verdicts"]["stochastic"]
     out.append("")

@@ -95,7 +95,7 @@ THM2_SWEEP = dict(S=4, Q=[1, 2, 5, 10, 20], T=[1_000, 3_000, 10_000, 30_000], R=
 # A d > 1 problem for the theorem checks: quadratics(key(QUAD["seed"]), n, d), x0 = x* + 1.
 QUAD = dict(seed=0, n=16, d=10, C=1.0, D=0.1, Q=5, S=[1, 4, 8, 16], x0_offset=1.0)
 
-# Algorithms compared on problem (27) (``fedjax-abc compare``; the paper runs no such
+# Algorithms compared on problem (27) (``fedjax-abc compare --fixed``; the paper runs no such
 # experiment). Section IV-B's problem, offsets, n, Q and x0; alpha 10x the paper's so that
 # Dmax = 200 reaches x* within T (see compare's docstring); FedAdam's lr is alpha Q.
 COMPARE = dict(n=40, d_max=[20.0, 200.0], S=[4, 40], Q=10, alpha=1e-3, x0_offset=10.0,

@@ -1,17 +1,22 @@
-"""Tuned comparison: every algorithm at its own best stepsize, reported on fresh keys.
+"""Tuned comparison: every algorithm at its own best stepsize and hyperparameters, reported on
+fresh keys.
 
-``fedjax-abc compare --tuned`` runs this module.
+``fedjax-abc compare`` runs this module.
 
-For each problem, :func:`fedjax_abc.tune` runs every (algorithm, stepsize) of a grid on
-tuning keys, picks each algorithm's stepsize by the lowest mean final gap (a stepsize with
-a diverged trial is out), and runs every algorithm at its pick on one fresh key (paired
-trials). Problems: (27) with the paper's offsets (Dmax = 20, n = 40, S = 4, Q = 10,
-x0 = x* + 10, the sign oracle) and softmax regression on Synthetic(1, 1) (n = 30, at most
-400 rows a client, S = 5, Q = 5, mini-batches of 10, x0 = 0). Algorithms: FedAvg, FedAvgM
-(server momentum 0.9, lr 1), FedAdam (lr 0.01 on (27), 0.03 on Synthetic), FedProx (mu = 0.1),
-SCAFFOLD, FedNova, FedDyn (a = 0.1), FedExP (eps = 1e-3) and MimeLite (beta = 0.9); only the
-client stepsize is tuned, the other hyperparameters are fixed as stated. (Scaffnew needs
-its own law of local steps and is left out of this table.)
+For each problem, :func:`fedjax_abc.tune` runs every algorithm's grid (its stepsizes times
+its hyperparameters' values, :data:`HYPERPARAMETERS`, or its variants) on tuning keys,
+picks each algorithm's point by the lowest mean final gap (a point with a diverged trial is
+out), and runs every algorithm at its pick on one fresh key (paired trials). Problems: (27)
+with the paper's offsets (Dmax = 20, n = 40, S = 4, Q = 10, x0 = x* + 10, the sign oracle)
+and softmax regression on Synthetic(1, 1) (n = 30, at most 400 rows a client, S = 5,
+Q = 5, mini-batches of 10, x0 = 0). Algorithms: FedAvg, FedAvgM (server momentum 0.9,
+server lr 0.1 or 1), FedAdam (server lr 0.003 to 0.1), FedProx (mu), SCAFFOLD, FedNova,
+FedDyn (a), FedExP (eps), MimeLite and MIME (beta), and Scaffnew with p = 1/Q, so that
+its expected local work per round is the others' Q (Geometric(1/Q) iterations, at most
+5Q, one count for all clients). Scaffnew's analysis assumes full participation, and it
+runs with every client in every round (S = n: n / S times the others' client work a
+round); with the table's S its clients' control variates, updated at their next
+participation, drift and the runs diverge on (27).
 """
 
 from __future__ import annotations
@@ -25,21 +30,41 @@ from fedjax_abc.repro import offsets as offs
 
 SETTINGS = {
     "huber": dict(n=40, d_max=20.0, S=4, Q=10, T=5_000, R=32, x0_offset=10.0,
-                  stepsizes=[3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1], adam_lr=0.01),
+                  stepsizes=[1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1]),
     "synthetic": dict(n=30, S=5, Q=5, T=200, R=16, batch=10, max_samples=400,
-                      stepsizes=[0.003, 0.01, 0.03, 0.1, 0.3], adam_lr=0.03),
+                      stepsizes=[0.001, 0.003, 0.01, 0.03, 0.1, 0.3]),
 }
 QUICK = {"huber": dict(T=1_000, R=8), "synthetic": dict(T=50, R=4)}
 
 
-def algorithms(adam_lr: float) -> dict:
+SCAFFNEW = "Scaffnew, S = n"
+HYPERPARAMETERS = {"FedProx": {"mu": [0.01, 0.1, 1.0]}, "FedDyn": {"alpha": [0.1, 1.0, 10.0]},
+                   "FedExP": {"eps": [1e-4, 1e-3, 1e-2, 1e-1]},
+                   "MimeLite": {"beta": [0.0, 0.5, 0.9]}, "MIME": {"beta": [0.0, 0.5, 0.9]}}
+SERVER_LRS = {"FedAvgM": [0.1, 0.3, 1.0], "FedAdam": [0.01, 0.03, 0.1, 0.3]}
+
+
+def algorithms(Q: int) -> dict:
+    """name -> the algorithm, or its variants by label (the server learning rates), for
+    Q local steps (Scaffnew's p = 1/Q)."""
     import fedjax_abc as fa
 
     A = fa.algorithms
-    return {"FedAvg": A.FedAvg(), "FedAvgM": A.FedAvgM(1.0, momentum=0.9),
-            "FedAdam": A.FedAdam(adam_lr), "FedProx": A.FedProx(0.1), "SCAFFOLD": A.Scaffold(),
-            "FedNova": A.FedNova(), "FedDyn": A.FedDyn(0.1), "FedExP": A.FedExP(1e-3),
-            "MimeLite": A.MimeLite(0.9)}
+    return {"FedAvg": A.FedAvg(),
+            "FedAvgM": {f"lr={lr:g}": A.FedAvgM(lr, momentum=0.9) for lr in SERVER_LRS["FedAvgM"]},
+            "FedAdam": {f"lr={lr:g}": A.FedAdam(lr) for lr in SERVER_LRS["FedAdam"]},
+            "FedProx": A.FedProx(0.1), "SCAFFOLD": A.Scaffold(), "FedNova": A.FedNova(),
+            "FedDyn": A.FedDyn(0.1), "FedExP": A.FedExP(1e-3), "MimeLite": A.MimeLite(0.9),
+            "MIME": A.Mime(0.9), SCAFFNEW: A.Scaffnew(1.0 / Q)}
+
+
+def settings_of(Q: int, n: int) -> dict:
+    """Scaffnew's law of local steps (Geometric(1/Q), at most 5Q, one count for all) and its
+    full participation."""
+    import fedjax_abc as fa
+
+    law = fa.algorithms.Scaffnew(1.0 / Q).local_steps(5 * Q)
+    return {SCAFFNEW: {"local_steps": law, "num_sampled": n}}
 
 
 def _problem(pid: str, settings: common.Settings):
@@ -67,10 +92,10 @@ def run(settings: common.Settings, progress: common.Progress | None = None) -> d
         P = SETTINGS[pid]
         R, T, scale = settings.scale(P["R"], P["T"], QUICK[pid]["R"], QUICK[pid]["T"])
         problem, x0 = _problem(pid, settings)
-        algs = algorithms(P["adam_lr"])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", fa.DivergenceWarning)
-            out = fa.tune(problem, algs, P["stepsizes"],
+            out = fa.tune(problem, algorithms(P["Q"]), P["stepsizes"],
+                          hyperparameters=HYPERPARAMETERS, settings=settings_of(P["Q"], problem.num_clients),
                           tune_key=common.run_key(settings.seed, "tuned", i, 0),
                           eval_key=common.run_key(settings.seed, "tuned", i, 1), trials=R,
                           rounds=T, x0=x0, local_steps=P["Q"], num_sampled=P["S"],
@@ -80,10 +105,9 @@ def run(settings: common.Settings, progress: common.Progress | None = None) -> d
         for name, t in out.algorithms.items():
             d = t.vs_reference
             rows.append({"algorithm": name, "label": t.result.config["algorithm"],
-                         "stepsize": t.stepsize,
-                         "at_grid_edge": t.stepsize in (min(P["stepsizes"]),
-                                                        max(P["stepsizes"])),
-                         "tuning": {f"{s:g}": v for s, v in t.tuning.items()},
+                         "stepsize": t.stepsize, "hyperparameters": t.hyperparameters,
+                         "at_grid_edge": _at_edge(name, t, P["stepsizes"]),
+                         "tuning": {_point(k): v for k, v in t.tuning.items()},
                          "gap": {"mean": float(t.final.mean), "ci95": float(t.final.ci95)},
                          "vs_fedavg": None if d is None else {
                              "mean": float(d.mean), "ci_low": float(d.ci_low),
@@ -97,12 +121,30 @@ def run(settings: common.Settings, progress: common.Progress | None = None) -> d
     R0, T0, scale0 = settings.scale(P0["R"], P0["T"], QUICK["huber"]["R"], QUICK["huber"]["T"])
     config = common.base_config(settings, "tuned", R0, T0, scale0)
     config.update(
-        criterion="the lowest mean final gap f(x_T) - f* on the tuning key; a stepsize with "
-                  "a diverged tuning trial is out; ties to the smaller stepsize",
+        criterion="the lowest mean final gap f(x_T) - f* on the tuning key; a grid point "
+                  "with a diverged tuning trial is out; ties to the first point of the grid",
+        hyperparameters={**HYPERPARAMETERS, **{f"{k} server lr": v for k, v in
+                                              SERVER_LRS.items()}},
         comparison="paired: final gap of the algorithm minus FedAvg's, trial by trial on "
                    "the evaluation key; mean with a normal 95% interval")
     doc["config"] = config
     return doc
+
+
+def _point(key) -> str:
+    """A tuning grid point as text: "0.003" or "0.003, mu=0.1"."""
+    return f"{key:g}" if isinstance(key, float) else ", ".join(
+        f"{v:g}" if isinstance(v, float) else str(v) for v in key)
+
+
+def _at_edge(name: str, t, stepsizes) -> bool:
+    """Whether the pick lies at an end of a grid axis of more than one value."""
+    axes = [list(stepsizes)] + [list(v) for v in HYPERPARAMETERS.get(name, {}).values()]
+    picked = [t.stepsize] + [v for k, v in t.hyperparameters.items() if k != "variant"]
+    if name in SERVER_LRS:
+        axes.append([f"lr={lr:g}" for lr in SERVER_LRS[name]])
+        picked.append(t.hyperparameters["variant"])
+    return any(len(a) > 1 and v in (a[0], a[-1]) for a, v in zip(axes, picked))
 
 
 def summary_text(doc: dict) -> str:
@@ -114,7 +156,7 @@ def summary_text(doc: dict) -> str:
                 f"(stepsizes {s['stepsizes']})", p["table"]]
         edge = [r["algorithm"] for r in p["rows"] if r["at_grid_edge"]]
         if edge:
-            out.append("picked at the grid's edge (the best may lie outside it): "
+            out.append("picked at an end of a grid axis (the best may lie outside it): "
                        + ", ".join(edge))
         out.append("")
     return "\n".join(out)
@@ -123,13 +165,16 @@ def summary_text(doc: dict) -> str:
 def write(doc: dict, out: str) -> list[str]:
     """tuned.json and tuned.csv."""
     paths = [common.write_json(os.path.join(out, "tuned.json"), doc)]
-    header = ["problem", "algorithm", "stepsize", "gap_mean", "gap_ci95", "minus_fedavg_mean",
-              "minus_fedavg_ci_low", "minus_fedavg_ci_high"]
+    header = ["problem", "algorithm", "stepsize", "hyperparameters", "gap_mean", "gap_ci95",
+              "minus_fedavg_mean", "minus_fedavg_ci_low", "minus_fedavg_ci_high"]
     rows = []
     for pid, p in doc["problems"].items():
         for r in p["rows"]:
             d = r["vs_fedavg"] or {}
-            rows.append([pid, r["algorithm"], r["stepsize"], r["gap"]["mean"], r["gap"]["ci95"],
+            hyper = "; ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                              for k, v in r["hyperparameters"].items())
+            rows.append([pid, r["algorithm"], r["stepsize"], hyper, r["gap"]["mean"],
+                         r["gap"]["ci95"],
                          d.get("mean"), d.get("ci_low"), d.get("ci_high")])
     paths.append(common.write_csv(os.path.join(out, "tuned.csv"), header, rows))
     return paths
