@@ -10,7 +10,8 @@
   :func:`iid_partition`, :func:`shard_partition` (McMahan et al.'s shards),
   :func:`label_quantity_partition` (k classes a client), :func:`lognormal_partition` and
   :func:`power_law_partition` (skewed sizes), :func:`column_partition` (by an id column);
-  :func:`split` applies one.
+  :func:`split` applies one; :func:`client_holdout` splits each client's rows into its own
+  training and held-out rows.
 - :class:`FederatedData`: per-client features and labels and a pooled test set.
 
 The learning problems of :mod:`fedjax_abc.problems` (``softmax_regression``,
@@ -25,6 +26,7 @@ from fedjax_abc._problems._files import (
     load_wine,
 )
 from fedjax_abc._problems._partitions import (
+    client_holdout,
     column_partition,
     label_quantity_partition,
     lognormal_partition,
@@ -42,6 +44,7 @@ from fedjax_abc._problems._data import (
 
 __all__ = [
     "FederatedData",
+    "client_holdout",
     "column_partition",
     "dirichlet_partition",
     "iid_partition",

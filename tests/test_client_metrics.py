@@ -3,6 +3,8 @@ recorded iterates; the summaries in the DataFrame and xarray results."""
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import numpy as np
 import pytest
@@ -59,3 +61,77 @@ def test_client_metrics_refuse_what_is_not_a_learning_problem():
     q = fa.problems.softmax_regression(data.features, data.labels, num_classes=10)
     with pytest.raises(ValueError, match="quantiles"):
         fa.problems.client_metrics(q, quantiles=(1.5,))
+
+
+# ------------------------------------------------------------ each client's held-out rows
+
+
+@functools.lru_cache(maxsize=None)
+def _holdout_problem():
+    data = fa.data.synthetic_data(jax.random.key(0), 1.0, 1.0, 6, max_samples=50)
+    tx, ty, vx, vy = fa.data.client_holdout(jax.random.key(1), data.features, data.labels, 0.3)
+    problem = fa.problems.softmax_regression(tx, ty, num_classes=data.num_classes)
+    return data, problem, (tx, ty, vx, vy)
+
+
+def test_held_out_client_metrics_match_numpy_and_differ_from_training_rows():
+    data, problem, (tx, ty, vx, vy) = _holdout_problem()
+    K, p = data.num_classes, data.features[0].shape[1]
+    held = fa.problems.client_metrics(problem, quantiles=(0.5,), features=vx, labels=vy)
+    train = fa.problems.client_metrics(problem, quantiles=(0.5,))
+    assert set(held) == {n.replace("client_", "client_heldout_") for n in train}
+    at = jax.jit(lambda x: ({n: f(x) for n, f in held.items()},
+                            train["client_loss_worst"](x)))
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        x = rng.normal(size=problem.dim)
+        got, train_worst = at(x)
+        loss, acc = _numpy_per_client(x, vx, vy, p, K)
+        want = {"client_heldout_loss_worst": loss.max(), "client_heldout_loss_std": loss.std(),
+                "client_heldout_loss_q50": np.median(loss),
+                "client_heldout_accuracy_worst": acc.min(),
+                "client_heldout_accuracy_q50": np.median(acc)}
+        for name, value in want.items():
+            assert float(got[name]) == pytest.approx(value, rel=1e-10, abs=1e-12), name
+        tl, _ = _numpy_per_client(x, tx, ty, p, K)
+        assert float(train_worst) == pytest.approx(tl.max(), rel=1e-10)
+        assert abs(tl.max() - loss.max()) > 1e-6  # the two sets of rows do differ
+
+
+def test_client_holdout_keeps_every_row_once_at_the_stated_sizes():
+    sizes = [2, 3, 10, 41]
+    X = [np.arange(m, dtype=float)[:, None] + 100 * i for i, m in enumerate(sizes)]
+    y = [np.arange(m) % 3 for m in sizes]
+    tx, ty, vx, vy = fa.data.client_holdout(jax.random.key(4), X, y, 0.25)
+    for i, m in enumerate(sizes):
+        k = min(max(round(0.25 * m), 1), m - 1)
+        assert (len(vy[i]), len(ty[i])) == (k, m - k)
+        rows = np.sort(np.concatenate([tx[i][:, 0], vx[i][:, 0]]))
+        np.testing.assert_array_equal(rows, X[i][:, 0])
+        np.testing.assert_array_equal(np.concatenate([ty[i], vy[i]]) % 3,
+                                      np.concatenate([tx[i][:, 0], vx[i][:, 0]]) % 100 % 3)
+    again = fa.data.client_holdout(jax.random.key(4), X, y, 0.25)
+    other = fa.data.client_holdout(jax.random.key(5), X, y, 0.25)
+    np.testing.assert_array_equal(again[2][3], vx[3])
+    assert not np.array_equal(other[2][3], vx[3])
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda X, y, p: fa.data.client_holdout(jax.random.key(0), X, y, 1.0),
+     r"test_fraction must lie in \(0, 1\)"),
+    (lambda X, y, p: fa.data.client_holdout(jax.random.key(0), [X[0][:1]], [y[0][:1]], 0.5),
+     r"client 0 has 1 row\(s\)"),
+    (lambda X, y, p: fa.problems.client_metrics(p, features=X[:2], labels=y[:2]),
+     r"two lists of n = 6 per-client arrays"),
+    (lambda X, y, p: fa.problems.client_metrics(p, features=X),
+     r"held-out features and labels together"),
+    (lambda X, y, p: fa.problems.client_metrics(p, features=X, labels=y[:-1] + [y[-1] + 0.5]),
+     r"client 5's held-out rows: labels must be integers"),
+    (lambda X, y, p: fa.problems.client_metrics(p, features=X[:-1] + [X[-1][:, :3]], labels=y),
+     r"client 5's held-out rows: features have 3 columns"),
+])
+def test_bad_held_out_rows_are_refused_in_one_line(call, match):
+    _, problem, (_, _, vx, vy) = _holdout_problem()
+    with pytest.raises(ValueError, match=match) as e:
+        call(vx, vy, problem)
+    assert "\n" not in str(e.value)

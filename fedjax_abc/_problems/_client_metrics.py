@@ -2,7 +2,9 @@
 data, summarised across the clients (the worst, quantiles, the spread) at every record.
 
 Client i's loss is the mean per-sample loss on its training rows, F_i(x) (without the l2
-term or the weight w_i); its accuracy the share of its rows predicted right. At a record
+term or the weight w_i), or on its own held-out rows when they are given (``features`` and
+``labels``, e.g. from :func:`fedjax_abc.data.client_holdout`); its accuracy the share of
+those rows predicted right. At a record
 the n values are reduced to numbers (``simulate`` records scalars): ``client_loss_worst``
 (the largest F_i), ``client_loss_q10`` ... (quantiles over the clients), ``client_loss_std``
 (the spread across clients), and the same for the accuracy (the worst is the smallest).
@@ -17,7 +19,9 @@ from typing import Sequence
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from fedjax_abc._problems._learning import _padded, _test_data
 from fedjax_abc._problems._models import AbstractModel, ClientData
 from fedjax_abc._problems._problem import Problem
 
@@ -62,17 +66,22 @@ class ClientSpread(eqx.Module):
         return jnp.quantile(values, float(self.statistic))
 
 
-def client_metrics(problem: Problem, quantiles: Sequence[float] = (0.1, 0.5, 0.9)) -> dict:
+def client_metrics(problem: Problem, quantiles: Sequence[float] = (0.1, 0.5, 0.9), *,
+                   features=None, labels=None) -> dict:
     """Per-client loss and accuracy, summarised over the clients, as ``simulate`` metrics.
 
     Args:
       problem: a learning problem (``softmax_regression``, ``from_model``, ...).
       quantiles: the quantiles over the clients to record, each in [0, 1].
+      features, labels: each client's own held-out rows, two lists of n arrays (m_i', p)
+        and (m_i',), every m_i' >= 1; None (the default) evaluates each client on its
+        training rows.
 
     Returns:
       ``{"client_loss_worst", "client_loss_std", "client_loss_q10", ...,
       "client_accuracy_worst", ...}``: name -> :class:`ClientSpread`, for
-      ``simulate(..., metrics=...)`` (merge with ``held_out_metrics`` by ``{**a, **b}``).
+      ``simulate(..., metrics=...)`` (merge with ``held_out_metrics`` by ``{**a, **b}``);
+      on held-out rows the names begin ``client_heldout_`` instead (both can be recorded).
 
     Example:
       >>> import jax, numpy as np, fedjax_abc as fa
@@ -95,13 +104,35 @@ def client_metrics(problem: Problem, quantiles: Sequence[float] = (0.1, 0.5, 0.9
         if not 0.0 <= q <= 1.0:
             raise ValueError(f"quantiles must lie in [0, 1], got {q}")
         qs.append(q)
+    data, prefix = problem.params, "client"
+    if features is not None or labels is not None:
+        data, prefix = _held_out(model, problem.num_clients, features, labels), "client_heldout"
     out = {}
     for kind in KINDS:
         for statistic in ["worst", "std"] + qs:
             label = statistic if isinstance(statistic, str) else f"q{round(100 * statistic):02d}"
-            name = f"client_{kind}_{label}"
+            name = f"{prefix}_{kind}_{label}"
             if name in out:
                 raise ValueError(f"quantiles {quantiles} give the name {name!r} twice")
-            out[name] = ClientSpread(model, problem.params, kind, statistic)
+            out[name] = ClientSpread(model, data, kind, statistic)
     return out
+
+
+def _held_out(model: AbstractModel, n: int, features, labels) -> ClientData:
+    """The clients' held-out rows as padded :class:`ClientData` (checked like a test set)."""
+    if features is None or labels is None:
+        raise ValueError("client_metrics takes held-out features and labels together")
+    if isinstance(features, np.ndarray) or isinstance(labels, np.ndarray) or not (
+            len(features) == len(labels) == n):
+        raise ValueError(f"held-out features and labels must be two lists of n = {n} "
+                         "per-client arrays")
+    Xs, ys = [], []
+    for i, (X, y) in enumerate(zip(features, labels)):
+        try:
+            X, y = _test_data(model, X, y)
+        except ValueError as e:
+            raise ValueError(f"client {i}'s held-out rows: {e}") from None
+        Xs.append(X)
+        ys.append(y)
+    return _padded(Xs, ys, np.ones(n), 0.0)
 

@@ -16,8 +16,8 @@ import numpy as np
 
 from fedjax_abc._problems._data import _labels_check, _nonneg, _positive_int, _rng
 
-__all__ = ["column_partition", "label_quantity_partition", "lognormal_partition",
-           "power_law_partition", "shard_partition"]
+__all__ = ["client_holdout", "column_partition", "label_quantity_partition",
+           "lognormal_partition", "power_law_partition", "shard_partition"]
 
 
 def _sorted_parts(parts) -> list:
@@ -172,3 +172,55 @@ def column_partition(values) -> list:
         raise ValueError(f"values must be a non-empty 1-D column, got shape {values.shape}")
     _, inverse = np.unique(values, return_inverse=True)
     return _sorted_parts(np.flatnonzero(inverse == j) for j in range(inverse.max() + 1))
+
+
+def client_holdout(key, features, labels, test_fraction: float) -> tuple[list, list, list, list]:
+    """Each client's rows split into its own training and held-out rows (per-client test sets,
+    for :func:`~fedjax_abc.problems.client_metrics`'s held-out rows).
+
+    Client i keeps round(test_fraction m_i) of its m_i rows for testing, clipped to
+    1 .. m_i - 1, chosen uniformly at random (a permutation of each client's rows); the
+    order of the rows is kept within each part.
+
+    Args:
+      key: a JAX PRNG key.
+      features, labels: n arrays each, client i's (m_i, ...) features and (m_i,) labels,
+        every m_i >= 2.
+      test_fraction: in (0, 1).
+
+    Returns:
+      (train_features, train_labels, test_features, test_labels): four lists of n arrays.
+
+    Example:
+      >>> import jax, numpy as np, fedjax_abc as fa
+      >>> X = [np.arange(10.0)[:, None], np.arange(4.0)[:, None]]
+      >>> y = [np.zeros(10, int), np.ones(4, int)]
+      >>> tx, ty, vx, vy = fa.data.client_holdout(jax.random.key(0), X, y, 0.25)
+      >>> [len(v) for v in ty], [len(v) for v in vy]
+      ([8, 3], [2, 1])
+    """
+    fraction = _nonneg("test_fraction", test_fraction)
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"test_fraction must lie in (0, 1), got {test_fraction}")
+    if isinstance(features, np.ndarray) or isinstance(labels, np.ndarray) or len(
+            features) != len(labels):
+        raise ValueError("features and labels must be two lists of n per-client arrays of the "
+                         "same length")
+    rng = _rng(key)
+    train_x, train_y, test_x, test_y = [], [], [], []
+    for i, (X, y) in enumerate(zip(features, labels)):
+        X, y = np.asarray(X), np.asarray(y)
+        if y.ndim != 1 or X.ndim < 1 or X.shape[0] != y.shape[0]:
+            raise ValueError(f"client {i}: features {X.shape} and labels {y.shape} must have "
+                             "the same rows")
+        m = y.shape[0]
+        if m < 2:
+            raise ValueError(f"client {i} has {m} row(s): a holdout needs at least 2 a client")
+        k = min(max(int(round(fraction * m)), 1), m - 1)
+        test = np.zeros(m, bool)
+        test[rng.permutation(m)[:k]] = True
+        train_x.append(X[~test])
+        train_y.append(y[~test])
+        test_x.append(X[test])
+        test_y.append(y[test])
+    return train_x, train_y, test_x, test_y
