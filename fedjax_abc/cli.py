@@ -144,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "on fresh ones with 95%% intervals and paired differences against FedAvg), "
                     "on problem (27) with the paper's offsets and on softmax regression over "
                     "Synthetic(1, 1); writes tuned.json and tuned.csv into --out and prints the "
-                    "tables. About ten minutes on 2 CPU cores at the default scale, four with "
+                    "tables. About six minutes on 2 CPU cores at the default scale, four with "
                     "--quick. The other options run another comparison instead. Progress goes "
                     "to stderr.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
