@@ -131,8 +131,9 @@ class MinibatchOracle(AbstractOracle):
         # plain gather (client.params, the client's whole slice, is then unused)
         n, M = data.labels.shape
         flat = i * M + rows
-        batch = ClientData(jnp.take(data.features.reshape(n * M, -1), flat, axis=0),
-                           jnp.take(data.labels.reshape(n * M), flat, axis=0),
+        batch = ClientData(data.features.reshape(n * M, -1).at[flat].get(
+                               mode="promise_in_bounds"),
+                           data.labels.reshape(n * M).at[flat].get(mode="promise_in_bounds"),
                            jnp.asarray(self.batch_size, data.count.dtype), data.weight[i],
                            data.l2[i])
         return problem.local_grad(client._replace(params=batch), x)
