@@ -137,11 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="Markdown file to write (figures are linked by relative path)")
 
     cmp = sub.add_parser(
-        "compare", help="eleven algorithms, each tuned, on problem 27 and Synthetic(1, 1)",
-        description="Compare FedAvg, FedAvgM, FedAdam, FedProx, SCAFFOLD, FedNova, FedDyn, "
-                    "FedExP, MimeLite, MIME and Scaffnew, each at its best stepsize and "
-                    "hyperparameters of a grid (fedjax_abc.tune: picked on tuning keys, reported "
-                    "on fresh ones with 95%% intervals and paired differences against FedAvg), "
+        "compare", help="thirteen algorithms, each tuned, on problem 27 and Synthetic(1, 1)",
+        description="Compare FedAvg, FedAvgM, FedAdam, FedYogi, FedAdagrad, FedProx, SCAFFOLD, "
+                    "FedNova, FedDyn, FedExP, MimeLite, MIME and Scaffnew, each at its best "
+                    "stepsize and hyperparameters of a grid (fedjax_abc.tune: picked on tuning "
+                    "keys, reported on fresh ones with 95%% intervals and paired differences "
+                    "against FedAvg), "
                     "on problem (27) with the paper's offsets and on softmax regression over "
                     "Synthetic(1, 1); writes tuned.json and tuned.csv into --out and prints the "
                     "tables. About six minutes on 2 CPU cores at the default scale, four with "

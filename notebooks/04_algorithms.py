@@ -204,10 +204,10 @@ display(compare.drift_figure(doc))
 #
 # The runs above give every algorithm the same stepsize. `fa.tune` instead picks each
 # one's stepsize and hyperparameters (FedProx's mu, FedDyn's a, FedExP's eps, MIME's and
-# MimeLite's beta, the server learning rates of FedAvgM and FedAdam) from a grid on
-# tuning keys (one sweep per algorithm; the lowest mean final gap, a diverged trial rules
-# a point out) and reports every algorithm on one fresh key, with 95% intervals and
-# paired differences against FedAvg. Eleven algorithms on problem (27) and on softmax
+# MimeLite's beta, the server learning rates of FedAvgM, FedAdam, FedYogi and FedAdagrad)
+# from a grid on tuning keys (one sweep per algorithm; the lowest mean final gap, a
+# diverged trial rules a point out) and reports every algorithm on one fresh key, with 95% intervals and
+# paired differences against FedAvg. Thirteen algorithms on problem (27) and on softmax
 # regression over Synthetic(1, 1), at reduced scale (`tuned.run`, the module behind
 # `fedjax-abc compare`; the grids are in its `HYPERPARAMETERS` and `SERVER_LRS`).
 # Scaffnew runs Geometric(1/Q) local iterations, Q on average, with every client in

@@ -1,4 +1,4 @@
-"""fedjax-abc compare: the tuned table of eleven algorithms on two problems."""
+"""fedjax-abc compare: the tuned table of thirteen algorithms on two problems."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["check_leaf", "nonnegative_scalar", "positive_scalar"]
+__all__ = ["check_leaf", "check_momentum", "momentum", "nonnegative_scalar", "positive_scalar"]
 
 
 def _scalar(name: str, value) -> float:
@@ -58,3 +58,17 @@ def check_leaf(name: str, value, low: float, strict: bool) -> None:
     if np.any(v <= low) if strict else np.any(v < low):
         raise ValueError(f"{name} must be {'>' if strict else '>='} {low:g}, got "
                          f"{v.tolist() if v.ndim else float(v)}")
+
+
+def momentum(name: str, value):
+    """``value`` as a float array leaf; ValueError unless it is a finite number in [0, 1)."""
+    leaf = nonnegative_scalar(name, value)
+    if float(leaf) >= 1:
+        raise ValueError(f"{name} must be < 1, got {float(leaf)}")
+    return leaf
+
+
+def check_momentum(name: str, value) -> None:
+    """:func:`check_leaf` for a momentum: in [0, 1)."""
+    check_leaf(name, value, 0.0, strict=False)
+    check_leaf(f"1 - {name}", 1 - value, 0.0, strict=True)

@@ -8,7 +8,8 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from fedjax_abc._algorithms._base import AbstractAlgorithm, RoundInfo
-from fedjax_abc._algorithms._checks import check_leaf, nonnegative_scalar, positive_scalar
+from fedjax_abc._algorithms import _checks
+from fedjax_abc._algorithms._checks import check_leaf, positive_scalar
 from fedjax_abc._algorithms._fedavg import ServerState
 
 __all__ = ["FedNova", "momentum_norm"]
@@ -60,14 +61,11 @@ class FedNova(AbstractAlgorithm):
     server_stepsize: Float[Array, ""]
 
     def __init__(self, momentum=0.0, server_stepsize=1.0):
-        self.momentum = nonnegative_scalar("momentum (rho)", momentum)
-        if float(self.momentum) >= 1:
-            raise ValueError(f"momentum (rho) must be < 1, got {float(self.momentum)}")
+        self.momentum = _checks.momentum("momentum (rho)", momentum)
         self.server_stepsize = positive_scalar("server_stepsize (eta_g)", server_stepsize)
 
     def __check_init__(self):
-        check_leaf("momentum (rho)", self.momentum, 0.0, strict=False)
-        check_leaf("1 - momentum (rho)", 1 - self.momentum, 0.0, strict=True)
+        _checks.check_momentum("momentum (rho)", self.momentum)
         check_leaf("server_stepsize (eta_g)", self.server_stepsize, 0.0, strict=True)
 
     def init(self, x0):

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from fedjax_abc._algorithms._base import AbstractAlgorithm, AbstractServerState, RoundInfo
-from fedjax_abc._algorithms._checks import check_leaf, nonnegative_scalar
+from fedjax_abc._algorithms._checks import check_momentum, momentum
 
 __all__ = ["Mime", "MimeState"]
 
@@ -51,13 +51,10 @@ class Mime(AbstractAlgorithm):
     beta: Float[Array, ""]
 
     def __init__(self, beta=0.9):
-        self.beta = nonnegative_scalar("beta (momentum)", beta)
-        if float(self.beta) >= 1:
-            raise ValueError(f"beta (momentum) must be < 1, got {float(self.beta)}")
+        self.beta = momentum("beta (momentum)", beta)
 
     def __check_init__(self):
-        check_leaf("beta (momentum)", self.beta, 0.0, strict=False)
-        check_leaf("1 - beta (momentum)", 1 - self.beta, 0.0, strict=True)
+        check_momentum("beta (momentum)", self.beta)
 
     def init(self, x0):
         return MimeState(x0, jnp.zeros_like(x0), jnp.zeros_like(x0))

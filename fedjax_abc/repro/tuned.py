@@ -9,10 +9,10 @@ picks each algorithm's point by the lowest mean final gap (a point with a diverg
 out), and runs every algorithm at its pick on one fresh key (paired trials). Problems: (27)
 with the paper's offsets (Dmax = 20, n = 40, S = 4, Q = 10, x0 = x* + 10, the sign oracle)
 and softmax regression on Synthetic(1, 1) (n = 30, at most 400 rows a client, S = 5,
-Q = 5, mini-batches of 10, x0 = 0). Algorithms: FedAvg, FedAvgM (server momentum 0.9,
-server lr 0.1 or 1), FedAdam (server lr 0.003 to 0.1), FedProx (mu), SCAFFOLD, FedNova,
-FedDyn (a), FedExP (eps), MimeLite and MIME (beta), and Scaffnew with p = 1/Q, so that
-its expected local work per round is the others' Q (Geometric(1/Q) iterations, at most
+Q = 5, mini-batches of 10, x0 = 0). Algorithms: FedAvg, FedAvgM (server momentum 0.9),
+FedAdam, FedYogi and FedAdagrad (each over its server learning rates, :data:`SERVER_LRS`),
+FedProx (mu), SCAFFOLD, FedNova, FedDyn (a), FedExP (eps), MimeLite and MIME (beta), and
+Scaffnew with p = 1/Q, so that its expected local work per round is the others' Q (Geometric(1/Q) iterations, at most
 5Q, one count for all clients). Scaffnew's analysis assumes full participation, and it
 runs with every client in every round (S = n: n / S times the others' client work a
 round); with the table's S its clients' control variates, updated at their next
@@ -41,7 +41,8 @@ SCAFFNEW = "Scaffnew, S = n"
 HYPERPARAMETERS = {"FedProx": {"mu": [0.01, 0.1, 1.0]}, "FedDyn": {"alpha": [0.1, 1.0, 10.0]},
                    "FedExP": {"eps": [1e-4, 1e-3, 1e-2, 1e-1]},
                    "MimeLite": {"beta": [0.0, 0.5, 0.9]}, "MIME": {"beta": [0.0, 0.5, 0.9]}}
-SERVER_LRS = {"FedAvgM": [0.1, 0.3, 1.0], "FedAdam": [0.01, 0.03, 0.1, 0.3]}
+SERVER_LRS = {"FedAvgM": [0.1, 0.3, 1.0], "FedAdam": [0.01, 0.03, 0.1, 0.3],
+              "FedYogi": [0.01, 0.03, 0.1, 0.3], "FedAdagrad": [0.01, 0.03, 0.1, 0.3]}
 
 
 def algorithms(Q: int) -> dict:
@@ -53,6 +54,8 @@ def algorithms(Q: int) -> dict:
     return {"FedAvg": A.FedAvg(),
             "FedAvgM": {f"lr={lr:g}": A.FedAvgM(lr, momentum=0.9) for lr in SERVER_LRS["FedAvgM"]},
             "FedAdam": {f"lr={lr:g}": A.FedAdam(lr) for lr in SERVER_LRS["FedAdam"]},
+            "FedYogi": {f"lr={lr:g}": A.FedYogi(lr) for lr in SERVER_LRS["FedYogi"]},
+            "FedAdagrad": {f"lr={lr:g}": A.FedAdagrad(lr) for lr in SERVER_LRS["FedAdagrad"]},
             "FedProx": A.FedProx(0.1), "SCAFFOLD": A.Scaffold(), "FedNova": A.FedNova(),
             "FedDyn": A.FedDyn(0.1), "FedExP": A.FedExP(1e-3), "MimeLite": A.MimeLite(0.9),
             "MIME": A.Mime(0.9), SCAFFNEW: A.Scaffnew(1.0 / Q)}
