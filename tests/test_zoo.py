@@ -103,6 +103,50 @@ def test_mime_two_rounds_by_hand():
                                    [1.144375, 1.340093359375], rtol=1e-14)
 
 
+class _ProbeState(fa.algorithms.AbstractServerState):
+    x: jax.Array
+    c: jax.Array
+
+
+class _Probe(fa.algorithms.AbstractAlgorithm):
+    """A first communication that reads the client state: k_i grad f_i(x_t), k_i the
+    client's rounds so far plus one; every local step moves by -alpha c."""
+
+    def init(self, x0):
+        return _ProbeState(x0, x0 * 0)
+
+    def init_client(self, x0):
+        return x0[0] * 0 + 1
+
+    def query(self, server, client, full_gradient):
+        return client * full_gradient(server.x)
+
+    def receive(self, server, mean_query):
+        return _ProbeState(server.x, mean_query)
+
+    def client_init(self, server, client):
+        return ()
+
+    def local_step(self, server, y, local, gradient, stepsize):
+        return y - stepsize * server.c, local
+
+    def client_final(self, server, client, y, local, info):
+        return y, client + 1
+
+    def server_update(self, server, mean_message, info):
+        return _ProbeState(mean_message, server.c)
+
+
+def test_a_first_communication_reads_the_client_state_by_hand():
+    """x0 = 1, one step of 0.1: c = (1 - 4) / 2 = -1.5, x_1 = 1.15; then k = 2:
+    c = 2 (1.15 - 3.7) / 2 = -2.55, x_2 = 1.405. With S = 1 of 2 mask and gather agree."""
+    for mode in ("mask", "gather"):
+        np.testing.assert_allclose(rounds(_Probe(), 2, 1, mode=mode)[1:], [1.15, 1.405],
+                                   rtol=1e-14)
+    one = [rounds(_Probe(), 6, 1, mode=m, num_sampled=1) for m in ("mask", "gather")]
+    np.testing.assert_array_equal(one[0], one[1])
+
+
 # ------------------------------------------------------------ headline behaviours
 
 QA = np.array([1.0, 2.0, 0.5, 1.5, 3.0])

@@ -371,8 +371,9 @@ def _received(problem, algorithm, server, clients, idx: Array, w: Array, mode: s
         data = problem.client(i)
         return algorithm.query(s, c, lambda z: problem.local_grad(data, z))
 
-    one = jax.tree_util.tree_map(lambda a: a[0], (server, clients))
-    if jax.eval_shape(query, jnp.zeros((), jnp.int32), *one) is None:
+    one_server = jax.tree_util.tree_map(lambda a: a[0], server)  # one trial, one client
+    one_client = jax.tree_util.tree_map(lambda a: a[0, 0], clients)
+    if jax.eval_shape(query, jnp.zeros((), jnp.int32), one_server, one_client) is None:
         return server
     if mode == "mask":
         queries = _over_clients(lambda i, c: jax.vmap(query, in_axes=(None, 0, 0))(i, server, c),
