@@ -158,6 +158,8 @@ def test_per_algorithm_settings_and_one_compilation_per_shape():
      r"hyperparameters\['FedProx'\]\['mu'\] must be a non-empty list"),
     (dict(hyperparameters={"FedProx": {"mu": [-1.0]}}),
      r"hyperparameters\['FedProx'\]: grid axis 'algorithm.mu' value -1.0: mu must be >= 0"),
+    (dict(hyperparameters={"FedProx": {"mu": ["big"]}}),
+     r"hyperparameters\['FedProx'\]\['mu'\] must hold numbers"),
     (dict(hyperparameters={"FedProx": {"beta": [0.5]}}),
      r"FedProx has no array field 'beta'"),
     (dict(settings={"FedProx": {"stepsize": 0.1}}), r"tune sets 'stepsize' itself"),

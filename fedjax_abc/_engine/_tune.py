@@ -103,7 +103,11 @@ def _variants(name: str, given, fields: Mapping) -> list[tuple[AbstractAlgorithm
         if isinstance(vals, (str, bytes)) or not isinstance(vals, Sequence) or not vals:
             raise ValueError(f"hyperparameters[{name!r}][{field!r}] must be a non-empty list "
                              f"of values, got {vals!r}")
-        values[field] = [float(v) for v in vals]
+        try:
+            values[field] = [float(v) for v in vals]
+        except (TypeError, ValueError):
+            raise ValueError(f"hyperparameters[{name!r}][{field!r}] must hold numbers, got "
+                             f"{vals!r}"[:200]) from None
     out = []
     for k, variant in enumerate(variants):
         for combo in itertools.product(*values.values()):
