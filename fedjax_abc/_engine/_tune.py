@@ -193,15 +193,11 @@ def tune(problem, algorithms: Mapping[str, Any], stepsizes: Sequence[float], *,
         points = grids[name]
         swept = sweep(problem, grid={"algorithm": [a for a, _ in points], "stepsize": grid},
                       key=tune_key, trials=trials, **{**kwargs, **settings.get(name, {})})
-        scores = {}
-        for v, (_, hyper) in enumerate(points):
-            for j, s in enumerate(grid):
-                point = (s,) + tuple(hyper.values()) if hyper else s
-                scores[point] = _criterion(swept.results[v * len(grid) + j])
-        order = list(scores)
-        best = min(order, key=lambda p: (scores[p], order.index(p)))
-        v = order.index(best) // len(grid)
-        picks[name] = (grid[order.index(best) % len(grid)], points[v], scores)
+        # the sweep's results in C order: point k is variant k // len(grid), stepsize k % len(grid)
+        values = [_criterion(res) for res in swept.results]
+        keys = [(s,) + tuple(hyper.values()) if hyper else s for _, hyper in points for s in grid]
+        k = min(range(len(values)), key=lambda k: (values[k], k))
+        picks[name] = (grid[k % len(grid)], points[k // len(grid)], dict(zip(keys, values)))
     runs = {n: simulate(problem, algorithm=picks[n][1][0], stepsize=picks[n][0], key=eval_key,
                         trials=eval_trials, **{**kwargs, **settings.get(n, {})})
             for n in names}

@@ -174,7 +174,8 @@ def column_partition(values) -> list:
     return _sorted_parts(np.flatnonzero(inverse == j) for j in range(inverse.max() + 1))
 
 
-def client_holdout(key, features, labels, test_fraction: float) -> tuple[list, list, list, list]:
+def client_holdout(key, features, labels,
+                   test_fraction: float) -> tuple[list, list, list, list]:
     """Each client's rows split into its own training and held-out rows (per-client test sets,
     for :func:`~fedjax_abc.problems.client_metrics`'s held-out rows).
 

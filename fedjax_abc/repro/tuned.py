@@ -12,11 +12,11 @@ and softmax regression on Synthetic(1, 1) (n = 30, at most 400 rows a client, S 
 Q = 5, mini-batches of 10, x0 = 0). Algorithms: FedAvg, FedAvgM (server momentum 0.9),
 FedAdam, FedYogi and FedAdagrad (each over its server learning rates, :data:`SERVER_LRS`),
 FedProx (mu), SCAFFOLD, FedNova, FedDyn (a), FedExP (eps), MimeLite and MIME (beta), and
-Scaffnew with p = 1/Q, so that its expected local work per round is the others' Q (Geometric(1/Q) iterations, at most
-5Q, one count for all clients). Scaffnew's analysis assumes full participation, and it
-runs with every client in every round (S = n: n / S times the others' client work a
-round); with the table's S its clients' control variates, updated at their next
-participation, drift and the runs diverge on (27).
+Scaffnew with p = 1/Q, so that its expected local work per round is the others' Q
+(Geometric(1/Q) iterations, at most 5Q, one count for all clients). Scaffnew's analysis
+assumes full participation, and it runs with every client in every round (S = n: n / S
+times the others' client work a round); with the table's S its clients' control
+variates, updated at their next participation, drift and the runs diverge on (27).
 """
 
 from __future__ import annotations
@@ -98,7 +98,8 @@ def run(settings: common.Settings, progress: common.Progress | None = None) -> d
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", fa.DivergenceWarning)
             out = fa.tune(problem, algorithms(P["Q"]), P["stepsizes"],
-                          hyperparameters=HYPERPARAMETERS, settings=settings_of(P["Q"], problem.num_clients),
+                          hyperparameters=HYPERPARAMETERS,
+                          settings=settings_of(P["Q"], problem.num_clients),
                           tune_key=common.run_key(settings.seed, "tuned", i, 0),
                           eval_key=common.run_key(settings.seed, "tuned", i, 1), trials=R,
                           rounds=T, x0=x0, local_steps=P["Q"], num_sampled=P["S"],
