@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import NamedTuple, Optional
+from typing import Mapping, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -30,8 +30,9 @@ import numpy as np
 
 from fedjax_abc._engine._plan import default_record_every, num_records
 
-__all__ = ["Estimate", "StateSizes", "available_bytes", "check", "check_run", "check_points",
-           "check_sweep", "checkpoint_bytes", "estimate", "format_bytes", "state_sizes"]
+__all__ = ["MEMORY_VARIABLE", "Estimate", "StateSizes", "available_bytes", "check", "check_run",
+           "check_points", "check_sweep", "checkpoint_bytes", "estimate", "format_bytes",
+           "state_sizes"]
 
 _WORKING_COPIES = 6  # copies of a client's d-vector alive in a round (model, gradient, messages)
 _POINT_BYTES = 8000  # a grid point's bookkeeping on the host: its checked run, its SimResult
@@ -71,8 +72,22 @@ def format_bytes(n: float) -> str:
     return f"{n:.1f} EB"
 
 
-def available_bytes() -> Optional[int]:
-    """Host memory available now: /proc/meminfo MemAvailable, else physical memory, else None."""
+MEMORY_VARIABLE = "FEDJAX_ABC_MEMORY_BYTES"
+
+
+def available_bytes(environ: Mapping[str, str] = os.environ) -> Optional[int]:
+    """Host memory available now: ``FEDJAX_ABC_MEMORY_BYTES`` where set (a share of a node
+    whose other jobs the kernel does not count, or a limit of a container), else
+    /proc/meminfo MemAvailable, else physical memory, else None.
+
+    Raises:
+      ValueError: where the variable is set to anything but a positive integer.
+    """
+    value = environ.get(MEMORY_VARIABLE)
+    if value is not None:
+        if not value.strip().isdigit() or int(value) < 1:
+            raise ValueError(f"{MEMORY_VARIABLE} must be a number of bytes >= 1, got {value!r}")
+        return int(value)
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
