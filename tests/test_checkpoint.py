@@ -18,7 +18,7 @@ import pytest
 
 import fedjax_abc as fa
 import fedjax_abc._engine._checkpoint as _checkpoint
-import fedjax_abc._engine._simulate as _simulate
+from fedjax_abc._engine._plan import make_plan
 from fedjax_abc import cli
 from fedjax_abc.repro import common
 
@@ -119,33 +119,31 @@ def test_ctrl_c_in_another_process(problem, tmp_path):
     assert_same(fa.simulate(problem, **kw, checkpoint=path), fa.simulate(problem, **kw))
 
 
-def test_interrupt_inside_a_segment(problem, tmp_path, monkeypatch):
-    """Ctrl-C while a segment computes: the run resumes from the segment before."""
+def test_interrupt_between_segments(problem, tmp_path):
+    """Ctrl-C in the middle of a run (raised where the progress callback hears of the
+    seventh segment): the run resumes from the segment it stopped after."""
     kw = settings(problem)
     reference = fa.simulate(problem, **kw)
-    original, calls = _simulate._run_segment, []
+    calls = []
 
-    def interrupted(*args, **kwargs):
-        calls.append(1)
+    def interrupted(done, total, secs):
+        calls.append(done)
         if len(calls) == 7:
             raise KeyboardInterrupt
-        return original(*args, **kwargs)
 
     path = tmp_path / "run.npz"
-    monkeypatch.setattr(_simulate, "_run_segment", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        fa.simulate(problem, **kw, checkpoint=path)
-    monkeypatch.setattr(_simulate, "_run_segment", original)
+        fa.simulate(problem, **kw, checkpoint=path, progress=interrupted)
     with np.load(path, allow_pickle=False) as z:
         header = json.loads(str(z["header"]))
-    assert (header["chunk"], header["segment"], header["complete"]) == (0, 6, False)
+    assert (header["chunk"], header["segment"], header["complete"]) == (0, 7, False)
     assert_same(fa.simulate(problem, **kw, checkpoint=path), reference)
 
 
-def test_saved_file_mid_run_resumes(problem, tmp_path, monkeypatch):
+def test_saved_file_mid_run_resumes(problem, tmp_path):
     """The file as it stands on disk mid-run (as after a hard kill) resumes bit for bit."""
-    monkeypatch.setattr(_checkpoint, "SAVE_EVERY_S", 0.0)  # save after every segment
-    kw = settings(problem, algorithm=fa.algorithms.Scaffold(), rounds=200, record_every=4)
+    kw = settings(problem, algorithm=fa.algorithms.Scaffold(), rounds=200, record_every=4,
+                  checkpoint_every=0.0)  # saved after every segment
     path, copy = tmp_path / "run.npz", tmp_path / "killed.npz"
     calls = []
 
@@ -178,7 +176,7 @@ def test_short_last_interval_resumes(problem, tmp_path):
     reference = fa.simulate(problem, **kw)
     assert reference.rounds[-2:].tolist() == [1008, 1009]
     path = tmp_path / "run.npz"
-    segments = _simulate.make_plan(1009, 2, 3, np.float64, jax.local_devices(), True).segments()
+    segments = make_plan(1009, 2, 3, np.float64, jax.local_devices(), True).segments()
     with pytest.raises(KeyboardInterrupt):
         fa.simulate(problem, **kw, checkpoint=path, progress=stop_after(len(segments) - 1))
     assert_same(fa.simulate(problem, **kw, checkpoint=path), reference)

@@ -104,3 +104,51 @@ def test_notebooks_and_benchmarks_use_public_names(path):
     for target in _imports(path, top_level_only=False):
         assert not any(part.startswith("_") for part in target.split(".")[1:]), \
             f"{path.name} imports private {target}"
+
+
+def _engine_patches(path: pathlib.Path) -> list:
+    """The ``monkeypatch.setattr`` calls of a test file whose target is the engine's: a name
+    bound to a module of ``fedjax_abc._engine`` (imported as a module, or as an attribute of
+    one), or a dotted string naming one."""
+    tree = ast.parse(path.read_text())
+    engine = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            engine |= {a.asname or a.name for a in node.names
+                       if a.name.startswith("fedjax_abc._engine")}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "fedjax_abc._engine") or (isinstance(node, ast.ImportFrom)
+                                          and node.module == "fedjax_abc"):
+            engine |= {a.asname or a.name for a in node.names if a.name.startswith("_")}
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "setattr" and node.args):
+            target = node.args[0]
+            root = target
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if (isinstance(root, ast.Name) and root.id in engine) or (
+                    isinstance(target, ast.Constant) and isinstance(target.value, str)
+                    and target.value.startswith("fedjax_abc._engine")):
+                found.append(f"{path.name}:{node.lineno}")
+    return found
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "tests").glob("*.py")),
+                         ids=lambda p: p.name)
+def test_no_test_patches_the_engine(path):
+    """Tests observe the engine through its public surface (callbacks, JAX's compile log,
+    documented environment variables), so that a refactoring inside it breaks none."""
+    assert _engine_patches(path) == []
+
+
+def test_the_patch_test_can_fail(tmp_path):
+    bad = tmp_path / "test_bad.py"
+    bad.write_text("from fedjax_abc._engine import _memory\n"
+                   "import fedjax_abc._engine._simulate as _simulate\n"
+                   "def test(monkeypatch):\n"
+                   "    monkeypatch.setattr(_memory, 'available_bytes', lambda: 1)\n"
+                   "    monkeypatch.setattr(_simulate.shutil, 'disk_usage', None)\n"
+                   "    monkeypatch.setattr('fedjax_abc._engine._plan.X', 1)\n")
+    assert _engine_patches(bad) == ["test_bad.py:4", "test_bad.py:5", "test_bad.py:6"]

@@ -13,6 +13,7 @@
   closed-form gradient keep the point's numbers its own).
 """
 
+import dataclasses
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -133,15 +134,23 @@ def test_client_block_rule():
 
 
 @pytest.mark.parametrize("mode", ["mask", "gather"])
-def test_blocks_agree_with_all_clients_at_once(mode, wide, monkeypatch):
+def test_blocks_agree_with_all_clients_at_once(mode, wide):
+    """The same problem with its gradient declared not a closed form (``closed_form =
+    False`` on its grad_fn, the same function) runs every client at once."""
     problem = wide
     kw = dict(num_sampled=2, local_steps=3, stepsize=0.1, rounds=4, x0=np.zeros(problem.dim),
               trials=8, key=jax.random.key(1), record_every=2, mode=mode)
-    assert _plan.make_plan(4, 2, 8, "float64", jax.devices()[:1], False, problem.num_clients,
-                           problem.dim).client_block == 1
+
+    def gradient(params, x):
+        return problem.grad_fn(params, x)
+
+    gradient.closed_form = False
+    at_once = dataclasses.replace(problem, grad_fn=gradient)
+    for p, block in ((problem, 1), (at_once, None)):
+        assert _plan.make_plan(4, 2, 8, "float64", jax.devices()[:1], False, p.num_clients,
+                               p.dim, _plan.closed_form_gradient(p)).client_block == block
     blocked = fa.simulate(problem, **kw)
-    monkeypatch.setattr(_plan, "_BLOCKED_MODEL_BYTES", 1 << 40)
-    together = fa.simulate(problem, **kw)
+    together = fa.simulate(at_once, **kw)
     np.testing.assert_allclose(blocked.x_final, together.x_final, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(blocked.gap, together.gap, rtol=1e-10, atol=1e-15)
 

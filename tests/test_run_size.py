@@ -9,7 +9,6 @@ import pytest
 
 import fedjax_abc as fa
 import fedjax_abc._engine._memory as _memory
-import fedjax_abc._engine._simulate as _simulate
 from fedjax_abc._engine._plan import default_record_every, recorded_rounds
 
 KEY = jax.random.key(0)
@@ -27,13 +26,12 @@ def kwargs(p, **kw):
     return base
 
 
-def no_work(monkeypatch):
-    """Fails the test if the run allocates its stepsizes or enters a compiled program."""
-    def refuse(name):
-        return lambda *a, **k: pytest.fail(f"{name} called before the size was refused")
-
-    for name in ("stepsize_array", "_run_segment", "_start", "_run_first"):
-        monkeypatch.setattr(_simulate, name, refuse(name))
+def no_work(kw: dict) -> list:
+    """``kw`` with a progress callback that hears of every segment the run computes; the
+    list it fills (empty where the run was refused before any work)."""
+    ran = []
+    kw["progress"] = lambda *a: ran.append(a)
+    return ran
 
 
 @pytest.mark.parametrize("change,names", [
@@ -42,12 +40,13 @@ def no_work(monkeypatch):
     (dict(trials=10 ** 9), ("trials", "1000000000")),
     (dict(trials=10 ** 9, trial_chunk=1000), ("trials",)),
 ])
-def test_absurd_sizes_fail_at_once(problem, monkeypatch, change, names):
-    no_work(monkeypatch)
+def test_absurd_sizes_fail_at_once(problem, change, names):
+    kw = kwargs(problem, **change)
+    ran = no_work(kw)
     start = time.perf_counter()
     with pytest.raises(ValueError, match=r"^memory: the run needs about [\d.]+ [kMGTPE]?B") as err:
-        fa.simulate(problem, **kwargs(problem, **change))
-    assert time.perf_counter() - start < 1.0
+        fa.simulate(problem, **kw)
+    assert time.perf_counter() - start < 1.0 and ran == []
     message = str(err.value)
     assert "\n" not in message and "available" in message
     for name in names:
@@ -55,31 +54,38 @@ def test_absurd_sizes_fail_at_once(problem, monkeypatch, change, names):
 
 
 @pytest.mark.parametrize("change", [dict(trials=10 ** 12), dict(trials=10 ** 12, trial_chunk=1000)])
-def test_trial_counts_beyond_int32_fail_at_once(problem, monkeypatch, change):
+def test_trial_counts_beyond_int32_fail_at_once(problem, change):
     """Trial indices are int32: 10^12 trials is refused before the memory estimate."""
-    no_work(monkeypatch)
+    kw = kwargs(problem, **change)
+    ran = no_work(kw)
     start = time.perf_counter()
     with pytest.raises(ValueError, match=r"first_trial \+ trials \(1000000000000\) must be below 2\^31"):
-        fa.simulate(problem, **kwargs(problem, **change))
-    assert time.perf_counter() - start < 1.0
+        fa.simulate(problem, **kw)
+    assert time.perf_counter() - start < 1.0 and ran == []
 
 
 def test_results_too_large_names_record_x(problem, monkeypatch):
-    monkeypatch.setattr(_memory, "available_bytes", lambda: 200 * 10 ** 6)
-    no_work(monkeypatch)
+    monkeypatch.setenv("FEDJAX_ABC_MEMORY_BYTES", str(200 * 10 ** 6))
     kw = kwargs(problem, rounds=100_000, record_every=1, trials=100, record_x=True)
+    ran = no_work(kw)
     # results: 2 copies x 8 bytes x 100 trials x 100001 records x (2 + d = 3) = 480 MB
     with pytest.raises(ValueError, match=r"record_x=False.*larger record_every.*fewer trials"):
         fa.simulate(problem, **kw)
     with pytest.raises(ValueError, match=r"about 3\d\d\.\d MB.*pass a larger record_every") as err:
         fa.simulate(problem, **dict(kw, record_x=False))
-    assert "record_x" not in str(err.value)
+    assert "record_x" not in str(err.value) and ran == []
+
+
+def test_a_memory_share_that_is_not_a_number_is_refused(problem, monkeypatch):
+    monkeypatch.setenv("FEDJAX_ABC_MEMORY_BYTES", "2GB")
+    with pytest.raises(ValueError, match=r"^FEDJAX_ABC_MEMORY_BYTES must be a number of bytes"):
+        fa.simulate(problem, **kwargs(problem))
 
 
 def test_working_set_too_large_names_trial_chunk(monkeypatch):
     """Mask mode, 40 clients x Q = 100 steps x d = 50 for 4096 trials: ~7 GB per round."""
     p = fa.problems.quadratics(KEY, n=40, d=50)
-    monkeypatch.setattr(_memory, "available_bytes", lambda: 10 ** 9)
+    monkeypatch.setenv("FEDJAX_ABC_MEMORY_BYTES", str(10 ** 9))
     kw = dict(num_sampled=4, local_steps=100, stepsize=0.01, rounds=10, x0=np.zeros(50),
               trials=4096, key=KEY, record_x=False, mode="mask")
     with pytest.raises(ValueError, match=r"working set [\d.]+ GB.*smaller trial_chunk \(now 4096"):
@@ -112,7 +118,7 @@ def test_available_memory_is_read():
 
 
 def test_a_run_that_fits_runs(problem, monkeypatch):
-    monkeypatch.setattr(_memory, "available_bytes", lambda: 200 * 10 ** 6)
+    monkeypatch.setenv("FEDJAX_ABC_MEMORY_BYTES", str(200 * 10 ** 6))
     res = fa.simulate(problem, **kwargs(problem, rounds=1000, trials=8))
     assert res.gap.shape == (8, 1001)
 

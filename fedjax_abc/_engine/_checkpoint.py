@@ -51,7 +51,7 @@ __all__ = ["FORMAT", "Position", "Tracker", "check_writable", "class_code", "cod
            "saved_fingerprint", "where"]
 
 FORMAT = 1
-SAVE_EVERY_S = 60.0  # seconds between saves while a run goes on (also saved when it stops)
+SAVE_EVERY_S = 60.0  # default seconds between saves while a run goes on (and when it stops)
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
@@ -386,7 +386,8 @@ def check_writable(path: str, size: int = 0) -> None:
 
 
 class Tracker:
-    """Keeps the last segment boundary of a run and saves it every ``SAVE_EVERY_S`` seconds.
+    """Keeps the last segment boundary of a run and saves it every ``every`` seconds (at the
+    first segment boundary after; 0: at every one).
 
     ``commit`` replaces the position in one assignment, so whatever interrupts the run
     (Ctrl-C included) finds a consistent one to :meth:`save`.
@@ -399,9 +400,11 @@ class Tracker:
     settings, and this run saves no more checkpoints there; the other run's file is kept.
     """
 
-    def __init__(self, path: str, fingerprint: dict, position: Position, size: int = 0):
+    def __init__(self, path: str, fingerprint: dict, position: Position, size: int = 0,
+                 every: float = SAVE_EVERY_S):
         check_writable(path, size)  # before the run, not after it
         self.path = path
+        self.every = every
         self.fingerprint = fingerprint
         self.position = position
         self.saved = position
@@ -416,7 +419,7 @@ class Tracker:
 
     def commit(self, position: Position) -> None:
         self.position = position
-        if time.perf_counter() - self.last >= SAVE_EVERY_S:
+        if time.perf_counter() - self.last >= self.every:
             self.save()
 
     def save(self, complete: bool = False) -> None:

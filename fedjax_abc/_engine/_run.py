@@ -33,7 +33,8 @@ from fedjax_abc._problems._problem import (Problem, cast_floating,
 from fedjax_abc._problems._samplers import (AbstractSampler, FullParticipation,
                                             UniformWithoutReplacement)
 
-__all__ = ["DTYPES", "Run", "checked", "checked_path", "describe", "for_call", "prepare"]
+__all__ = ["DTYPES", "Run", "checked", "checked_every", "checked_path", "describe", "for_call",
+           "prepare"]
 
 DTYPES = {"float64": jnp.float64, "float32": jnp.float32}
 
@@ -396,6 +397,17 @@ def describe_sampler(sampler) -> str:
             text = repr(value)
         fields.append(f"{f.name}={text}")
     return f"{type(sampler).__name__}({', '.join(fields)})"
+
+
+def checked_every(checkpoint_every) -> float:
+    """The seconds between a checkpoint's saves: a finite number >= 0."""
+    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, (int, float,
+                                                                               np.number)):
+        raise ValueError(f"checkpoint_every must be a number of seconds >= 0, got "
+                         f"{checkpoint_every!r}")
+    if not (np.isfinite(checkpoint_every) and checkpoint_every >= 0):
+        raise ValueError(f"checkpoint_every ({checkpoint_every}) must be finite and >= 0")
+    return float(checkpoint_every)
 
 
 def checked_path(checkpoint) -> Optional[str]:

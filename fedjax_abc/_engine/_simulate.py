@@ -11,13 +11,13 @@ the algorithm's arrays are data, so a new key, stepsize or ``FedProx(mu)`` compi
 
 ``simulate`` runs in four named steps: :func:`~fedjax_abc._engine._run.checked` (every
 argument validated before anything compiles), :func:`~fedjax_abc._engine._plan.make_plan`
-(blocks, padding, sharding), :func:`_run_chunk` (one chunk of trials, segment by segment) and
-:func:`_assemble` (the :class:`SimResult`).
+(blocks, padding, sharding), :func:`~fedjax_abc._engine._chunk.run_chunk` (one chunk of
+trials, segment by segment; the runner ``sweep`` calls too) and :func:`_assemble` (the
+:class:`SimResult`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import sys
@@ -26,215 +26,29 @@ from typing import Callable, Mapping, Optional, Sequence, Union
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from fedjax_abc._algorithms._base import AbstractAlgorithm
 from fedjax_abc._algorithms._transforms import AbstractTransform
-from fedjax_abc._engine import _checkpoint, _memory, _round
-from fedjax_abc._engine._jit import flat_jit
-from fedjax_abc._engine._metrics import record_trials as _record_trials
+from fedjax_abc._engine import _checkpoint, _memory
+from fedjax_abc._engine._chunk import OneRun, run_chunk
 from fedjax_abc._engine._progress import Progress as _Progress
 from fedjax_abc._engine._run import Run as _Run
 from fedjax_abc._engine._run import checked as _checked
+from fedjax_abc._engine._run import checked_every as _checked_every
 from fedjax_abc._engine._run import checked_path as _checked_path
 from fedjax_abc._engine._run import for_call as _for_call
 from fedjax_abc._engine._run import prepare as _prepare
 from fedjax_abc._engine._checkpoint import Position
-from fedjax_abc._engine._plan import (Plan, closed_form_gradient, make_plan, recorded_rounds,
+from fedjax_abc._engine._plan import (closed_form_gradient, make_plan, recorded_rounds,
                                       stepsize_array)
 from fedjax_abc._engine._result import DivergenceWarning, SimResult
-from fedjax_abc._engine._threefry import fold_in_data
 from fedjax_abc._problems._local_work import AbstractLocalSteps
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._problems._samplers import AbstractSampler
 
 __all__ = ["Simulation", "simulate", "stepsize_array"]
-
-def _start_state(problem, algorithm, metrics, x0, groups=1, sampler=None, transform=None):
-    """The state at t = 0 of trials started at x0 (R, d), and their records at t = 0 (the
-    transform's statistics, zero, after the metrics)."""
-    state = _round.init_state(algorithm, x0, problem.num_clients, sampler, transform)
-    return state, _record_trials(problem, metrics, x0, groups) + _totals(state)
-
-
-def _totals(state) -> tuple:
-    """The transform's statistics so far, by sorted name (as ``transform_stats``)."""
-    return tuple(state.totals[name] for name in sorted(state.totals)) if state.totals else ()
-
-
-_start = flat_jit(_start_state)
-
-
-def _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0, stepsizes,
-             local_steps, mode, record_x, per_record=1, metrics=(), generator="threefry",
-             client_block=None, groups=1, transform=None):
-    """Rounds t0 .. t0 + s*b - 1 of every trial in s blocks of b rounds; a record per block.
-
-    state: the trials' RoundState (leaves with a trials axis of m); trial_ids: (m,);
-    stepsizes: (s, b); metrics: the user metrics' functions. Returns the state at the end
-    and the records (gap, grad_norm_sq, *metrics, *transform statistics[, x]) of shape
-    (m, s[, d]). Only blocks
-    b * (i + 1) = k (i + 1) rounds after t = 0 (k = per_record * b, t0 a multiple of b)
-    evaluate f and grad f; the records of the other blocks are zeros, for the caller to drop.
-    """
-    b = stepsizes.shape[1]
-    trial_keys = fold_in_data(jax.random.key_data(key), trial_ids)  # (2, m): fold_in(key, r)
-
-    def record(x_next):
-        return _record_trials(problem, metrics, x_next, groups)
-
-    def skip(x_next):
-        zero = jnp.zeros(x_next.shape[:1], x_next.dtype)
-        return (zero,) * (2 + len(metrics) + len(state.totals))
-
-    def block(state_t, inputs):
-        j, alphas = inputs
-        state_next = _round.run_rounds(problem, oracle, sampler, algorithm, state_t, trial_keys,
-                                       t0 + j * b, alphas, local_steps, mode, generator,
-                                       client_block, transform)
-        x_next = state_next.server.x
-        if per_record == 1:
-            values = record(x_next) + _totals(state_next)
-        else:  # every trial's f(x) costs a pass over all n clients: only where it is kept
-            kept = (t0 // b + j) % per_record == per_record - 1
-            values = jax.lax.cond(kept, lambda x: record(x) + _totals(state_next), skip,
-                                  x_next)
-        return state_next, values + (x_next,) if record_x else values
-
-    steps = jnp.arange(stepsizes.shape[0], dtype=jnp.int32)
-    state, records = jax.lax.scan(block, state, (steps, stepsizes))
-    return state, tuple(jnp.moveaxis(r, 0, 1) for r in records)
-
-
-_run_segment = flat_jit(_segment)
-
-
-def _first_segment(problem, oracle, sampler, algorithm, x0, ints, stepsizes, local_steps, mode,
-                   record_x, per_record, metrics, generator, client_block, per_call, sharding,
-                   transform=None):
-    """:func:`_start_state` and the first :func:`_segment` of a chunk as one program: ``(state,
-    records at t = 0 (x_0 too where record_x), the segment's records)``.
-
-    A call then passes three small host arrays (x_0, ``ints``, the stepsizes), where the two
-    programs take five (the trials' ids and x_0, the key, t0, the stepsizes): on two CPU
-    devices every host or single-device argument is a copy to each device at every call.
-    ``ints`` = (the key's two words, the chunk's first trial id) as uint32; ``x0`` is either
-    one starting point (d,), shared by every trial, or the chunk's (per_call, d), sharded.
-    The ids and the broadcast x_0 are made on the devices, laid out as ``sharding``; the
-    same numbers as the two programs.
-    """
-    ids = ints[2].astype(jnp.int32) + jnp.arange(per_call, dtype=jnp.int32)
-    x_c = jnp.broadcast_to(x0, (per_call,) + x0.shape) if x0.ndim == 1 else x0
-    groups = len(sharding.device_set)
-    if groups > 1:
-        ids, x_c = jax.lax.with_sharding_constraint((ids, x_c), sharding)
-    # seen through, a broadcast x_0 lets XLA reorder the sums of the records at t = 0
-    x_c = jax.lax.optimization_barrier(x_c)
-    state, first = _start_state(problem, algorithm, metrics, x_c, groups, sampler, transform)
-    key = jax.random.wrap_key_data(ints[:2], impl="threefry2x32")
-    state, records = _segment(problem, oracle, sampler, algorithm, state, ids, key, 0, stepsizes,
-                              local_steps, mode, record_x, per_record, metrics, generator,
-                              client_block, groups, transform)
-    return state, first + ((x_c,) if record_x else ()), records
-
-
-_run_first = flat_jit(_first_segment)
-
-
-def _put(values: Sequence[np.ndarray], dtypes: Sequence, sharding) -> list:
-    """Host arrays onto the trials' sharding, cast on the host and copied in one call (over
-    other processes' devices too, from the same values in every process)."""
-    return jax.device_put([np.asarray(v).astype(t) for v, t in zip(values, dtypes)], sharding)
-
-
-def _host(arrays: Sequence[jax.Array]) -> list:
-    """Device arrays on the host, their copies started together; gathered from every
-    process where one spans several."""
-    if all(a.is_fully_addressable for a in arrays):
-        return jax.device_get(list(arrays))
-    from jax.experimental import multihost_utils
-    return [np.asarray(multihost_utils.process_allgather(a, tiled=True)) for a in arrays]
-
-
-def _first_x0(run: _Run, plan: Plan, start: int):
-    """x_0 of chunk ``start`` for :func:`_first_segment`: the shared starting point (d,) in
-    the run's dtype, or the chunk's rows (padded with its first) copied to the devices."""
-    if run.x0.strides[0] == 0:  # one x0 broadcast to every trial (checked)
-        return run.x0[0].astype(run.dtype)
-    return _put([_chunk_rows(run, plan, start)], [run.dtype], plan.sharding)[0]
-
-
-def _chunk_rows(run: _Run, plan: Plan, start: int) -> np.ndarray:
-    """x_0 of the chunk's trials from ``start``, padded to ``plan.per_call`` with its first."""
-    m = min(run.chunk, run.trials - start)
-    x_c = np.zeros((plan.per_call, run.x0.shape[1]))
-    x_c[:m] = run.x0[start:start + m]
-    x_c[m:] = run.x0[start]
-    return x_c
-
-
-def _run_chunk(run: _Run, plan: Plan, c: int, bar: _Progress, resume: Optional[Position] = None,
-               commit: Optional[Callable[[Position], None]] = None) -> dict:
-    """Chunk c: trials c * chunk ... (padded to plan.per_call), segment by segment.
-
-    ``resume``: a saved position inside chunk c to continue from; ``commit(position)`` is
-    called after every segment (with ``done`` left for the caller to fill). Returns the
-    chunk's kept records, x_final too.
-    """
-    start = c * run.chunk
-    m = min(run.chunk, run.trials - start)
-    names = run.record_names
-    segments = plan.segments()
-    records, next_segment = {}, 0  # records filled from the first segment's copy (t = 0 too)
-    if len(segments) == 1 and (resume is None or resume.state is None):
-        state = ids = None  # the start runs in the segment's program (_first_segment)
-    else:
-        ids, x_c = _put([np.arange(run.first_trial + start,
-                                   run.first_trial + start + plan.per_call),
-                         _chunk_rows(run, plan, start)], [np.int32, run.dtype], plan.sharding)
-        state, first = _start(run.problem, run.algorithm, run.metrics, x_c, plan.groups,
-                              run.sampler, run.transform)
-        first = list(first) + ([x_c] if run.record_x else [])
-        if resume is not None and resume.state is not None:
-            state, first = _checkpoint.restored(state, resume.state), []
-            records, next_segment = dict(resume.records), resume.segment
-    x_final = None
-    for i in range(next_segment, len(segments)):
-        seg = segments[i]
-        alphas = run.alphas[seg.start: seg.stop].reshape(seg.blocks, seg.block).astype(run.dtype)
-        if state is None:  # the chunk's only segment
-            state, first, rec = _run_first(
-                run.problem, run.oracle, run.sampler, run.algorithm, _first_x0(run, plan, start),
-                np.array(run.key_words + (run.first_trial + start,), np.uint32), alphas,
-                run.local_steps, run.mode, run.record_x, seg.per_record, run.metrics,
-                run.generator, plan.client_block, plan.per_call, plan.sharding, run.transform)
-            first = list(first)
-        else:
-            state, rec = _run_segment(run.problem, run.oracle, run.sampler, run.algorithm, state,
-                                      ids, run.key, np.int32(seg.start), alphas,
-                                      run.local_steps, run.mode, run.record_x, seg.per_record,
-                                      run.metrics, run.generator, plan.client_block, plan.groups,
-                                      run.transform)
-        # one copy to the host per segment: the records at t = 0 with the first segment's,
-        # the final iterates with the last's
-        last = i == len(segments) - 1
-        got = _host(first + list(rec) + ([state.server.x] if last else []))
-        if first:
-            records = {name: (r[:, None],) for name, r in zip(names, got)}
-            got = got[len(first):]
-            first = []
-        if last:
-            x_final = got.pop()
-        records = {name: records[name] + (r[:, seg.keep],) for name, r in zip(names, got)}
-        if commit is not None:
-            commit(Position(c, i + 1, state, records, None))
-        bar.update(seg.blocks * seg.block, c * run.rounds + seg.stop)
-    out = {name: np.concatenate(parts, axis=1)[:m] for name, parts in records.items()}
-    out["x_final"] = (_host([state.server.x])[0] if x_final is None else x_final)[:m]
-    return out
-
 
 def _assemble(run: _Run, chunks: Sequence[dict]) -> SimResult:
     """The :class:`SimResult` of all chunks, in trial order."""
@@ -276,6 +90,7 @@ def simulate(
     progress: Union[bool, Callable] = False,
     devices: Optional[Sequence[jax.Device]] = None,
     checkpoint: Optional[Union[str, os.PathLike]] = None,
+    checkpoint_every: float = 60.0,
     first_trial: int = 0,
     metrics: Optional[Mapping[str, Callable]] = None,
     generator: str = "threefry",
@@ -330,13 +145,17 @@ def simulate(
       progress: True for a progress bar on stderr, or ``callback(rounds_done, total, secs)``.
       devices: devices to shard the trials over; default all local devices.
       checkpoint: a file path: the run is cut into about 100 segments per chunk (same
-        numbers) and saved there at segment boundaries, every minute and whenever it stops
-        (Ctrl-C included: one line on stderr says where it will resume). A later call with
+        numbers) and saved there at segment boundaries, every ``checkpoint_every`` seconds
+        and whenever it stops (Ctrl-C included: one line on stderr says where it will
+        resume). A later call with
         the same arguments and path resumes from the file and returns the uninterrupted
         run's result bit for bit. The file is kept when the run completes and then holds
         its result: the same call again returns it without running (delete the file to
         run again). A file written by a call with other settings is a ValueError naming
         them. Format: see ``fedjax_abc._engine._checkpoint`` (``.npz``, no pickle).
+      checkpoint_every: seconds between the checkpoint's saves while the run goes on (at
+        the first segment boundary after; 0 saves at every one). It sets how much work a
+        hard kill (no chance to save) loses, not the numbers.
       first_trial: the global index of the first trial: the call runs trials first_trial,
         ..., first_trial + trials - 1 of a larger run (their keys ``fold_in(key, index)``),
         so that processes or hosts can each run a share of one run's trials;
@@ -382,13 +201,14 @@ def simulate(
     Reference: Algorithm 1 and Section IV of the paper.
     """
     path = _checked_path(checkpoint)
+    every = _checked_every(checkpoint_every)
     run = _checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key,
                    record_every, mode, sampler, oracle, algorithm, dtype, trial_chunk, record_x,
                    devices, first_trial, metrics, generator, transform)
-    return _execute(run, progress, path)
+    return _execute(run, progress, path, every)
 
 
-def _execute(run: _Run, progress, path: Optional[str]) -> SimResult:
+def _execute(run: _Run, progress, path: Optional[str], every: float = 60.0) -> SimResult:
     """The checked run, chunk by chunk (resumed from and saved to ``path`` if given)."""
     plan = make_plan(run.rounds, run.record_every, run.chunk, run.dtype, run.devices,
                      bool(progress) or path is not None, run.problem.num_clients,
@@ -406,7 +226,7 @@ def _execute(run: _Run, progress, path: Optional[str]) -> SimResult:
                 _warn_divergence(result)
                 return result
         tracker = _checkpoint.Tracker(path, fingerprint, position,
-                                      _memory.checkpoint_bytes(run, plan))
+                                      _memory.checkpoint_bytes(run, plan), every)
     done = position.done
     bar = _Progress(progress, run.rounds * math.ceil(run.trials / run.chunk), "fedavg")
     bar.skip(position.chunk * run.rounds + _checkpoint.resume_round(plan, position))
@@ -414,7 +234,8 @@ def _execute(run: _Run, progress, path: Optional[str]) -> SimResult:
         for c in range(position.chunk, math.ceil(run.trials / run.chunk)):
             commit = None if tracker is None else (
                 lambda inside, finished=done: tracker.commit(inside._replace(done=finished)))
-            out = _run_chunk(run, plan, c, bar, position if c == position.chunk else None, commit)
+            out = run_chunk(OneRun(run), plan, c, bar.update, 0,
+                            position if c == position.chunk else None, commit)
             done = done + (out,)
             if tracker is not None:
                 tracker.commit(Position(c + 1, 0, None, {}, done))
@@ -487,8 +308,10 @@ class Simulation(eqx.Module):
 
     def run(self, *, key: jax.Array, x0, stepsize: Union[float, Callable, np.ndarray],
             trials: int = 1, first_trial: int = 0, progress: Union[bool, Callable] = False,
-            checkpoint: Optional[Union[str, os.PathLike]] = None) -> SimResult:
+            checkpoint: Optional[Union[str, os.PathLike]] = None,
+            checkpoint_every: float = 60.0) -> SimResult:
         """The run's result for these per-call arguments (as :func:`simulate`'s)."""
         path = _checked_path(checkpoint)
+        every = _checked_every(checkpoint_every)
         return _execute(_for_call(self.prepared, stepsize, x0, trials, key, first_trial),
-                        progress, path)
+                        progress, path, every)

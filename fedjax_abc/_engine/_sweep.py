@@ -24,19 +24,19 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec
 
 from fedjax_abc._algorithms._base import AbstractAlgorithm, recheck
 from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._algorithms._transforms import AbstractTransform
 from fedjax_abc._engine import _memory, _metrics
+from fedjax_abc._engine._chunk import Grid, components, run_chunk, stack
 from fedjax_abc._engine._plan import closed_form_gradient, make_plan
 from fedjax_abc._engine._result import SimResult, SweepResult
 from fedjax_abc._engine._progress import Progress as _Progress
 from fedjax_abc._engine._run import Run as _Run
 from fedjax_abc._engine._run import checked as _checked
 from fedjax_abc._engine._run import describe as _describe
-from fedjax_abc._engine._simulate import _assemble, _segment, _start_state, _warn_divergence
+from fedjax_abc._engine._simulate import _assemble, _warn_divergence
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._problems._samplers import AbstractSampler
@@ -188,15 +188,9 @@ def _point_run(problem, kwargs: dict, point: dict) -> _Run:
 # ------------------------------------------------------------------ groups of one shape
 
 
-def _components(run: _Run):
-    """The run's parts whose array leaves may differ between the points of a group (Q or a
-    law of local steps last)."""
-    return (run.problem, run.oracle, run.sampler, run.algorithm, run.transform, run.local_steps)
-
-
 def _shape_key(run: _Run):
     """What sets the compiled program: structure, static fields, leaf shapes, counts."""
-    leaves, treedef = jax.tree_util.tree_flatten(_components(run))
+    leaves, treedef = jax.tree_util.tree_flatten(components(run))
     described = tuple((np.shape(a), str(a.dtype)) if isinstance(a, (jax.Array, np.ndarray))
                       else ("static", type(a).__name__, repr(a)) for a in leaves)
     return (treedef, described, run.rounds, run.trials, run.record_every,
@@ -205,56 +199,9 @@ def _shape_key(run: _Run):
             tuple(str(d) for d in run.devices), run.x0.shape)
 
 
-def _stack(trees: list):
-    """One pytree with the leaves that differ between ``trees`` stacked on a leading axis,
-    and the ``in_axes`` tree saying which (0) and which are shared (None)."""
-    flat = [jax.tree_util.tree_flatten(t) for t in trees]
-    treedef = flat[0][1]
-    leaves, axes = [], []
-    for column in zip(*(f[0] for f in flat)):
-        first = column[0]
-        if isinstance(first, (jax.Array, np.ndarray)) and any(
-                not np.array_equal(np.asarray(first), np.asarray(a)) for a in column[1:]):
-            leaves.append(jnp.stack([jnp.asarray(a) for a in column]))
-            axes.append(0)
-        else:
-            leaves.append(first)
-            axes.append(None)
-    return treedef.unflatten(leaves), treedef.unflatten(axes)
-
-
-@eqx.filter_jit
-def _grid_segment(axes, problem, oracle, sampler, algorithm, transform, local_steps, state,
-                  trial_ids, key, t0, stepsizes, mode, record_x, per_record, metrics, generator,
-                  client_block, groups):
-    """``_segment`` for G grid points: vmapped over the leading grid axis (trials inside)."""
-    def one(problem, oracle, sampler, algorithm, transform, local_steps, state, stepsizes):
-        return _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0,
-                        stepsizes, local_steps, mode, record_x, per_record, metrics,
-                        generator, client_block, groups, transform)
-
-    return eqx.filter_vmap(one, in_axes=axes + (0, 0))(problem, oracle, sampler, algorithm,
-                                                        transform, local_steps, state, stepsizes)
-
-
-@eqx.filter_jit
-def _grid_start(axes, problem, algorithm, sampler, transform, x0, metrics, groups):
-    """The grid's states at t = 0 and records at t = 0; x0: (G, m, d)."""
-    def one(problem, algorithm, sampler, transform, x):
-        return _start_state(problem, algorithm, metrics, x, groups, sampler, transform)
-
-    return eqx.filter_vmap(one, in_axes=(axes[0], axes[3], axes[2], axes[4], 0))(
-        problem, algorithm, sampler, transform, x0)
-
-
-def _grid_sharding(sharding):
-    if isinstance(sharding, NamedSharding):
-        return NamedSharding(sharding.mesh, PartitionSpec(None, "trials"))
-    return sharding
-
-
 def _run_group(runs: list[_Run], bar: _Progress, done_before: int, segmented: bool) -> list:
-    """The results of grid points of one shape, run together; returns one SimResult each."""
+    """The results of grid points of one shape, run together chunk by chunk by the runner
+    ``simulate`` uses; returns one SimResult each and the rounds done so far."""
     first = runs[0]
     G = len(runs)
     plan = make_plan(first.rounds, first.record_every, first.chunk, first.dtype, first.devices,
@@ -262,48 +209,13 @@ def _run_group(runs: list[_Run], bar: _Progress, done_before: int, segmented: bo
                      closed_form_gradient(first.problem))
     _memory.check_run(dataclasses.replace(first, trials=first.trials * G, chunk=first.chunk * G),
                       plan._replace(per_call=plan.per_call * G))
-    stacked, axes = _stack([_components(r) for r in runs])
-    problem, oracle, sampler, algorithm, transform, local_steps = stacked
-    sharding = _grid_sharding(plan.sharding)
-    names = first.record_names
-    alphas = np.stack([r.alphas for r in runs])  # (G, T)
-    chunks = [[] for _ in runs]
+    stacked, axes = stack([components(r) for r in runs])
+    group = Grid(tuple(runs), stacked, axes)
     num_chunks = math.ceil(first.trials / first.chunk)
-    done = done_before
-    for c in range(num_chunks):
-        start = c * first.chunk
-        stop = min(start + first.chunk, first.trials)
-        m = stop - start
-        x_c = np.zeros((G, plan.per_call, first.x0.shape[1]))
-        for g, r in enumerate(runs):
-            x_c[g, :m] = r.x0[start:stop]
-            x_c[g, m:] = r.x0[start]
-        ids = jax.device_put(jnp.arange(start, start + plan.per_call, dtype=jnp.int32),
-                             plan.sharding)
-        x_c = jax.device_put(jnp.asarray(x_c, first.dtype), sharding)
-        state, start = _grid_start(axes, problem, algorithm, sampler, transform, x_c,
-                                   first.metrics, plan.groups)
-        records = {name: [np.asarray(r)[:, :, None]] for name, r in zip(names, start + (x_c,))}
-        for seg in plan.segments():
-            a = jnp.asarray(alphas[:, seg.start: seg.stop].reshape(G, seg.blocks, seg.block),
-                            first.dtype)
-            state, rec = _grid_segment(axes, problem, oracle, sampler, algorithm, transform,
-                                       local_steps, state, ids,
-                                       first.key, jnp.asarray(seg.start, jnp.int32), a,
-                                       first.mode, first.record_x,
-                                       seg.per_record, first.metrics, first.generator,
-                                       plan.client_block, plan.groups)
-            for name, r in zip(names, rec):
-                records[name].append(np.asarray(r)[:, :, seg.keep])
-            done += G * seg.blocks * seg.block
-            bar.update(G * seg.blocks * seg.block, done)
-        x_final = np.asarray(state.server.x)
-        joined = {name: np.concatenate(records[name], axis=2) for name in names}
-        for g in range(G):
-            out = {name: joined[name][g, :m] for name in names}
-            out["x_final"] = x_final[g, :m]
-            chunks[g].append(out)
-    return [_assemble(r, ch) for r, ch in zip(runs, chunks)], done
+    chunks = [run_chunk(group, plan, c, bar.update, done_before) for c in range(num_chunks)]
+    results = [_assemble(r, [{name: out[name][g] for name in out} for out in chunks])
+               for g, r in enumerate(runs)]
+    return results, done_before + G * first.rounds * num_chunks
 
 
 def sweep(
@@ -362,7 +274,7 @@ def sweep(
       >>> res.shape, res.gap.shape
       ((2,), (2, 8, 11))
     """
-    if "checkpoint" in kwargs:
+    if "checkpoint" in kwargs or "checkpoint_every" in kwargs:
         raise ValueError("sweep takes no checkpoint; 'fedjax-abc run GRID.toml' resumes a grid")
     missing = [name for name in _REQUIRED if name not in kwargs and name not in (grid or {})]
     unknown = set(kwargs) - set(_DEFAULTS) - set(_REQUIRED) - {"rounds"}

@@ -1,0 +1,387 @@
+"""The chunk runner that ``simulate`` and ``sweep`` share: one chunk of trials, segment by segment.
+
+A chunk's work is the same whether it belongs to one run or to a group of grid points of
+one shape: the trials' start at t = 0, then the plan's segments, each a compiled program
+over blocks of rounds, the records of each copied to the host once, progress after each
+and (for one run) a checkpoint's position. What differs is the program a segment calls and
+the axes before the trials: :class:`OneRun` calls the run's compiled segment; :class:`Grid`
+calls it ``vmap``-ped over a leading axis of G grid points whose differing array leaves are
+stacked (:func:`stack`). :func:`run_chunk` is written once for both.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import Any, Callable, Optional, Sequence
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec
+
+from fedjax_abc._engine import _checkpoint, _round
+from fedjax_abc._engine._checkpoint import Position
+from fedjax_abc._engine._jit import flat_jit
+from fedjax_abc._engine._metrics import record_trials as _record_trials
+from fedjax_abc._engine._plan import Plan, Segment
+from fedjax_abc._engine._run import Run
+from fedjax_abc._engine._threefry import fold_in_data
+
+__all__ = ["AbstractChunk", "Grid", "OneRun", "components", "run_chunk", "stack"]
+
+
+def _start_state(problem, algorithm, metrics, x0, groups=1, sampler=None, transform=None):
+    """The state at t = 0 of trials started at x0 (R, d), and their records at t = 0 (the
+    transform's statistics, zero, after the metrics)."""
+    state = _round.init_state(algorithm, x0, problem.num_clients, sampler, transform)
+    return state, _record_trials(problem, metrics, x0, groups) + _totals(state)
+
+
+def _totals(state) -> tuple:
+    """The transform's statistics so far, by sorted name (as ``transform_stats``)."""
+    return tuple(state.totals[name] for name in sorted(state.totals)) if state.totals else ()
+
+
+def _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0, stepsizes,
+             local_steps, mode, record_x, per_record=1, metrics=(), generator="threefry",
+             client_block=None, groups=1, transform=None):
+    """Rounds t0 .. t0 + s*b - 1 of every trial in s blocks of b rounds; a record per block.
+
+    state: the trials' RoundState (leaves with a trials axis of m); trial_ids: (m,);
+    stepsizes: (s, b); metrics: the user metrics' functions. Returns the state at the end
+    and the records (gap, grad_norm_sq, *metrics, *transform statistics[, x]) of shape
+    (m, s[, d]). Only blocks
+    b * (i + 1) = k (i + 1) rounds after t = 0 (k = per_record * b, t0 a multiple of b)
+    evaluate f and grad f; the records of the other blocks are zeros, for the caller to drop.
+    """
+    b = stepsizes.shape[1]
+    trial_keys = fold_in_data(jax.random.key_data(key), trial_ids)  # (2, m): fold_in(key, r)
+
+    def record(x_next):
+        return _record_trials(problem, metrics, x_next, groups)
+
+    def skip(x_next):
+        zero = jnp.zeros(x_next.shape[:1], x_next.dtype)
+        return (zero,) * (2 + len(metrics) + len(state.totals))
+
+    def block(state_t, inputs):
+        j, alphas = inputs
+        state_next = _round.run_rounds(problem, oracle, sampler, algorithm, state_t, trial_keys,
+                                       t0 + j * b, alphas, local_steps, mode, generator,
+                                       client_block, transform)
+        x_next = state_next.server.x
+        if per_record == 1:
+            values = record(x_next) + _totals(state_next)
+        else:  # every trial's f(x) costs a pass over all n clients: only where it is kept
+            kept = (t0 // b + j) % per_record == per_record - 1
+            values = jax.lax.cond(kept, lambda x: record(x) + _totals(state_next), skip,
+                                  x_next)
+        return state_next, values + (x_next,) if record_x else values
+
+    steps = jnp.arange(stepsizes.shape[0], dtype=jnp.int32)
+    state, records = jax.lax.scan(block, state, (steps, stepsizes))
+    return state, tuple(jnp.moveaxis(r, 0, 1) for r in records)
+
+
+def _first_segment(problem, oracle, sampler, algorithm, x0, ints, stepsizes, local_steps, mode,
+                   record_x, per_record, metrics, generator, client_block, per_call, sharding,
+                   transform=None):
+    """:func:`_start_state` and the first :func:`_segment` of a chunk as one program: ``(state,
+    records at t = 0 (x_0 too where record_x), the segment's records)``.
+
+    A call then passes three small host arrays (x_0, ``ints``, the stepsizes), where the two
+    programs take five (the trials' ids and x_0, the key, t0, the stepsizes): on two CPU
+    devices every host or single-device argument is a copy to each device at every call.
+    ``ints`` = (the key's two words, the chunk's first trial id) as uint32; ``x0`` is either
+    one starting point (d,), shared by every trial, or the chunk's (per_call, d), sharded.
+    The ids and the broadcast x_0 are made on the devices, laid out as ``sharding``; the
+    same numbers as the two programs.
+    """
+    ids = ints[2].astype(jnp.int32) + jnp.arange(per_call, dtype=jnp.int32)
+    x_c = jnp.broadcast_to(x0, (per_call,) + x0.shape) if x0.ndim == 1 else x0
+    groups = len(sharding.device_set)
+    if groups > 1:
+        ids, x_c = jax.lax.with_sharding_constraint((ids, x_c), sharding)
+    # seen through, a broadcast x_0 lets XLA reorder the sums of the records at t = 0
+    x_c = jax.lax.optimization_barrier(x_c)
+    state, first = _start_state(problem, algorithm, metrics, x_c, groups, sampler, transform)
+    key = jax.random.wrap_key_data(ints[:2], impl="threefry2x32")
+    state, records = _segment(problem, oracle, sampler, algorithm, state, ids, key, 0, stepsizes,
+                              local_steps, mode, record_x, per_record, metrics, generator,
+                              client_block, groups, transform)
+    return state, first + ((x_c,) if record_x else ()), records
+
+
+_run_start = flat_jit(_start_state)
+_run_segment = flat_jit(_segment)
+_run_first = flat_jit(_first_segment)
+
+
+@eqx.filter_jit
+def _grid_segment(axes, problem, oracle, sampler, algorithm, transform, local_steps, state,
+                  trial_ids, key, t0, stepsizes, mode, record_x, per_record, metrics, generator,
+                  client_block, groups):
+    """:func:`_segment` for G grid points: vmapped over the leading grid axis (trials inside)."""
+    def one(problem, oracle, sampler, algorithm, transform, local_steps, state, stepsizes):
+        return _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0,
+                        stepsizes, local_steps, mode, record_x, per_record, metrics,
+                        generator, client_block, groups, transform)
+
+    return eqx.filter_vmap(one, in_axes=axes + (0, 0))(problem, oracle, sampler, algorithm,
+                                                        transform, local_steps, state, stepsizes)
+
+
+@eqx.filter_jit
+def _grid_start(axes, problem, algorithm, sampler, transform, x0, metrics, groups):
+    """The grid's states at t = 0 and records at t = 0; x0: (G, m, d)."""
+    def one(problem, algorithm, sampler, transform, x):
+        return _start_state(problem, algorithm, metrics, x, groups, sampler, transform)
+
+    return eqx.filter_vmap(one, in_axes=(axes[0], axes[3], axes[2], axes[4], 0))(
+        problem, algorithm, sampler, transform, x0)
+
+
+def components(run: Run) -> tuple:
+    """The run's parts whose array leaves may differ between the points of a grid group (Q
+    or a law of local steps last)."""
+    return (run.problem, run.oracle, run.sampler, run.algorithm, run.transform, run.local_steps)
+
+
+def stack(trees: list):
+    """One pytree with the leaves that differ between ``trees`` stacked on a leading axis,
+    and the ``in_axes`` tree saying which (0) and which are shared (None)."""
+    flat = [jax.tree_util.tree_flatten(t) for t in trees]
+    treedef = flat[0][1]
+    leaves, axes = [], []
+    for column in zip(*(f[0] for f in flat)):
+        first = column[0]
+        if isinstance(first, (jax.Array, np.ndarray)) and any(
+                not np.array_equal(np.asarray(first), np.asarray(a)) for a in column[1:]):
+            leaves.append(jnp.stack([jnp.asarray(a) for a in column]))
+            axes.append(0)
+        else:
+            leaves.append(first)
+            axes.append(None)
+    return treedef.unflatten(leaves), treedef.unflatten(axes)
+
+
+def _put(values: Sequence[np.ndarray], dtypes: Sequence, sharding) -> list:
+    """Host arrays onto the trials' sharding (one, or one per array), cast on the host and
+    copied in one call (over other processes' devices too, from the same values in every
+    process)."""
+    return jax.device_put([np.asarray(v).astype(t) for v, t in zip(values, dtypes)], sharding)
+
+
+def _host(arrays: Sequence[jax.Array]) -> list:
+    """Device arrays on the host, their copies started together; gathered from every
+    process where one spans several."""
+    if all(a.is_fully_addressable for a in arrays):
+        return jax.device_get(list(arrays))
+    from jax.experimental import multihost_utils
+    return [np.asarray(multihost_utils.process_allgather(a, tiled=True)) for a in arrays]
+
+
+def _chunk_rows(run: Run, plan: Plan, start: int) -> np.ndarray:
+    """x_0 of the chunk's trials from ``start``, padded to ``plan.per_call`` with its first."""
+    m = min(run.chunk, run.trials - start)
+    x_c = np.zeros((plan.per_call, run.x0.shape[1]))
+    x_c[:m] = run.x0[start:start + m]
+    x_c[m:] = run.x0[start]
+    return x_c
+
+
+class AbstractChunk(abc.ABC):
+    """What a chunk runs: the points (one run, or a grid group) and their compiled programs.
+
+    Arrays of one chunk have ``points`` leading axes before the trials' (none for one run,
+    one of G for a grid group); the settings common to every point are ``run``'s.
+    """
+
+    run: Run
+    lead: int  # axes before the trials' axis in states and records: 0 or 1
+
+    @property
+    @abc.abstractmethod
+    def points(self) -> int:
+        """How many runs the chunk advances at once (counted in the progress)."""
+
+    @abc.abstractmethod
+    def rows(self, plan: Plan, start: int) -> np.ndarray:
+        """x_0 of the chunk from trial ``start``: (lead axes, per_call, d) on the host."""
+
+    @abc.abstractmethod
+    def stepsizes(self, seg: Segment) -> np.ndarray:
+        """The segment's stepsizes: (lead axes, blocks, block) in the run's dtype."""
+
+    @abc.abstractmethod
+    def start(self, plan: Plan, x_c: jax.Array):
+        """The state at t = 0 and the records at t = 0 of trials started at ``x_c``."""
+
+    @abc.abstractmethod
+    def segment(self, plan: Plan, seg: Segment, state, ids: jax.Array, stepsizes):
+        """``(state, records)`` after the segment's rounds."""
+
+    can_fuse: bool = False  # whether :meth:`fused` runs a chunk of one segment
+
+    def fused(self, plan: Plan, seg: Segment, start: int, stepsizes):
+        """The start and the only segment as one program: ``(state, records at t = 0,
+        the segment's records)`` (where ``can_fuse``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no fused program")
+
+
+@dataclasses.dataclass(frozen=True)
+class OneRun(AbstractChunk):
+    """The chunks of one run (``simulate``, ``Simulation.run``)."""
+
+    run: Run
+    lead: int = 0
+    can_fuse: bool = True
+
+    @property
+    def points(self) -> int:
+        return 1
+
+    def rows(self, plan, start):
+        return _chunk_rows(self.run, plan, start)
+
+    def stepsizes(self, seg):
+        return self.run.alphas[seg.start: seg.stop].reshape(seg.blocks, seg.block).astype(
+            self.run.dtype)
+
+    def start(self, plan, x_c):
+        r = self.run
+        return _run_start(r.problem, r.algorithm, r.metrics, x_c, plan.groups, r.sampler,
+                          r.transform)
+
+    def segment(self, plan, seg, state, ids, stepsizes):
+        r = self.run
+        return _run_segment(r.problem, r.oracle, r.sampler, r.algorithm, state, ids, r.key,
+                            np.int32(seg.start), stepsizes, r.local_steps, r.mode, r.record_x,
+                            seg.per_record, r.metrics, r.generator, plan.client_block,
+                            plan.groups, r.transform)
+
+    def fused(self, plan, seg, start, stepsizes):
+        r = self.run
+        if r.x0.strides[0] == 0:  # one x0 broadcast to every trial (checked)
+            x0 = r.x0[0].astype(r.dtype)
+        else:
+            x0 = _put([_chunk_rows(r, plan, start)], [r.dtype], plan.sharding)[0]
+        return _run_first(r.problem, r.oracle, r.sampler, r.algorithm, x0,
+                          np.array(r.key_words + (r.first_trial + start,), np.uint32),
+                          stepsizes, r.local_steps, r.mode, r.record_x, seg.per_record,
+                          r.metrics, r.generator, plan.client_block, plan.per_call,
+                          plan.sharding, r.transform)
+
+
+@dataclasses.dataclass(frozen=True)
+class Grid(AbstractChunk):
+    """The chunks of G grid points of one shape: the differing array leaves of their
+    components stacked (:func:`stack`), the run's segment ``vmap``-ped over them."""
+
+    runs: tuple
+    stacked: Any  # components(run) of every point, stacked
+    axes: Any     # the in_axes tree of ``stacked``: 0 where the leaf has the grid axis
+    lead: int = 1
+
+    @property
+    def run(self) -> Run:
+        return self.runs[0]
+
+    @property
+    def points(self) -> int:
+        return len(self.runs)
+
+    def rows(self, plan, start):
+        return np.stack([_chunk_rows(r, plan, start) for r in self.runs])
+
+    def stepsizes(self, seg):
+        return np.stack([r.alphas[seg.start: seg.stop].reshape(seg.blocks, seg.block)
+                         for r in self.runs]).astype(self.run.dtype)
+
+    def start(self, plan, x_c):
+        problem, _, sampler, algorithm, transform, _ = self.stacked
+        return _grid_start(self.axes, problem, algorithm, sampler, transform, x_c,
+                           self.run.metrics, plan.groups)
+
+    def segment(self, plan, seg, state, ids, stepsizes):
+        r = self.run
+        problem, oracle, sampler, algorithm, transform, local_steps = self.stacked
+        return _grid_segment(self.axes, problem, oracle, sampler, algorithm, transform,
+                             local_steps, state, ids, r.key, jnp.asarray(seg.start, jnp.int32),
+                             jnp.asarray(stepsizes), r.mode, r.record_x, seg.per_record,
+                             r.metrics, r.generator, plan.client_block, plan.groups)
+
+
+def _rows_sharding(sharding, lead: int):
+    """The trials' sharding of arrays with ``lead`` axes before the trials'."""
+    if lead and isinstance(sharding, NamedSharding):
+        return NamedSharding(sharding.mesh, PartitionSpec(*((None,) * lead), "trials"))
+    return sharding
+
+
+def run_chunk(chunk: AbstractChunk, plan: Plan, c: int, progress, done_before: int = 0,
+              resume: Optional[Position] = None,
+              commit: Optional[Callable[[Position], None]] = None) -> dict:
+    """Chunk c: trials c * chunk ... (padded to plan.per_call), segment by segment.
+
+    ``progress``: a meter's ``update(rounds_now, rounds_done)``, told after each segment
+    (rounds of every point, ``done_before`` counted before this chunk); ``resume``: a saved
+    position inside chunk c to continue from; ``commit(position)`` is called after every
+    segment (with ``done`` left for the caller to fill). Returns the chunk's kept records,
+    x_final too, with the chunk's lead axes before the trials'.
+    """
+    run, lead, G = chunk.run, chunk.lead, chunk.points
+    start = c * run.chunk
+    m = min(run.chunk, run.trials - start)
+    names = run.record_names
+    segments = plan.segments()
+    time_axis = lead + 1
+    records, next_segment = {}, 0  # records filled from the first segment's copy (t = 0 too)
+    fused = chunk.can_fuse and len(segments) == 1 and (resume is None or resume.state is None)
+    state = ids = None  # where fused, the start runs in the segment's program
+    if not fused:
+        ids, x_c = _put([np.arange(run.first_trial + start,
+                                   run.first_trial + start + plan.per_call),
+                         chunk.rows(plan, start)], [np.int32, run.dtype],
+                        [plan.sharding, _rows_sharding(plan.sharding, lead)])
+        state, first = chunk.start(plan, x_c)
+        first = list(first) + ([x_c] if run.record_x else [])
+        if resume is not None and resume.state is not None:
+            state, first = _checkpoint.restored(state, resume.state), []
+            records, next_segment = dict(resume.records), resume.segment
+    x_final = None
+    for i in range(next_segment, len(segments)):
+        seg = segments[i]
+        alphas = chunk.stepsizes(seg)
+        if fused:  # the chunk's only segment
+            state, first, rec = chunk.fused(plan, seg, start, alphas)
+            first = list(first)
+        else:
+            state, rec = chunk.segment(plan, seg, state, ids, alphas)
+        # one copy to the host per segment: the records at t = 0 with the first segment's,
+        # the final iterates with the last's
+        last = i == len(segments) - 1
+        got = _host(first + list(rec) + ([state.server.x] if last else []))
+        if first:
+            records = {name: (np.expand_dims(r, time_axis),) for name, r in zip(names, got)}
+            got = got[len(first):]
+            first = []
+        if last:
+            x_final = got.pop()
+        records = {name: records[name] + (_kept(r, seg, time_axis),)
+                   for name, r in zip(names, got)}
+        if commit is not None:
+            commit(Position(c, i + 1, state, records, None))
+        progress(G * seg.blocks * seg.block, done_before + G * (c * run.rounds + seg.stop))
+    trials = (slice(None),) * lead + (slice(0, m),)
+    out = {name: np.concatenate(parts, axis=time_axis)[trials]
+           for name, parts in records.items()}
+    out["x_final"] = (_host([state.server.x])[0] if x_final is None else x_final)[trials]
+    return out
+
+
+def _kept(r: np.ndarray, seg: Segment, time_axis: int) -> np.ndarray:
+    """The records of a segment's blocks that are kept (along the time axis)."""
+    return r[(slice(None),) * time_axis + (seg.keep,)]
