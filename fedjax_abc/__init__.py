@@ -64,6 +64,13 @@ from fedjax_abc._problems._participation import (  # noqa: E402
     uniform_among,
 )
 from fedjax_abc._engine._cores import use_cpu_cores  # noqa: E402
+from fedjax_abc._engine._progress import (  # noqa: E402
+    AbstractProgressMeter,
+    CallbackProgressMeter,
+    NoProgressMeter,
+    TextProgressMeter,
+    TqdmProgressMeter,
+)
 from fedjax_abc._engine._plan import stepsize_array  # noqa: E402
 from fedjax_abc._engine._simulate import Simulation, simulate  # noqa: E402
 from fedjax_abc._engine._sweep import sweep  # noqa: E402
@@ -72,6 +79,11 @@ from fedjax_abc._engine._tune import TuneResult, Tuned, tune  # noqa: E402
 __version__ = "0.1.0"
 
 __all__ = [
+    "AbstractProgressMeter",
+    "CallbackProgressMeter",
+    "NoProgressMeter",
+    "TextProgressMeter",
+    "TqdmProgressMeter",
     "AbstractAvailability",
     "TraceAvailability",
     "SizeWeighted",

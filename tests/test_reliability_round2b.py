@@ -221,8 +221,8 @@ def _sim_args(problem, **kw):
     (dict(x0="zero"), r"x0 must be an array of real numbers, got 'zero'"),
     (dict(x0=[[1.0], [1.0, 2.0]]), r"x0 must be an array of real numbers"),
     (dict(x0=np.array([1 + 1j])), r"x0 must be an array of real numbers"),
-    (dict(progress="yes"), r"progress must be True, False or a callback"),
-    (dict(progress=1), r"progress must be True, False or a callback"),
+    (dict(progress="yes"), r"progress must be True, False, a callback"),
+    (dict(progress=1), r"progress must be True, False, a callback"),
     (dict(devices=["cpu"]), r"devices must be JAX devices \(e\.g\. jax\.devices\(\)\), got 'cpu'"),
     (dict(devices=jax.devices()[0]), r"devices must be a list of JAX devices"),
 ])

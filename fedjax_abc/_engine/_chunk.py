@@ -326,8 +326,8 @@ def run_chunk(chunk: AbstractChunk, plan: Plan, c: int, progress, done_before: i
               commit: Optional[Callable[[Position], None]] = None) -> dict:
     """Chunk c: trials c * chunk ... (padded to plan.per_call), segment by segment.
 
-    ``progress``: a meter's ``update(rounds_now, rounds_done)``, told after each segment
-    (rounds of every point, ``done_before`` counted before this chunk); ``resume``: a saved
+    ``progress(rounds_done)`` is told after each segment (rounds of every point,
+    ``done_before`` counted before this chunk); ``resume``: a saved
     position inside chunk c to continue from; ``commit(position)`` is called after every
     segment (with ``done`` left for the caller to fill). Returns the chunk's kept records,
     x_final too, with the chunk's lead axes before the trials'.
@@ -374,7 +374,7 @@ def run_chunk(chunk: AbstractChunk, plan: Plan, c: int, progress, done_before: i
                    for name, r in zip(names, got)}
         if commit is not None:
             commit(Position(c, i + 1, state, records, None))
-        progress(G * seg.blocks * seg.block, done_before + G * (c * run.rounds + seg.stop))
+        progress(done_before + G * (c * run.rounds + seg.stop))
     trials = (slice(None),) * lead + (slice(0, m),)
     out = {name: np.concatenate(parts, axis=time_axis)[trials]
            for name, parts in records.items()}

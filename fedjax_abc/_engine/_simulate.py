@@ -32,7 +32,8 @@ from fedjax_abc._algorithms._base import AbstractAlgorithm
 from fedjax_abc._algorithms._transforms import AbstractTransform
 from fedjax_abc._engine import _checkpoint, _memory
 from fedjax_abc._engine._chunk import OneRun, run_chunk
-from fedjax_abc._engine._progress import Progress as _Progress
+from fedjax_abc._engine._progress import (AbstractProgressMeter, NoProgressMeter, Reporting,
+                                          progress_meter)
 from fedjax_abc._engine._run import Run as _Run
 from fedjax_abc._engine._run import checked as _checked
 from fedjax_abc._engine._run import checked_every as _checked_every
@@ -87,7 +88,7 @@ def simulate(
     dtype: str = "float64",
     trial_chunk: Optional[int] = None,
     record_x: bool = True,
-    progress: Union[bool, Callable] = False,
+    progress: Union[bool, Callable, AbstractProgressMeter] = False,
     devices: Optional[Sequence[jax.Device]] = None,
     checkpoint: Optional[Union[str, os.PathLike]] = None,
     checkpoint_every: float = 60.0,
@@ -142,7 +143,10 @@ def simulate(
         (faster, biases small gaps).
       trial_chunk: run the trials in chunks of this many (bounds memory); same results.
       record_x: keep the iterates x_t (memory trials x T/k x d); gaps are always kept.
-      progress: True for a progress bar on stderr, or ``callback(rounds_done, total, secs)``.
+      progress: True for a progress bar on stderr, a ``callback(rounds_done, total, secs)``,
+        or a progress meter (``fa.TextProgressMeter()`` for plain lines in a log; see
+        :class:`~fedjax_abc.AbstractProgressMeter`). Any of them cuts the run into about
+        100 segments per chunk, with the same numbers.
       devices: devices to shard the trials over; default all local devices.
       checkpoint: a file path: the run is cut into about 100 segments per chunk (same
         numbers) and saved there at segment boundaries, every ``checkpoint_every`` seconds
@@ -200,18 +204,21 @@ def simulate(
 
     Reference: Algorithm 1 and Section IV of the paper.
     """
+    meter = progress_meter(progress)
     path = _checked_path(checkpoint)
     every = _checked_every(checkpoint_every)
     run = _checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key,
                    record_every, mode, sampler, oracle, algorithm, dtype, trial_chunk, record_x,
                    devices, first_trial, metrics, generator, transform)
-    return _execute(run, progress, path, every)
+    return _execute(run, meter, path, every)
 
 
-def _execute(run: _Run, progress, path: Optional[str], every: float = 60.0) -> SimResult:
+def _execute(run: _Run, meter: AbstractProgressMeter, path: Optional[str],
+             every: float = 60.0) -> SimResult:
     """The checked run, chunk by chunk (resumed from and saved to ``path`` if given)."""
     plan = make_plan(run.rounds, run.record_every, run.chunk, run.dtype, run.devices,
-                     bool(progress) or path is not None, run.problem.num_clients,
+                     not isinstance(meter, NoProgressMeter) or path is not None,
+                     run.problem.num_clients,
                      run.x0.shape[1], closed_form_gradient(run.problem))
     _memory.check_run(run, plan)
     run = run.on_devices(plan.groups)
@@ -228,13 +235,13 @@ def _execute(run: _Run, progress, path: Optional[str], every: float = 60.0) -> S
         tracker = _checkpoint.Tracker(path, fingerprint, position,
                                       _memory.checkpoint_bytes(run, plan), every)
     done = position.done
-    bar = _Progress(progress, run.rounds * math.ceil(run.trials / run.chunk), "fedavg")
-    bar.skip(position.chunk * run.rounds + _checkpoint.resume_round(plan, position))
+    bar = Reporting(meter, run.rounds * math.ceil(run.trials / run.chunk), "fedavg",
+                    position.chunk * run.rounds + _checkpoint.resume_round(plan, position))
     try:
         for c in range(position.chunk, math.ceil(run.trials / run.chunk)):
             commit = None if tracker is None else (
                 lambda inside, finished=done: tracker.commit(inside._replace(done=finished)))
-            out = run_chunk(OneRun(run), plan, c, bar.update, 0,
+            out = run_chunk(OneRun(run), plan, c, bar, 0,
                             position if c == position.chunk else None, commit)
             done = done + (out,)
             if tracker is not None:
@@ -307,11 +314,13 @@ class Simulation(eqx.Module):
         self.prepared = prepared
 
     def run(self, *, key: jax.Array, x0, stepsize: Union[float, Callable, np.ndarray],
-            trials: int = 1, first_trial: int = 0, progress: Union[bool, Callable] = False,
+            trials: int = 1, first_trial: int = 0,
+            progress: Union[bool, Callable, AbstractProgressMeter] = False,
             checkpoint: Optional[Union[str, os.PathLike]] = None,
             checkpoint_every: float = 60.0) -> SimResult:
         """The run's result for these per-call arguments (as :func:`simulate`'s)."""
+        meter = progress_meter(progress)
         path = _checked_path(checkpoint)
         every = _checked_every(checkpoint_every)
         return _execute(_for_call(self.prepared, stepsize, x0, trials, key, first_trial),
-                        progress, path, every)
+                        meter, path, every)

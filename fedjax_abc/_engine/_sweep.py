@@ -32,7 +32,7 @@ from fedjax_abc._engine import _memory, _metrics
 from fedjax_abc._engine._chunk import Grid, components, run_chunk, stack
 from fedjax_abc._engine._plan import closed_form_gradient, make_plan
 from fedjax_abc._engine._result import SimResult, SweepResult
-from fedjax_abc._engine._progress import Progress as _Progress
+from fedjax_abc._engine._progress import AbstractProgressMeter, Reporting, progress_meter
 from fedjax_abc._engine._run import Run as _Run
 from fedjax_abc._engine._run import checked as _checked
 from fedjax_abc._engine._run import describe as _describe
@@ -199,20 +199,20 @@ def _shape_key(run: _Run):
             tuple(str(d) for d in run.devices), run.x0.shape)
 
 
-def _run_group(runs: list[_Run], bar: _Progress, done_before: int, segmented: bool) -> list:
+def _run_group(runs: list[_Run], bar: Reporting, done_before: int) -> list:
     """The results of grid points of one shape, run together chunk by chunk by the runner
     ``simulate`` uses; returns one SimResult each and the rounds done so far."""
     first = runs[0]
     G = len(runs)
     plan = make_plan(first.rounds, first.record_every, first.chunk, first.dtype, first.devices,
-                     segmented, first.problem.num_clients, first.x0.shape[1],
+                     bar.reports, first.problem.num_clients, first.x0.shape[1],
                      closed_form_gradient(first.problem))
     _memory.check_run(dataclasses.replace(first, trials=first.trials * G, chunk=first.chunk * G),
                       plan._replace(per_call=plan.per_call * G))
     stacked, axes = stack([components(r) for r in runs])
     group = Grid(tuple(runs), stacked, axes)
     num_chunks = math.ceil(first.trials / first.chunk)
-    chunks = [run_chunk(group, plan, c, bar.update, done_before) for c in range(num_chunks)]
+    chunks = [run_chunk(group, plan, c, bar, done_before) for c in range(num_chunks)]
     results = [_assemble(r, [{name: out[name][g] for name in out} for out in chunks])
                for g, r in enumerate(runs)]
     return results, done_before + G * first.rounds * num_chunks
@@ -222,7 +222,7 @@ def sweep(
     problem: Problem,
     *,
     grid: Mapping[str, Sequence],
-    progress: Union[bool, Callable] = False,
+    progress: Union[bool, Callable, AbstractProgressMeter] = False,
     **kwargs,
 ) -> SweepResult:
     """Runs :func:`~fedjax_abc.simulate` at every point of a grid, one program per shape.
@@ -246,8 +246,8 @@ def sweep(
         ``"transform.levels"`` of QSGD); a dotted path reaches into nested components, an
         integer into a chain (``"transform.transforms.1.stddev"`` of ``dp_fedavg``'s
         noise). Values are given as to ``simulate``.
-      progress: True for one progress bar over the whole grid (rounds x grid points), or
-        ``callback(rounds_done, total, secs)``.
+      progress: True for one progress bar over the whole grid (rounds x grid points), a
+        ``callback(rounds_done, total, secs)`` or a progress meter (as for ``simulate``).
       **kwargs: every other argument of :func:`~fedjax_abc.simulate` (``key``, ``rounds``,
         ``trials``, ...), the same for all points; ``checkpoint`` is not taken (the
         ``fedjax-abc run`` command resumes a grid point by point).
@@ -276,6 +276,7 @@ def sweep(
     """
     if "checkpoint" in kwargs or "checkpoint_every" in kwargs:
         raise ValueError("sweep takes no checkpoint; 'fedjax-abc run GRID.toml' resumes a grid")
+    meter = progress_meter(progress)
     missing = [name for name in _REQUIRED if name not in kwargs and name not in (grid or {})]
     unknown = set(kwargs) - set(_DEFAULTS) - set(_REQUIRED) - {"rounds"}
     if unknown:
@@ -297,12 +298,12 @@ def sweep(
     for i, run in enumerate(runs):
         groups.setdefault(_shape_key(run), []).append(i)
     total = sum(r.rounds * math.ceil(r.trials / r.chunk) for r in runs)
-    bar = _Progress(progress, total, "sweep")
+    bar = Reporting(meter, total, "sweep")
     results: list[Optional[SimResult]] = [None] * len(runs)
     done = 0
     try:
         for members in groups.values():
-            out, done = _run_group([runs[i] for i in members], bar, done, bool(progress))
+            out, done = _run_group([runs[i] for i in members], bar, done)
             for i, res in zip(members, out):
                 results[i] = res
     finally:
