@@ -240,9 +240,10 @@ cases measured in the same run are comparable.
 - **virtual client-steps/s** = trials x n x Q x T / run s, counting all n clients as the
   mask formulation does, whatever a mode computes; **sampled client-steps/s** = trials x S
   x Q x T / run s. For the d-dimensional workload one client-step updates all d = 100
-  coordinates. The package runs each device's trials in a multiple of 8 (float64) or 16
-  (float32), so that a trial's numbers do not depend on its batch; the padding trials are
-  computed but not counted (100 trials: 4% more work in float64, 12% in float32).
+  coordinates. The package runs each device's trials in a multiple of 8 (16 for float32
+  in mask mode), so that a trial's numbers do not depend on its batch; the padding trials
+  are computed but not counted (100 trials: 4% more work on one device, 12% on two; 28%
+  for float32 in mask mode on two).
 - **peak MB**: the subprocess's peak resident memory (VmHWM, reset before the timed call)
   during the timed run: imports and compiled code (about 300 MB) included.
 - Baselines (`benchmarks/baselines/`, no import of `fedjax_abc`):

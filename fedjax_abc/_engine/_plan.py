@@ -17,7 +17,13 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 __all__ = ["Plan", "Segment", "client_block", "closed_form_gradient", "default_record_every",
            "make_plan", "num_records", "recorded_rounds", "stepsize_array"]
 
-_LANE_BYTES = 64  # the widest SIMD register in common use (AVX-512)
+# trials per device come in multiples of _TRIAL_LANES: whole 256-bit SIMD registers (XLA:CPU's
+# preferred vector width on x86: 8 float32 lanes, two registers of 4 float64) and whole
+# batches of the records (_metrics._POOLED_TRIALS). In mask mode, where the local steps of all
+# n clients run in one loop, XLA vectorises a float32 sum over d entries 16 trials at a time,
+# so mask mode takes multiples of _MASK_LANE_BYTES (16 float32 trials, 8 float64).
+_TRIAL_LANES = 8
+_MASK_LANE_BYTES = 64
 # On a CPU, models of at least _BLOCKED_MODEL_BYTES run their local steps a block of clients
 # at a time, a block's models taking about _CLIENT_BLOCK_BYTES per trial (see client_block).
 _BLOCKED_MODEL_BYTES = 2048
@@ -224,20 +230,21 @@ def client_block(num_clients: int, dim: int, dtype, platform: str,
 
 def make_plan(rounds: int, record_every: int, chunk: int, dtype, devices,
               segmented: bool, num_clients: int = 1, dim: int = 1,
-              closed_form: bool = True) -> Plan:
+              closed_form: bool = True, mask: bool = False) -> Plan:
     """The :class:`Plan` of T = ``rounds`` rounds recorded every k, chunks of ``chunk`` trials.
 
     The trials are the innermost axis, so the compiled loops run along them in SIMD lanes; a
     trial that fell in a loop's scalar remainder could round differently. Each device gets a
-    multiple of 64 bytes' worth of trials (8 in float64, 16 in float32), so that trial r's
-    numbers do not depend on the chunking, the devices or its neighbours.
+    multiple of 8 trials (a 256-bit register of float32, two of float64; 16 in float32 when
+    ``mask``), so that trial r's numbers do not depend on the chunking, the devices or its
+    neighbours.
 
     ``segmented`` (progress or a checkpoint) cuts the rounds into about 100 calls (at least
     50 blocks); the numbers do not change. Where k does not divide T, the last T mod k
     rounds run as one more call, with one record at T.
     """
     ndev = len(devices)
-    lanes = _LANE_BYTES // np.dtype(dtype).itemsize
+    lanes = max(_TRIAL_LANES, _MASK_LANE_BYTES // np.dtype(dtype).itemsize if mask else 0)
     per_call = int(math.ceil(chunk / (ndev * lanes))) * ndev * lanes
     if ndev > 1:
         sharding = NamedSharding(Mesh(np.array(devices), ("trials",)), PartitionSpec("trials"))

@@ -118,12 +118,13 @@ def simulate(
       rounds: T >= 1.
       x0: initial point, shape (d,) (or () when d = 1), or (trials, d) for one per trial.
       trials: number of independent trials (>= 1). Each device runs a multiple of 8
-        (float64) or 16 (float32) trials, the extra ones discarded: trial r's numbers are
-        then the same bit for bit whatever the number of trials, the chunks or the devices
-        (known exceptions, to rounding: an autodiff model, the MLP, in ``gather`` mode with
-        few slots, where XLA may pick a matrix kernel by the batch's size; in ``mask`` mode,
-        a loss summing over d > 1 entries inside the local steps, as the quadratics' with
-        d = 10 and n = 20, whose x_T differ in the last bit between 3 and 21 trials).
+        trials (16 for float32 in mask mode), the extra ones discarded: trial r's numbers
+        are then the same bit for bit whatever the number of trials, the chunks or the
+        devices (known exceptions, to rounding: an autodiff model, the MLP, in ``gather``
+        mode with few slots, where XLA may pick a matrix kernel by the batch's size; in
+        ``mask`` mode, a loss summing over d > 1 entries inside the local steps, as the
+        quadratics' with d = 10 and n = 20, whose x_T differ in the last bit between 3 and
+        21 trials).
       key: a JAX PRNG key of the default threefry2x32 generator; trial r uses
         ``fold_in(key, r)`` whatever the number of trials.
       record_every: k, recording t = 0, k, ..., T; must divide T. Default: about 1000
@@ -219,7 +220,7 @@ def _execute(run: _Run, meter: AbstractProgressMeter, path: Optional[str],
     plan = make_plan(run.rounds, run.record_every, run.chunk, run.dtype, run.devices,
                      not isinstance(meter, NoProgressMeter) or path is not None,
                      run.problem.num_clients,
-                     run.x0.shape[1], closed_form_gradient(run.problem))
+                     run.x0.shape[1], closed_form_gradient(run.problem), run.mode == "mask")
     _memory.check_run(run, plan)
     run = run.on_devices(plan.groups)
     position, tracker = Position(0, 0, None, {}, ()), None
