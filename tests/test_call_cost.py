@@ -6,6 +6,8 @@
   module-level cache in the package);
 - f_i* that are all +0 become a compile-time 0 in the simulator's copy of a problem (with
   native loops), with the same numbers bit for bit as the f_i* read from the array;
+- a call reads the components' methods on the host without equinox's ``BoundMethod``
+  wrapper (a module built at every read);
 """
 
 import ast
@@ -141,6 +143,16 @@ def test_other_minima_keep_the_problem():
     assert type(seen[0]) is Problem
 
 
+def test_zero_minima_take_other_field_changes_in_both_branches():
+    p = fa.problems.huber_offsets(jax.random.key(0), n=N)
+    constant = with_constant_zero_minima(p, name="renamed")
+    assert type(constant) is not Problem and constant.name == "renamed"
+    other = dataclasses.replace(p, local_minima=jnp.asarray(np.eye(N)[3]))
+    kept = with_constant_zero_minima(other, name="renamed")
+    assert type(kept) is Problem and kept.name == "renamed" and p.name != "renamed"
+    np.testing.assert_array_equal(kept.local_minima, other.local_minima)
+
+
 
 @pytest.mark.parametrize("flags, constant", [
     ("", False),
@@ -193,3 +205,20 @@ def test_the_cache_check_finds_a_cache(tmp_path):  # negative control
     path.write_text("import functools\n_SEEN = {}\n@functools.lru_cache(maxsize=None)\n"
                     "def f(x):\n    return x\nKEEP = {'a': 1}\n")
     assert _module_level_caches(path) == ["m.py:2", "m.py:3 functools.lru_cache(maxsize=None)"]
+
+
+@pytest.mark.parametrize("mode", ["gather", "mask"])
+def test_a_call_builds_no_bound_method_module(monkeypatch, mode):
+    p = fa.problems.huber_offsets(jax.random.key(0), n=N)
+    kw = dict(num_sampled=3, local_steps=2, stepsize=0.1, rounds=4, x0=1.0, trials=3,
+              key=jax.random.key(1), mode=mode, progress=lambda *args: None)
+    fa.simulate(p, **kw)  # compiled here: tracing reads methods as it likes
+    bound = type(fa.UniformWithoutReplacement(2).num_slots)
+    built = []
+    post_init = bound.__post_init__
+    monkeypatch.setattr(bound, "__post_init__",
+                        lambda self: built.append(self.__func__.__name__) or post_init(self))
+    fa.simulate(p, **kw)
+    assert built == []
+    fa.UniformWithoutReplacement(2).num_slots  # the control: a plain read builds one
+    assert built == ["num_slots"]

@@ -76,12 +76,12 @@ SHARD_SCRIPT = textwrap.dedent("""
              ("eq27", "mask", fa.algorithms.Scaffold()), ("eq27", "gather", fa.algorithms.Scaffold()),
              ("softmax", "mask", None)]
     for name, mode, algorithm in cases:
-        p, kw = _learning() if name == "softmax" else _kwargs(name)
+        p, kw = _learning() if name == "softmax" else _kwargs(name, trials=17)
         kw = dict(kw, mode=mode, algorithm=algorithm)
-        sharded = fa.simulate(p, **kw)  # 7 trials: padded to 8 on 2 devices
+        sharded = fa.simulate(p, **kw)  # 17 trials: padded to 16 on each of 2 devices
         one = fa.simulate(p, devices=[jax.devices()[0]], **kw)
         r = dict(one_device=_identical(sharded, one), used=sharded.config["devices"])
-        if (name, mode, algorithm) == ("eq27", "mask", None):  # chunks of 3, padded to 4
+        if (name, mode, algorithm) == ("eq27", "mask", None):  # chunks of 3, on one device
             r["chunked"] = _identical(sharded, fa.simulate(p, trial_chunk=3, **kw))
         if algorithm is None and name != "quadratics":  # a start, then a segment per block
             r["segmented"] = _identical(sharded, fa.simulate(p, progress=lambda *a: None, **kw))
@@ -200,3 +200,23 @@ def test_new_key_stepsize_or_x0_compiles_nothing(mode):
         jax.monitoring.unregister_event_duration_listener(counter)
     assert (after_key, after_stepsize, after_x0) == (0, 0, 0)
     assert a.x_final.shape == (5, 1)
+
+
+def test_a_chunk_goes_to_the_devices_its_trials_fill():
+    """8 trials a device (16 in float32 mask mode): a call of up to 8 trials runs on one
+    device, not padded out over both; a sweep (every_device) takes them all."""
+    from fedjax_abc._engine._plan import make_plan
+
+    devices = jax.devices()[:2]
+    if len(devices) < 2:
+        pytest.skip("needs two devices")
+    cases = [  # (chunk, dtype, mask, every_device) -> (devices used, trials per call)
+        ((1, "float64", False, False), (1, 8)), ((8, "float64", True, False), (1, 8)),
+        ((9, "float64", False, False), (2, 16)), ((17, "float64", True, False), (2, 32)),
+        ((16, "float32", True, False), (1, 16)), ((17, "float32", True, False), (2, 32)),
+        ((16, "float32", False, False), (2, 16)), ((1, "float64", False, True), (2, 16)),
+    ]
+    for (chunk, dtype, mask, every), expected in cases:
+        plan = make_plan(10, 10, chunk, np.dtype(dtype), devices, False, mask=mask,
+                         every_device=every)
+        assert (plan.groups, plan.per_call) == expected, (chunk, dtype, mask, every)

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_abc._engine._plan import default_record_every, num_records
+from fedjax_abc._problems._host import method
 
 __all__ = ["MEMORY_VARIABLE", "Estimate", "StateSizes", "available_bytes", "check", "check_run",
            "check_points", "check_sweep", "checkpoint_bytes", "estimate", "format_bytes",
@@ -197,8 +198,8 @@ def state_sizes(algorithm, d: int, dtype, transform=None) -> StateSizes:
         return sum(math.prod(np.shape(a)) * np.dtype(a.dtype).itemsize
                    for a in jax.tree_util.tree_leaves(tree))
 
-    server = algorithm.init(x)
-    client = algorithm.init_client(x)
+    server = method(algorithm, "init")(x)
+    client = method(algorithm, "init_client")(x)
     extra = () if transform is None else transform.init(x)
     return StateSizes(size(server), size(client) + size(extra),
                       bool(jax.tree_util.tree_leaves(client)))
@@ -213,9 +214,9 @@ def check_run(run, plan) -> None:
         trials=run.trials, records=num_records(run.rounds, run.record_every), dim=d,
         itemsize=np.dtype(run.dtype).itemsize, record_x=run.record_x, rounds=run.rounds,
         per_call=plan.per_call, call_records=plan.segment + 1,
-        participants=n if run.mode == "mask" else run.sampler.num_slots(n),
+        participants=n if run.mode == "mask" else method(run.sampler, "num_slots")(n),
         local_steps=run.max_steps,
-        noise_words=run.oracle.num_words((run.max_steps, d)),
+        noise_words=method(run.oracle, "num_words")((run.max_steps, d)),
         server_bytes=sizes.server_bytes, client_bytes=sizes.client_bytes,
         num_clients=n, host_only=on_device)
     device = device_bytes(run.devices[0]) if on_device else None

@@ -230,21 +230,25 @@ def client_block(num_clients: int, dim: int, dtype, platform: str,
 
 def make_plan(rounds: int, record_every: int, chunk: int, dtype, devices,
               segmented: bool, num_clients: int = 1, dim: int = 1,
-              closed_form: bool = True, mask: bool = False) -> Plan:
+              closed_form: bool = True, mask: bool = False, every_device: bool = False) -> Plan:
     """The :class:`Plan` of T = ``rounds`` rounds recorded every k, chunks of ``chunk`` trials.
 
     The trials are the innermost axis, so the compiled loops run along them in SIMD lanes; a
     trial that fell in a loop's scalar remainder could round differently. Each device gets a
     multiple of 8 trials (a 256-bit register of float32, two of float64; 16 in float32 when
     ``mask``), so that trial r's numbers do not depend on the chunking, the devices or its
-    neighbours.
+    neighbours. A chunk goes to as many of the devices as it fills with its own trials
+    (one device for up to 8 trials, two for 9 to 16): a device given only padding would add
+    its dispatch to a short call and compute nothing. ``every_device`` shards over all of
+    them whatever the chunk (``sweep``, whose grid points run beside each chunk's trials).
 
     ``segmented`` (progress or a checkpoint) cuts the rounds into about 100 calls (at least
     50 blocks); the numbers do not change. Where k does not divide T, the last T mod k
     rounds run as one more call, with one record at T.
     """
-    ndev = len(devices)
     lanes = max(_TRIAL_LANES, _MASK_LANE_BYTES // np.dtype(dtype).itemsize if mask else 0)
+    ndev = len(devices) if every_device else min(len(devices), -(-chunk // lanes))
+    devices = devices[:ndev]
     per_call = int(math.ceil(chunk / (ndev * lanes))) * ndev * lanes
     if ndev > 1:
         sharding = NamedSharding(Mesh(np.array(devices), ("trials",)), PartitionSpec("trials"))

@@ -19,6 +19,8 @@ from typing import Any, Callable, NamedTuple
 
 import equinox as eqx
 
+from fedjax_abc._problems._host import method
+
 __all__ = ["AbstractProgressMeter", "CallbackProgressMeter", "NoProgressMeter", "Reporting",
            "TextProgressMeter", "TqdmProgressMeter", "progress_meter"]
 
@@ -179,10 +181,10 @@ class Reporting:
     def __init__(self, meter: AbstractProgressMeter, total: int, label: str, done: int = 0):
         self.meter = meter
         self.reports = not isinstance(meter, NoProgressMeter)  # cut the run into segments
-        self.state = meter.init(total, label, done)
+        self.state = method(meter, "init")(total, label, done)
 
     def __call__(self, done: int) -> None:
-        self.state = self.meter.step(self.state, done)
+        self.state = method(self.meter, "step")(self.state, done)
 
     def close(self) -> None:
-        self.meter.close(self.state)
+        method(self.meter, "close")(self.state)

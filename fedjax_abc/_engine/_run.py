@@ -26,6 +26,7 @@ from fedjax_abc._engine._random import GENERATORS
 from fedjax_abc._engine._xla_loops import native_loops
 from fedjax_abc._problems._args import check_key
 from fedjax_abc._problems._checks import check_components
+from fedjax_abc._problems._host import method
 from fedjax_abc._problems._local_work import AbstractLocalSteps, PerClientSteps
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import (Problem, cast_floating,
@@ -106,12 +107,20 @@ class Run:
     state_sizes: Any = None  # _memory.StateSizes of the algorithm (and the transform)
     replicas: Any = None  # (problem, oracle, sampler, algorithm) on every device, or None
 
-    def on_devices(self, groups: int) -> "Run":
+    def on_devices(self, groups: int, calls: int = 1) -> "Run":
         """The run with its components' copies on every device when it is sharded over them
-        all (``groups`` devices), else as it is."""
-        if self.replicas is None or groups != len(self.devices):
+        all (``groups`` devices), else as it is. A run prepared without the copies (one of
+        ``simulate``) makes them here when it calls the compiled program more than once
+        (``calls``); for one call, ``jax.jit``'s own copy costs as much."""
+        if groups < 2 or groups != len(self.devices):
             return self
-        problem, oracle, sampler, algorithm = self.replicas
+        replicas = self.replicas
+        if replicas is None and calls > 1:
+            replicas = _replicated((self.problem, self.oracle, self.sampler, self.algorithm),
+                                   self.devices)
+        if replicas is None:
+            return self
+        problem, oracle, sampler, algorithm = replicas
         return dataclasses.replace(self, problem=problem, oracle=oracle, sampler=sampler,
                                    algorithm=algorithm)
 
@@ -134,7 +143,7 @@ def checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key
     :func:`prepare` then :func:`for_call`."""
     prepared = prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampler,
                        oracle, algorithm, dtype, trial_chunk, record_x, devices, metrics,
-                       generator, transform)
+                       generator, transform, replicate=False)
     return for_call(prepared, stepsize, x0, trials, key, first_trial)
 
 
@@ -149,9 +158,11 @@ def _check_size(d, T, k, R, chunk, record_x, dtype) -> None:
 
 def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampler, oracle,
             algorithm, dtype, trial_chunk, record_x, devices, metrics=None,
-            generator="threefry", transform=None) -> Run:
+            generator="threefry", transform=None, replicate=True) -> Run:
     """The shape-setting arguments of :func:`simulate` validated and the components cast: a
-    :class:`Run` whose per-call fields (stepsizes, x0, key, trials) :func:`for_call` fills."""
+    :class:`Run` whose per-call fields (stepsizes, x0, key, trials) :func:`for_call` fills.
+    ``replicate``: copy the components to every device now, for the runs to come (a
+    :class:`~fedjax_abc.Simulation`); a single run leaves it to :meth:`Run.on_devices`."""
     if not isinstance(problem, Problem):
         raise ValueError(f"problem must be a fedjax_abc.Problem, got {type(problem).__name__}")
     n = problem.num_clients
@@ -188,7 +199,7 @@ def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampl
         raise ValueError("give num_sampled or sampler, not both")
     if not isinstance(sampler, AbstractSampler):
         raise ValueError(f"sampler must be a fedjax_abc.AbstractSampler, got {type(sampler).__name__}")
-    sampler.validate(n)
+    method(sampler, "validate")(n)
     oracle = problem.oracle if oracle is None else oracle
     if not isinstance(oracle, AbstractOracle):
         raise ValueError(f"oracle must be a fedjax_abc.AbstractOracle, got {type(oracle).__name__}")
@@ -211,11 +222,11 @@ def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampl
         raise ValueError(f"the transform's statistics {sorted(taken & set(stat_names))} are named "
                          "like metrics or result fields; rename the metrics")
     sizes = _memory.state_sizes(algorithm, d, jdtype, transform)
-    if not sampler.normalised() and not algorithm.reads_scale:
+    if not method(sampler, "normalised")() and not algorithm.reads_scale:
         raise ValueError(f"{type(algorithm).__name__} does not apply RoundInfo.scale (its "
                          f"reads_scale is False): it cannot combine the unbiased weights of "
                          f"{type(sampler).__name__}; use a normalised sampler (unbiased=False)")
-    if algorithm.needs_unit_weights and not sampler.unit_weights():
+    if algorithm.needs_unit_weights and not method(sampler, "unit_weights")():
         raise ValueError(f"{type(algorithm).__name__} keeps a mean of client states that needs "
                          f"every participant's weight 1, not {type(sampler).__name__}'s")
     if sizes.client_states and not sampler.distinct_slots:
@@ -243,7 +254,8 @@ def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampl
     run_algorithm = cast_floating(algorithm, jdtype)
     run_transform = None if transform is None else cast_floating(transform, jdtype)
     run_steps = local_steps if isinstance(local_steps, int) else cast_floating(local_steps, jdtype)
-    replicas = _replicated((run_problem, run_oracle, sampler, run_algorithm), devices)
+    replicas = (_replicated((run_problem, run_oracle, sampler, run_algorithm), devices)
+                if replicate else None)
     return Run(
         problem=run_problem, oracle=run_oracle, sampler=sampler,
         algorithm=run_algorithm, alphas=None, x0=None, key=None,
@@ -364,8 +376,10 @@ def _run_problem(problem: Problem, dtype, native: bool) -> Problem:
     """The simulator's copy of a problem: cast to dtype, its name dropped (static: problems
     differing only in name share one compilation), f_i* = 0 a constant in native loops,
     where a lighter local step pays (see ``with_constant_zero_minima``)."""
-    run_problem = dataclasses.replace(problem.astype(dtype), name="")
-    return with_constant_zero_minima(run_problem) if native else run_problem
+    cast = method(problem, "astype")(dtype)
+    if native:
+        return with_constant_zero_minima(cast, name="")
+    return dataclasses.replace(cast, name="")
 
 
 def describe(algorithm) -> str:

@@ -118,7 +118,8 @@ def simulate(
       rounds: T >= 1.
       x0: initial point, shape (d,) (or () when d = 1), or (trials, d) for one per trial.
       trials: number of independent trials (>= 1). Each device runs a multiple of 8
-        trials (16 for float32 in mask mode), the extra ones discarded: trial r's numbers
+        trials (16 for float32 in mask mode), the extra ones discarded, and a call goes to
+        as many devices as its trials fill (one for up to 8): trial r's numbers
         are then the same bit for bit whatever the number of trials, the chunks or the
         devices (known exceptions, to rounding: an autodiff model, the MLP, in ``gather``
         mode with few slots, where XLA may pick a matrix kernel by the batch's size; in
@@ -148,7 +149,8 @@ def simulate(
         or a progress meter (``fa.TextProgressMeter()`` for plain lines in a log; see
         :class:`~fedjax_abc.AbstractProgressMeter`). Any of them cuts the run into about
         100 segments per chunk, with the same numbers.
-      devices: devices to shard the trials over; default all local devices.
+      devices: devices to shard the trials over (as many of them as the trials fill, see
+        ``trials``); default all local devices.
       checkpoint: a file path: the run is cut into about 100 segments per chunk (same
         numbers) and saved there at segment boundaries, every ``checkpoint_every`` seconds
         and whenever it stops (Ctrl-C included: one line on stderr says where it will
@@ -222,7 +224,8 @@ def _execute(run: _Run, meter: AbstractProgressMeter, path: Optional[str],
                      run.problem.num_clients,
                      run.x0.shape[1], closed_form_gradient(run.problem), run.mode == "mask")
     _memory.check_run(run, plan)
-    run = run.on_devices(plan.groups)
+    run = run.on_devices(plan.groups,
+                         math.ceil(run.trials / run.chunk) * len(plan.segments()))
     position, tracker = Position(0, 0, None, {}, ()), None
     if path is not None:
         fingerprint = _checkpoint.fingerprint(run, plan)

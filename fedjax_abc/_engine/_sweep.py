@@ -206,7 +206,8 @@ def _run_group(runs: list[_Run], bar: Reporting, done_before: int) -> list:
     G = len(runs)
     plan = make_plan(first.rounds, first.record_every, first.chunk, first.dtype, first.devices,
                      bar.reports, first.problem.num_clients, first.x0.shape[1],
-                     closed_form_gradient(first.problem), first.mode == "mask")
+                     closed_form_gradient(first.problem), first.mode == "mask",
+                     every_device=True)
     _memory.check_run(dataclasses.replace(first, trials=first.trials * G, chunk=first.chunk * G),
                       plan._replace(per_call=plan.per_call * G))
     stacked, axes = stack([components(r) for r in runs])

@@ -42,6 +42,7 @@ import jax.extend
 import jax.numpy as jnp
 import numpy as np
 
+from fedjax_abc._problems._host import method
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import Problem, cast_floating
 from fedjax_abc._problems._samplers import AbstractSampler
@@ -279,12 +280,13 @@ def check_components(problem: Problem, oracle: AbstractOracle, sampler: Abstract
     jdtype = jnp.dtype(_DTYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype)
     _check_problem(problem)
     n, Q = problem.num_clients, local_steps
-    oracle.validate(problem)  # e.g. a mini-batch larger than a client's data
+    method(oracle, "validate")(problem)  # e.g. a mini-batch larger than a client's data
     name = type(sampler).__name__
-    m = _count(name, f"num_slots({n})", sampler.num_slots(n))
-    W = _count(name, f"num_words({n})", sampler.num_words(n))
+    m = _count(name, f"num_slots({n})", method(sampler, "num_slots")(n))
+    W = _count(name, f"num_words({n})", method(sampler, "num_words")(n))
     shape = (Q, problem.dim)
-    W_oracle = _count(type(oracle).__name__, f"num_words({shape})", oracle.num_words(shape))
+    W_oracle = _count(type(oracle).__name__, f"num_words({shape})",
+                      method(oracle, "num_words")(shape))
     if _library_code(problem, oracle, sampler):
         return  # the library's own components: their shapes and values are tested
     problem = dataclasses.replace(problem, name="")  # a label: no new trace for a new name

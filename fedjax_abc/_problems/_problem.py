@@ -179,16 +179,19 @@ class _ZeroMinima(Problem):
         return super().client(i)._replace(local_min=jnp.zeros((), self.local_minima.dtype))
 
 
-def with_constant_zero_minima(problem: Problem) -> Problem:
+def with_constant_zero_minima(problem: Problem, **changes) -> Problem:
     """``problem`` with its f_i* a compile-time 0 where they are all +0 (concrete values);
-    otherwise ``problem`` itself. A subclass of :class:`Problem` keeps its own ``client``."""
+    otherwise ``problem`` itself. A subclass of :class:`Problem` keeps its own ``client``.
+    ``changes``: new values of other fields, as ``dataclasses.replace`` takes them (one
+    construction instead of two)."""
     minima = problem.local_minima
     if type(problem) is not Problem or isinstance(minima, jax.core.Tracer):
-        return problem
+        return dataclasses.replace(problem, **changes) if changes else problem
     minima = np.asarray(minima)
     if np.any(minima != 0) or np.any(np.signbit(minima)):  # -0.0 would change a zero's sign
-        return problem
-    return _ZeroMinima(**{f.name: getattr(problem, f.name) for f in dataclasses.fields(problem)})
+        return dataclasses.replace(problem, **changes) if changes else problem
+    fields = {f.name: getattr(problem, f.name) for f in dataclasses.fields(problem)}
+    return _ZeroMinima(**dict(fields, **changes))
 
 
 def cast_floating(tree, dtype):

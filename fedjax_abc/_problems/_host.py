@@ -1,0 +1,27 @@
+"""A module's methods called on the host without equinox's wrapper.
+
+Equinox returns a method read from a module instance as a ``BoundMethod``, itself a module,
+so that a bound method is a pytree (``jax.jit(model.method)`` works): a module is built at
+every read, which on the host costs more than most of the methods it wraps (a count, a
+shape check). The checks and sizes that ``simulate`` computes on the host at every call
+read their methods with :func:`method`: Python's own bound method, the same function called
+on the same object with the same arguments.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+__all__ = ["method"]
+
+
+def method(obj: Any, name: str) -> Callable:
+    """``obj.name`` bound as Python binds it (a plain bound method, not a pytree).
+
+    Example:
+      >>> import fedjax_abc as fa
+      >>> method(fa.UniformWithoutReplacement(3), "num_slots")(10)
+      3
+    """
+    attr = getattr(type(obj), name)
+    return attr.__get__(obj, type(obj)) if hasattr(attr, "__get__") else attr
