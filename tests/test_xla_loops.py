@@ -10,7 +10,8 @@ import pytest
 
 import fedjax_abc as fa
 from fedjax_abc._engine._cores import usable_cores
-from fedjax_abc._engine._xla_loops import LOOP_BYTES, loop_flags, set_loop_flags
+from fedjax_abc._engine._xla_loops import (LOOP_BYTES, cpu_vector_bits, loop_flags,
+                                           set_loop_flags, vector_flags)
 
 OPTION = "xla_cpu_small_while_loop_byte_threshold"
 OPTIONS = f"{OPTION}=64,xla_cpu_disable_tiled_emitter=true"
@@ -35,6 +36,25 @@ def test_set_loop_flags():
     env = {}
     set_loop_flags(env)
     assert env["XLA_FLAGS"] == loop_flags("", LOOP_BYTES)
+
+
+@pytest.mark.parametrize("flags, bits, expected", [
+    ("", 512, "--xla_cpu_prefer_vector_width=512"),
+    ("--x=1", 512, "--x=1 --xla_cpu_prefer_vector_width=512"),
+    ("--x=1", 256, "--x=1"),
+    ("--xla_cpu_prefer_vector_width=256", 512, "--xla_cpu_prefer_vector_width=256"),  # the user's
+])
+def test_vector_flags(flags, bits, expected):
+    assert vector_flags(flags, bits) == expected
+
+
+def test_cpu_vector_bits_reads_the_cpus_flags(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2 avx512f avx512bw\n")
+    assert cpu_vector_bits(str(info)) == 512
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2 avx512_bf16x\n")
+    assert cpu_vector_bits(str(info)) == 256  # a flag that only begins with avx512
+    assert cpu_vector_bits(str(tmp_path / "absent")) == 256
 
 
 @pytest.mark.parametrize("bad", ["yes", 1, 0])
@@ -66,9 +86,11 @@ hlo = jax.jit(steps).lower(jnp.ones((40, 1)), jnp.zeros((4, 1000), jnp.int32),
 print("copied" if "wrapped_copy" in hlo else "in-place")
 p = fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=5.0)
 for mode in ("mask", "gather"):
-    res = fa.simulate(p, num_sampled=2, local_steps=3, stepsize=0.1, rounds=5, x0=1.0, trials=9,
-                      key=jax.random.key(1), mode=mode, generator="splitmix")
-    print(float(np.sum(res.gap)).hex())
+    for dtype in ("float64", "float32"):
+        res = fa.simulate(p, num_sampled=2, local_steps=3, stepsize=0.1, rounds=5, x0=1.0,
+                          trials=21, key=jax.random.key(1), mode=mode, generator="splitmix",
+                          dtype=dtype)
+        print(float(np.sum(res.gap)).hex())
 """
 
 
@@ -77,9 +99,9 @@ def here():
     """This process's bits of the script's two runs (XLA's default loop settings)."""
     p = fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=5.0)
     return [float(np.sum(fa.simulate(p, num_sampled=2, local_steps=3, stepsize=0.1, rounds=5,
-                                     x0=1.0, trials=9, key=jax.random.key(1), mode=mode,
-                                     generator="splitmix").gap)).hex()
-            for mode in ("mask", "gather")]
+                                     x0=1.0, trials=21, key=jax.random.key(1), mode=mode,
+                                     generator="splitmix", dtype=dtype).gap)).hex()
+            for mode in ("mask", "gather") for dtype in ("float64", "float32")]
 
 
 @pytest.mark.parametrize("how, expected", [
@@ -94,4 +116,15 @@ def test_native_loops_compiled_as_one_function_same_numbers(how, expected, here)
     assert out[0] == expected
     if expected == "native":  # the layout copy of a gathered loop invariant is a bitcast
         assert out[1] == "in-place"
+    assert out[2:] == here
+
+
+def test_the_vector_width_changes_no_bit(here):
+    """This process runs with the package's width (512 bits on a CPU with AVX-512), the
+    script with XLA's default of 256 bits: the same numbers (on a CPU without AVX-512 both
+    are 256 bits)."""
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["XLA_FLAGS"] = "--xla_cpu_prefer_vector_width=256"
+    out = subprocess.run([sys.executable, "-c", SCRIPT, "plain"], capture_output=True,
+                         text=True, timeout=300, check=True, env=env).stdout.split()
     assert out[2:] == here

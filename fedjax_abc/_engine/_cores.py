@@ -13,7 +13,8 @@ that every device shares, and XLA splits the operations its cost model rates as 
 tasks on that pool (on Table II's workload, the Threefry hash of a round's 4 x 504 sampler
 words); with every core busy with a device, a device's round then waits for the others'
 tasks (measurements: ``docs/performance.md``, notes at the end). A native loop
-runs on its device's thread; the numbers are the same bits either way.
+runs on its device's thread; the numbers are the same bits either way. On a CPU with
+AVX-512 the same call asks XLA:CPU for 512-bit vectors (:mod:`~fedjax_abc._engine._xla_loops`).
 
 Every core by default: ``import fedjax_abc`` calls :func:`default_cpu_cores`, which makes the
 CPU backend one device per usable core (native loops on, as :func:`use_cpu_cores` does)
@@ -34,7 +35,7 @@ from typing import Optional
 
 import jax
 
-from fedjax_abc._engine._xla_loops import remove_loop_flags, set_loop_flags
+from fedjax_abc._engine._xla_loops import remove_loop_flags, set_loop_flags, set_vector_flags
 
 __all__ = ["CORES_VARIABLE", "default_cpu_cores", "usable_cores", "use_cpu_cores"]
 
@@ -62,6 +63,9 @@ def use_cpu_cores(cores: Optional[int] = None, *, native_loops: Optional[bool] =
         one native function (:mod:`~fedjax_abc._engine._xla_loops`), unless ``XLA_FLAGS``
         already sets that limit; None (the default) for True when there is more than one
         device (see the module's docstring). The same numbers either way.
+
+    On a CPU with AVX-512 it also asks XLA:CPU for 512-bit vectors, unless ``XLA_FLAGS``
+    names a width (:mod:`~fedjax_abc._engine._xla_loops`); the same numbers.
 
     Returns:
       The number of CPU devices set.
@@ -92,6 +96,7 @@ def use_cpu_cores(cores: Optional[int] = None, *, native_loops: Optional[bool] =
         set_loop_flags()  # read when the backend starts, as the device count is
     else:
         remove_loop_flags()  # as set by default_cpu_cores at import
+    set_vector_flags()
     return n
 
 
