@@ -65,7 +65,8 @@ def use_cpu_cores(cores: Optional[int] = None, *, native_loops: Optional[bool] =
         device (see the module's docstring). The same numbers either way.
 
     On a CPU with AVX-512 it also asks XLA:CPU for 512-bit vectors, unless ``XLA_FLAGS``
-    names a width (:mod:`~fedjax_abc._engine._xla_loops`); the same numbers.
+    names a width (:mod:`~fedjax_abc._engine._xla_loops`): the same numbers on the paper's
+    problems, the last bits of a ``mask``-mode sum over d > 1 entries may differ.
 
     Returns:
       The number of CPU devices set.

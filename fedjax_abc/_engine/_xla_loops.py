@@ -29,9 +29,12 @@ On a CPU with AVX-512, ``use_cpu_cores`` also asks XLA:CPU for 512-bit vectors
 (``xla_cpu_prefer_vector_width=512``; its default, 256, is LLVM's choice for CPUs that slow
 down on wide vectors). The trials are the innermost axis, so a loop over them takes 8
 float64 or 16 float32 trials per instruction instead of 4 or 8. Element by element the
-arithmetic is the same IEEE operations in either width: the same bits (tested), and each
-device's trials stay a multiple of 8, as the plan pads them (``_plan``). A width in
-``XLA_FLAGS`` already (``--xla_cpu_prefer_vector_width=256``, say) is kept.
+arithmetic is the same IEEE operations in either width, so the paper's problems (d = 1) give
+the same bits in both modes (tested), as do the quadratics in ``gather`` mode; a sum over
+d > 1 entries inside ``mask`` mode's local steps (the quadratics' with d = 5) may be cut
+differently into the wider registers and round differently in its last bits, as it may on
+another CPU. Each device's trials stay a multiple of 8, as the plan pads them (``_plan``).
+A width in ``XLA_FLAGS`` already (``--xla_cpu_prefer_vector_width=256``, say) is kept.
 """
 
 from __future__ import annotations
