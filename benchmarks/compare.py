@@ -11,9 +11,10 @@ The earlier commit is checked out with ``git worktree add --detach`` into a temp
 (removed at the end). Every package case of the chosen workloads in its default
 configuration (what a plain ``fa.simulate(...)`` gets in a fresh process, the default
 generator: no pinned core, no ``use_cpu_cores`` call; since engine v2 that is one CPU device
-per core, before it one device with XLA's threads) runs in both checkouts, each through its own ``benchmarks/_worker.py`` in a
-fresh process, one checkout right after the other: the earlier first in odd passes, the
-current first in even ones, the cases in alternating order pass by pass. Each side keeps its
+per core, before it one device with XLA's threads) runs in both checkouts, each through its
+own ``benchmarks/_worker.py`` in a fresh process, one checkout right after the other: the
+earlier first in odd passes, the current first in even ones, the cases in alternating order
+pass by pass. Each side keeps its
 fastest pass, and ratio = earlier run s / current run s (above 1: the current code is
 faster). A machine whose speed drifts over minutes then moves both sides of a ratio alike,
 which rows of runs made at different times cannot show. An even number of passes gives

@@ -222,3 +222,33 @@ def test_a_call_builds_no_bound_method_module(monkeypatch, mode):
     assert built == []
     fa.UniformWithoutReplacement(2).num_slots  # the control: a plain read builds one
     assert built == ["num_slots"]
+
+
+class _Kinds(eqx.Module):
+    a: int = 2
+
+    def plain(self, x):
+        return self.a * x
+
+    @staticmethod
+    def static(x):
+        return x + 1
+
+    @classmethod
+    def klass(cls, x):
+        return cls.__name__, x
+
+
+def test_host_method_binds_like_python():
+    from fedjax_abc._problems._host import method
+
+    k = _Kinds()
+    assert method(k, "plain")(3) == 6 and type(method(k, "plain")).__name__ == "method"
+    assert method(k, "static")(3) == 4
+    assert method(k, "klass")(3) == ("_Kinds", 3)
+
+
+def test_zero_minima_decide_on_changed_minima():
+    p = fa.problems.huber_offsets(jax.random.key(0), n=N)
+    changed = with_constant_zero_minima(p, local_minima=jnp.asarray(np.eye(N)[3]))
+    assert type(changed) is Problem and float(changed.local_minima[3]) == 1.0

@@ -29,11 +29,11 @@ def _env():
     return env
 
 
-def _two_processes(tmp_path, args):
+def _two_processes(tmp_path, args, small=SMALL):
     """Runs ``args(i)`` in processes i = 0, 1 at once; returns their outputs."""
     port = _free_port()
     procs = [subprocess.Popen([sys.executable, SCRIPT, "--coordinator", f"127.0.0.1:{port}",
-                               "--processes", "2", "--id", str(i), *args(i), *SMALL],
+                               "--processes", "2", "--id", str(i), *args(i), *small],
                               cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for i in range(2)]
     outs = []
@@ -63,6 +63,16 @@ def test_two_processes_give_the_single_process_run_bit_for_bit(tmp_path):
     _run(tmp_path, "--join", "share0.nc", "share1.nc", "--out", "joined.nc")
     _run(tmp_path, "--single", "--out", "single.nc", *SMALL)
     _run(tmp_path, "--compare", "single.nc", "sharded.nc", "joined.nc")
+
+
+@pytest.mark.slow
+def test_a_call_of_few_trials_still_shards_over_both_processes(tmp_path):
+    """5 trials fill one device's 8, but every process must hold a share: both devices."""
+    few = ["--trials", "5", "--rounds", "30"]
+    outs = _two_processes(tmp_path, lambda i: ["--shard", "--out", "sharded.nc"], few)
+    assert "all 5 trials sharded over 2 devices" in outs[0]
+    _run(tmp_path, "--single", "--out", "single.nc", *few)
+    _run(tmp_path, "--compare", "single.nc", "sharded.nc")
 
 
 def test_shares_by_first_trial_concatenate_to_the_whole_run():

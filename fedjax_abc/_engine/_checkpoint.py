@@ -221,7 +221,7 @@ def fingerprint(run, plan) -> dict:
         "local_steps (Q)": str(run.local_steps), "record_every (k)": str(run.record_every),
         "mode": run.mode, "dtype": np.dtype(run.dtype).name, "record_x": str(run.record_x),
         "trial_chunk": str(run.chunk),
-        "chunking": (f"{plan.per_call} trials per call on {len(run.devices)} "
+        "chunking": (f"{plan.per_call} trials per call on {plan.groups} "
                      f"{run.devices[0].platform} device(s); blocks of {plan.block} rounds, "
                      f"{plan.segment} per call, tail {plan.tail}"),
         "key": str(np.asarray(jax.random.key_data(run.key)).tolist()),

@@ -102,7 +102,8 @@ def use_cpu_cores(cores: Optional[int] = None, *, native_loops: Optional[bool] =
 
 
 def default_cpu_cores() -> Optional[int]:
-    """Every usable core a CPU device, at import, unless the user chose (module docstring).
+    """Every usable core a CPU device, at import, unless the user chose (module docstring);
+    on a CPU with AVX-512, 512-bit vectors either way (:func:`use_cpu_cores`).
 
     Returns:
       The number of CPU devices set, or None where it set nothing.
@@ -121,9 +122,11 @@ def default_cpu_cores() -> Optional[int]:
     else:
         if jax.config.jax_num_cpu_devices != -1 or \
                 "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
+            set_vector_flags()  # the user chose the devices, not the vector width
             return None
         cores = usable_cores()
         if cores == 1:
+            set_vector_flags()
             return None
     try:
         return use_cpu_cores(cores)

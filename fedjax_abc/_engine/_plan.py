@@ -238,16 +238,19 @@ def make_plan(rounds: int, record_every: int, chunk: int, dtype, devices,
     multiple of 8 trials (a 256-bit register of float32, two of float64; 16 in float32 when
     ``mask``), so that trial r's numbers do not depend on the chunking, the devices or its
     neighbours. A chunk goes to as many of the devices as it fills with its own trials
-    (one device for up to 8 trials, two for 9 to 16): a device given only padding would add
-    its dispatch to a short call and compute nothing. ``every_device`` shards over all of
-    them whatever the chunk (``sweep``, whose grid points run beside each chunk's trials).
+    (one device for up to 8 trials, two for 9 to 16; 16 a device in float32 mask mode): a
+    device given only padding would add its dispatch to a short call and compute nothing.
+    ``every_device`` shards over all of them whatever the chunk (``sweep``, whose grid
+    points run beside each chunk's trials), as do devices of several processes (each
+    process must hold a share).
 
     ``segmented`` (progress or a checkpoint) cuts the rounds into about 100 calls (at least
     50 blocks); the numbers do not change. Where k does not divide T, the last T mod k
     rounds run as one more call, with one record at T.
     """
     lanes = max(_TRIAL_LANES, _MASK_LANE_BYTES // np.dtype(dtype).itemsize if mask else 0)
-    ndev = len(devices) if every_device else min(len(devices), -(-chunk // lanes))
+    local = all(dv.process_index == jax.process_index() for dv in devices)
+    ndev = len(devices) if every_device or not local else min(len(devices), -(-chunk // lanes))
     devices = devices[:ndev]
     per_call = int(math.ceil(chunk / (ndev * lanes))) * ndev * lanes
     if ndev > 1:

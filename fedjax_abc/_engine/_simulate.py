@@ -119,7 +119,8 @@ def simulate(
       x0: initial point, shape (d,) (or () when d = 1), or (trials, d) for one per trial.
       trials: number of independent trials (>= 1). Each device runs a multiple of 8
         trials (16 for float32 in mask mode), the extra ones discarded, and a call goes to
-        as many devices as its trials fill (one for up to 8): trial r's numbers
+        as many devices as its trials fill (one for up to 8, or 16 in float32 mask mode;
+        every device of a run over several processes): trial r's numbers
         are then the same bit for bit whatever the number of trials, the chunks or the
         devices (known exceptions, to rounding: an autodiff model, the MLP, in ``gather``
         mode with few slots, where XLA may pick a matrix kernel by the batch's size; in

@@ -98,7 +98,7 @@ def vector_flags(flags: str, vector_bits: int) -> str:
       >>> vector_flags("--x=1", 512)
       '--x=1 --xla_cpu_prefer_vector_width=512'
     """
-    if vector_bits != _WIDE or _VECTOR in flags:
+    if vector_bits != _WIDE or f"--{_VECTOR}=" in flags:
         return flags
     return f"{flags} --{_VECTOR}={_WIDE}".strip()
 

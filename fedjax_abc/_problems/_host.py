@@ -10,18 +10,23 @@ on the same object with the same arguments.
 
 from __future__ import annotations
 
+import inspect
+import types
 from typing import Any, Callable
 
 __all__ = ["method"]
 
 
 def method(obj: Any, name: str) -> Callable:
-    """``obj.name`` bound as Python binds it (a plain bound method, not a pytree).
+    """``obj.name`` bound as Python binds it (a plain bound method, not a pytree); a static
+    method, a class method or anything else but a plain function is read as usual.
 
     Example:
       >>> import fedjax_abc as fa
       >>> method(fa.UniformWithoutReplacement(3), "num_slots")(10)
       3
     """
-    attr = getattr(type(obj), name)
-    return attr.__get__(obj, type(obj)) if hasattr(attr, "__get__") else attr
+    attr = inspect.getattr_static(type(obj), name)
+    if isinstance(attr, types.FunctionType):
+        return types.MethodType(attr, obj)
+    return getattr(obj, name)

@@ -183,8 +183,8 @@ def with_constant_zero_minima(problem: Problem, **changes) -> Problem:
     """``problem`` with its f_i* a compile-time 0 where they are all +0 (concrete values);
     otherwise ``problem`` itself. A subclass of :class:`Problem` keeps its own ``client``.
     ``changes``: new values of other fields, as ``dataclasses.replace`` takes them (one
-    construction instead of two)."""
-    minima = problem.local_minima
+    construction instead of two), new f_i* among them."""
+    minima = changes.get("local_minima", problem.local_minima)
     if type(problem) is not Problem or isinstance(minima, jax.core.Tracer):
         return dataclasses.replace(problem, **changes) if changes else problem
     minima = np.asarray(minima)
