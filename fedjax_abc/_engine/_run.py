@@ -114,15 +114,18 @@ class Run:
         (``calls``); for one call, ``jax.jit``'s own copy costs as much."""
         if groups < 2 or groups != len(self.devices):
             return self
-        replicas = self.replicas
-        if replicas is None and calls > 1:
-            replicas = _replicated((self.problem, self.oracle, self.sampler, self.algorithm),
-                                   self.devices)
-        if replicas is None:
-            return self
-        problem, oracle, sampler, algorithm = replicas
-        return dataclasses.replace(self, problem=problem, oracle=oracle, sampler=sampler,
+        run = self.with_replicas() if self.replicas is None and calls > 1 else self
+        if run.replicas is None:
+            return run
+        problem, oracle, sampler, algorithm = run.replicas
+        return dataclasses.replace(run, problem=problem, oracle=oracle, sampler=sampler,
                                    algorithm=algorithm)
+
+    def with_replicas(self) -> "Run":
+        """The run holding its components' copies on every device (see :func:`_replicated`;
+        None where it makes none)."""
+        return dataclasses.replace(self, replicas=_replicated(
+            (self.problem, self.oracle, self.sampler, self.algorithm), self.devices))
 
     @property
     def max_steps(self) -> int:
@@ -254,16 +257,15 @@ def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampl
     run_algorithm = cast_floating(algorithm, jdtype)
     run_transform = None if transform is None else cast_floating(transform, jdtype)
     run_steps = local_steps if isinstance(local_steps, int) else cast_floating(local_steps, jdtype)
-    replicas = (_replicated((run_problem, run_oracle, sampler, run_algorithm), devices)
-                if replicate else None)
-    return Run(
+    run = Run(
         problem=run_problem, oracle=run_oracle, sampler=sampler,
         algorithm=run_algorithm, alphas=None, x0=None, key=None,
         local_steps=run_steps,
         rounds=T, trials=0, record_every=k, mode=mode, dtype=jdtype, chunk=chunk,
         record_x=record_x, devices=devices, config=config,
         metric_names=metric_names, metrics=metric_fns, generator=generator,
-        transform=run_transform, stat_names=stat_names, state_sizes=sizes, replicas=replicas)
+        transform=run_transform, stat_names=stat_names, state_sizes=sizes)
+    return run.with_replicas() if replicate else run
 
 
 def for_call(prepared: Run, stepsize, x0, trials, key, first_trial=0) -> Run:

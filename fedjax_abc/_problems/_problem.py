@@ -185,13 +185,12 @@ def with_constant_zero_minima(problem: Problem, **changes) -> Problem:
     ``changes``: new values of other fields, as ``dataclasses.replace`` takes them (one
     construction instead of two), new f_i* among them."""
     minima = changes.get("local_minima", problem.local_minima)
-    if type(problem) is not Problem or isinstance(minima, jax.core.Tracer):
-        return dataclasses.replace(problem, **changes) if changes else problem
-    minima = np.asarray(minima)
-    if np.any(minima != 0) or np.any(np.signbit(minima)):  # -0.0 would change a zero's sign
-        return dataclasses.replace(problem, **changes) if changes else problem
-    fields = {f.name: getattr(problem, f.name) for f in dataclasses.fields(problem)}
-    return _ZeroMinima(**dict(fields, **changes))
+    if type(problem) is Problem and not isinstance(minima, jax.core.Tracer):
+        minima = np.asarray(minima)
+        if not (np.any(minima != 0) or np.any(np.signbit(minima))):  # -0.0: a zero's sign
+            fields = {f.name: getattr(problem, f.name) for f in dataclasses.fields(problem)}
+            return _ZeroMinima(**dict(fields, **changes))
+    return dataclasses.replace(problem, **changes) if changes else problem
 
 
 def cast_floating(tree, dtype):
