@@ -94,9 +94,19 @@ for mode in ("mask", "gather"):
 """
 
 
+def _script(code, *args, flags=None) -> list:
+    """The words a fresh process running ``code`` prints, with ``XLA_FLAGS`` = ``flags``
+    (None: unset, the package's own settings)."""
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    if flags is not None:
+        env["XLA_FLAGS"] = flags
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          timeout=300, check=True, env=env).stdout.split()
+
+
 @pytest.fixture(scope="module")
 def here():
-    """This process's bits of the script's two runs (XLA's default loop settings)."""
+    """This process's bits of the script's four runs (the package's XLA settings)."""
     p = fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=5.0)
     return [float(np.sum(fa.simulate(p, num_sampled=2, local_steps=3, stepsize=0.1, rounds=5,
                                      x0=1.0, trials=21, key=jax.random.key(1), mode=mode,
@@ -110,9 +120,7 @@ def here():
     ("plain", "native" if usable_cores() > 1 else "calls"), ("default2", "native"),
     ("default1", "calls"), ("calls2", "calls")])
 def test_native_loops_compiled_as_one_function_same_numbers(how, expected, here):
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    out = subprocess.run([sys.executable, "-c", SCRIPT, how], capture_output=True, text=True,
-                         timeout=300, check=True, env=env).stdout.split()
+    out = _script(SCRIPT, how)
     assert out[0] == expected
     if expected == "native":  # the layout copy of a gathered loop invariant is a bitcast
         assert out[1] == "in-place"
@@ -138,16 +146,8 @@ def test_the_vector_width_changes_no_bit(here):
     if cpu_vector_bits() != 512:
         pytest.skip("needs a CPU with AVX-512 (both widths are 256 bits elsewhere)")
     assert "--xla_cpu_prefer_vector_width=512" in os.environ.get("XLA_FLAGS", "")
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    env["XLA_FLAGS"] = "--xla_cpu_prefer_vector_width=256"
-    out = subprocess.run([sys.executable, "-c", SCRIPT, "plain"], capture_output=True,
-                         text=True, timeout=300, check=True, env=env).stdout.split()
-    assert out[2:] == here
-    out = subprocess.run([sys.executable, "-c", QUAD], capture_output=True,
-                         text=True, timeout=300, check=True, env=env).stdout.split()
-    mine = subprocess.run([sys.executable, "-c", QUAD], capture_output=True, text=True,
-                          timeout=300, check=True,
-                          env={k: v for k, v in os.environ.items() if k != "XLA_FLAGS"})
-    mine = mine.stdout.split()
+    narrow = "--xla_cpu_prefer_vector_width=256"
+    assert _script(SCRIPT, "plain", flags=narrow)[2:] == here
+    out, mine = _script(QUAD, flags=narrow), _script(QUAD)
     assert out[0] == "256" and mine[0] == "wide"
     assert out[1:] == mine[1:] and len(out) == 5
