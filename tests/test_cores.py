@@ -129,3 +129,18 @@ def test_a_bad_core_count_in_the_environment_is_refused():
     out = _fresh("import fedjax_abc", FEDJAX_ABC_CPU_CORES="many")
     assert out.returncode != 0
     assert "FEDJAX_ABC_CPU_CORES must be an integer >= 1, got 'many'" in out.stderr
+
+
+CONSTANT = ("import fedjax_abc as fa, jax; from fedjax_abc._engine._run import prepare; "
+            "p = fa.problems.huber_offsets(jax.random.key(0), n=4); "
+            "run = prepare(p, 2, 3, 4, None, 'gather', None, None, None, 'float64', None, True, "
+            "None); print(type(run.problem) is not fa.Problem)")
+
+
+@pytest.mark.slow  # subprocesses that import JAX
+@pytest.mark.parametrize("cores, constant", [("1", "False"), ("2", "True")])
+def test_the_constant_minima_follow_the_device_count(cores, constant):
+    # one CPU device: loops run as calls, where the lighter step is split over the threads
+    out = _fresh(CONSTANT, FEDJAX_ABC_CPU_CORES=cores)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [constant]

@@ -23,7 +23,6 @@ from fedjax_abc._engine import _memory, _round
 from fedjax_abc._engine._metrics import check_metrics
 from fedjax_abc._engine._plan import default_record_every, num_records, stepsize_array
 from fedjax_abc._engine._random import GENERATORS
-from fedjax_abc._engine._xla_loops import native_loops
 from fedjax_abc._problems._args import check_key
 from fedjax_abc._problems._checks import check_components
 from fedjax_abc._problems._host import method
@@ -252,7 +251,7 @@ def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampl
         config["transform"] = describe(transform)
     if not isinstance(sampler, (UniformWithoutReplacement, FullParticipation)):
         config["sampler_config"] = describe_sampler(sampler)  # the paper's: S says it all
-    run_problem = _run_problem(problem, jdtype, native_loops())
+    run_problem = _run_problem(problem, jdtype, _native_loops(devices))
     run_oracle = cast_floating(oracle, jdtype)
     run_algorithm = cast_floating(algorithm, jdtype)
     run_transform = None if transform is None else cast_floating(transform, jdtype)
@@ -374,10 +373,19 @@ def _key_data(key: jax.Array) -> tuple:
     return tuple(np.asarray(jax.random.key_data(key)).tolist())
 
 
+def _native_loops(devices) -> bool:
+    """Whether the run's loops are native functions, as far as the devices tell: on several
+    CPU devices, where the import and ``use_cpu_cores`` turn them on by default
+    (:mod:`~fedjax_abc._engine._cores`). The XLA flags are not read again; a user's other
+    choice costs speed (``_run_problem``), not bits."""
+    return devices[0].platform == "cpu" and len(jax.devices("cpu")) > 1
+
+
 def _run_problem(problem: Problem, dtype, native: bool) -> Problem:
     """The simulator's copy of a problem: cast to dtype, its name dropped (static: problems
-    differing only in name share one compilation), f_i* = 0 a constant in native loops,
-    where a lighter local step pays (see ``with_constant_zero_minima``)."""
+    differing only in name share one compilation), f_i* = 0 a constant where ``native`` (the
+    loops are native functions, see :func:`_native_loops`), where a lighter local step pays
+    (see ``with_constant_zero_minima``)."""
     cast = method(problem, "astype")(dtype)
     if native:
         return with_constant_zero_minima(cast, name="")

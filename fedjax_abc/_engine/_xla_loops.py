@@ -43,15 +43,13 @@ import os
 import re
 from typing import MutableMapping
 
-__all__ = ["LOOP_BYTES", "cpu_vector_bits", "loop_flags", "native_loops", "remove_loop_flags",
+__all__ = ["LOOP_BYTES", "cpu_vector_bits", "loop_flags", "remove_loop_flags",
            "set_loop_flags", "set_vector_flags", "vector_flags"]
 
 LOOP_BYTES = 4 * 2**20
 _OPTION = "xla_cpu_small_while_loop_byte_threshold"
 _NO_TILED_COPIES = "xla_cpu_disable_tiled_emitter=true"
 _EXTRA = re.compile(r"--xla_backend_extra_options=(\S*)")
-_LIMIT = re.compile(_OPTION + r"=(\d+)")
-_DEFAULT_LIMIT = 1024  # XLA's own
 _VECTOR = "xla_cpu_prefer_vector_width"
 _WIDE = 512
 
@@ -129,11 +127,3 @@ def remove_loop_flags(environ: MutableMapping[str, str] = os.environ) -> None:
         environ["XLA_FLAGS"] = flags
     else:
         del environ["XLA_FLAGS"]
-
-
-def native_loops(environ: MutableMapping[str, str] = os.environ) -> bool:
-    """Whether ``XLA_FLAGS`` raises the loop limit above XLA's default (as
-    :func:`set_loop_flags` does): loops then run as native functions (read when JAX started
-    its backend, so this tells what the backend does if the flags were not changed since)."""
-    match = _LIMIT.search(environ.get("XLA_FLAGS", ""))
-    return match is not None and int(match.group(1)) > _DEFAULT_LIMIT

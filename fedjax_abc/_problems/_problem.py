@@ -168,10 +168,11 @@ class _ZeroMinima(Problem):
     An oracle's f_i(x) - f_i* then compiles to f_i(x), bit for bit the same value, without a
     per-round gather of the f_i* and a load of them at every local step: 8% of problem
     (27)'s ``gather`` mode in a native loop (``use_cpu_cores``'s default on several
-    devices). The simulator uses it there only: run op by op, the lighter step crosses XLA:CPU's
-    threshold for splitting an operation over its threads (more arithmetic than bytes),
-    and problem (27)'s float32 ``gather`` mode ran 1.2x-1.4x slower, split at every local
-    step. Private to the simulator: only its own copy of a problem is one, so no later
+    devices). The simulator uses it on several CPU devices only, which is where loops are
+    native by default (it does not read the XLA flags again): run op by op, the lighter step
+    crosses XLA:CPU's threshold for splitting an operation over its threads (more arithmetic
+    than bytes), and problem (27)'s float32 ``gather`` mode ran 1.2x-1.4x slower, split at
+    every local step. Private to the simulator: only its own copy of a problem is one, so no later
     change of the leaves can leave the constant stale.
     """
 
