@@ -30,6 +30,8 @@ WORKLOAD_TITLES = {
     "memory": "Memory check: problem (27), mask mode, float64",
     "learning": "Learning workload: softmax regression on Synthetic(1, 1), n = 30, d = 610, "
                 "mini-batch b = 10, Q = 10, S = 10, 100 trials",
+    "steps": "Local steps: problem (27), n = 40, S = 4, 1000 trials, T = 2000, float64, "
+             "Q = 1, 10, 20",
 }
 
 COLUMNS = ("workload", "implementation", "mode", "dtype", "trials", "n", "S", "Q", "T",

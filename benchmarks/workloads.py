@@ -22,7 +22,7 @@ import importlib.util
 import os
 
 WORKLOADS = ("table2", "algorithms", "fig1", "quadratics", "trials", "clients", "memory",
-             "sweep", "learning")
+             "sweep", "learning", "steps")
 # The algorithms of fedjax_abc.algorithms on the Table II workload (package only).
 ALGORITHMS = ("FedAvg", "FedProx", "Scaffold", "FedAdam")
 QUICK_WORKLOADS = ("table2", "memory")  # what --quick runs unless --only says otherwise
@@ -34,6 +34,11 @@ BASELINE_ROUNDS = {"table2": 200, "fig1": 200, "quadratics": 100, "trials": 50, 
 # trials, T = 200 rounds for the package (its two records, at t = 0 and T, are full-batch
 # evaluations of f and grad f for every trial, included in its time).
 LEARNING = dict(n=30, S=10, Q=10, T=200, trials=100, d=610, batch=10)
+
+# The local-steps workload: Table II's shape (float64) at these Q. A round's time against Q
+# splits into a cost per local step (the slope) and one per round (the rest: the random
+# words' hashes, the sampling, the mean), each compared with Numba's.
+STEPS_Q = (1, 10, 20)
 
 # Scaling in n: the package's rounds for each number of clients (100 trials, S = 10, Q = 10).
 CLIENTS_ROUNDS = {10: 1000, 100: 1000, 1000: 1000, 10_000: 100}
@@ -200,6 +205,25 @@ def cases(quick: bool = False, only=None):
         out += sweep_cases(quick)
     if "learning" in selected:
         out += learning_cases(quick)
+    if "steps" in selected:
+        out += steps_cases(quick)
+    return out
+
+
+def steps_cases(quick: bool):
+    """At each Q of STEPS_Q: the package's default path, the same with generator "splitmix",
+    and Numba on every usable core (at most 2), both modes, float64."""
+    T, R, counts = (20, 64, (1, 2)) if quick else (2000, 1000, STEPS_Q)
+    cores = min(2, usable_cores())
+    out = []
+    for Q in counts:
+        for mode in ("mask", "gather"):
+            shape = ("steps", "fedjax_abc", mode, "float64", "huber27", 40, 4, Q, T, R)
+            out.append(_case(*shape))
+            out.append(_case(*shape, generator="splitmix"))
+            if has_numba():
+                out.append(_case("steps", f"numba_{BASELINE_MODE[mode]}", BASELINE_MODE[mode],
+                                 "float64", "huber27", 40, 4, Q, T, R, cores=cores))
     return out
 
 
