@@ -251,7 +251,7 @@ def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampl
         config["transform"] = describe(transform)
     if not isinstance(sampler, (UniformWithoutReplacement, FullParticipation)):
         config["sampler_config"] = describe_sampler(sampler)  # the paper's: S says it all
-    run_problem = _run_problem(problem, jdtype, _native_loops(devices))
+    run_problem = _run_problem(problem, jdtype, _native_loops())
     run_oracle = cast_floating(oracle, jdtype)
     run_algorithm = cast_floating(algorithm, jdtype)
     run_transform = None if transform is None else cast_floating(transform, jdtype)
@@ -373,12 +373,13 @@ def _key_data(key: jax.Array) -> tuple:
     return tuple(np.asarray(jax.random.key_data(key)).tolist())
 
 
-def _native_loops(devices) -> bool:
-    """Whether the run's loops are native functions, as far as the devices tell: on several
-    CPU devices, where the import and ``use_cpu_cores`` turn them on by default
-    (:mod:`~fedjax_abc._engine._cores`). The XLA flags are not read again; a user's other
-    choice costs speed (``_run_problem``), not bits."""
-    return devices[0].platform == "cpu" and len(jax.devices("cpu")) > 1
+def _native_loops() -> bool:
+    """Whether XLA:CPU's loops are native functions, as far as the backend tells: where it
+    has several CPU devices, with which the import and ``use_cpu_cores`` turn them on by
+    default (:mod:`~fedjax_abc._engine._cores`). The XLA flags are not read again; a user's
+    other choice costs speed (``_run_problem``), not bits. A run on a GPU or TPU follows
+    the same answer, as it followed the flags before."""
+    return len(jax.devices("cpu")) > 1
 
 
 def _run_problem(problem: Problem, dtype, native: bool) -> Problem:
