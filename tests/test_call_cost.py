@@ -254,3 +254,72 @@ def test_zero_minima_decide_on_changed_minima():
     p = fa.problems.huber_offsets(jax.random.key(0), n=N)
     changed = with_constant_zero_minima(p, local_minima=jnp.asarray(np.eye(N)[3]))
     assert type(changed) is Problem and float(changed.local_minima[3]) == 1.0
+
+
+# ------------------------------------------------------------ a short call's devices
+
+
+def test_a_call_goes_to_a_second_device_only_with_work_for_it():
+    from fedjax_abc._engine._plan import make_plan
+
+    devices = jax.devices()[:2]
+    if len(devices) < 2:
+        pytest.skip("needs two devices")
+
+    def groups(chunk, work):
+        return make_plan(10, 10, chunk, np.dtype("float64"), devices, False,
+                         work=work).groups
+
+    assert groups(17, None) == 2  # trials fill both: work not counted
+    assert groups(17, 1) == 1  # a sliver of work stays on one device
+    assert groups(17, 10 ** 6) == 2
+    assert groups(8, 10 ** 9) == 1  # 8 trials fill one device's lanes, whatever the work
+    assert make_plan(10, 10, 17, np.dtype("float64"), devices, False, work=1,
+                     every_device=True).groups == 2  # a sweep's grid takes every device
+
+
+@pytest.mark.parametrize("mode", ["mask", "gather"])
+def test_a_trials_work_counts_its_client_steps(mode):
+    p = fa.problems.quadratics(jax.random.key(1), n=6, d=5)
+    run = checked(p, 2, 3, 0.1, 7, p.x_star, 8, jax.random.key(0), 7, mode, None, None, None,
+                  "float64", None, True, None)
+    participants = 6 if mode == "mask" else 2  # n virtual clients, or the S sampled
+    assert run.trial_work == 7 * participants * 3 * 5
+    assert not run.fill_devices
+    listed = checked(p, 2, 3, 0.1, 7, p.x_star, 8, jax.random.key(0), 7, mode, None, None,
+                     None, "float64", None, True, jax.devices())
+    assert listed.fill_devices  # the user's devices are filled as the trials allow
+
+
+@pytest.mark.parametrize("mode", ["mask", "gather"])
+def test_a_short_call_has_the_same_bits_on_one_device_or_both(mode):
+    p = fa.problems.huber_offsets(jax.random.key(0), n=10, d_max=20.0)
+    kw = dict(num_sampled=3, local_steps=4, stepsize=1e-2, rounds=30, x0=5.0, trials=17,
+              key=jax.random.key(5), mode=mode, record_every=10)
+    default = fa.simulate(p, **kw)
+    for devices in (jax.devices(), jax.devices()[:1]):
+        other = fa.simulate(p, devices=devices, **kw)
+        assert np.array_equal(default.gap, other.gap)
+        assert np.array_equal(default.x_final, other.x_final)
+
+
+def test_scalar_hyperparameters_are_host_leaves_cast_on_the_host():
+    prox = fa.algorithms.FedProx(mu=0.5)
+    assert type(prox.mu) is np.ndarray and prox.mu.dtype == np.float64
+    cast = cast_floating(prox, jnp.float32)
+    assert type(cast.mu) is np.ndarray and cast.mu.dtype == np.float32
+    big = cast_floating({"w": np.ones(3)}, jnp.float32)["w"]  # an array: on the device
+    assert isinstance(big, jax.Array) and big.dtype == jnp.float32
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_host_hyperparameter_gives_a_device_ones_bits(dtype):
+    p = fa.problems.quadratics(jax.random.key(1), n=6, d=5)
+    kw = dict(num_sampled=2, local_steps=3, stepsize=5e-2, rounds=20, x0=np.ones(5), trials=9,
+              key=jax.random.key(2), dtype=dtype)
+    host = fa.simulate(p, algorithm=fa.algorithms.FedProx(mu=0.3), **kw)
+    prox = eqx.tree_at(lambda a: a.mu, fa.algorithms.FedProx(mu=0.3), jnp.asarray(0.3))
+    assert isinstance(prox.mu, jax.Array)
+    device = fa.simulate(p, algorithm=prox, **kw)
+    assert np.array_equal(host.x_final, device.x_final)
+    assert not np.array_equal(host.x_final, fa.simulate(p, **kw).x_final)  # mu is read

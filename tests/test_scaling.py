@@ -78,8 +78,11 @@ SHARD_SCRIPT = textwrap.dedent("""
     for name, mode, algorithm in cases:
         p, kw = _learning() if name == "softmax" else _kwargs(name, trials=17)
         kw = dict(kw, mode=mode, algorithm=algorithm)
-        sharded = fa.simulate(p, **kw)  # 17 trials: padded to 16 on each of 2 devices
-        one = fa.simulate(p, devices=[jax.devices()[0]], **kw)
+        # 17 trials, padded to 16 on each of the 2 devices listed (by default a call this
+        # short stays on one device)
+        kw = dict(kw, devices=jax.devices())
+        sharded = fa.simulate(p, **kw)
+        one = fa.simulate(p, **dict(kw, devices=[jax.devices()[0]]))
         r = dict(one_device=_identical(sharded, one), used=sharded.config["devices"])
         if (name, mode, algorithm) == ("eq27", "mask", None):  # chunks of 3, on one device
             r["chunked"] = _identical(sharded, fa.simulate(p, trial_chunk=3, **kw))

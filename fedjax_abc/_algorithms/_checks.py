@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["check_leaf", "check_momentum", "momentum", "nonnegative_scalar", "positive_scalar"]
@@ -22,18 +21,25 @@ def _scalar(name: str, value) -> float:
     return float(v)
 
 
+def _leaf(value):
+    """A checked hyperparameter as an array leaf: a NumPy float64 scalar, passed with each
+    compiled call (a JAX array made here would cost a copy to the device at every
+    construction, the default algorithm's at every ``simulate`` call)."""
+    return np.asarray(value, np.float64)
+
+
 def positive_scalar(name: str, value):
     """``value`` as a float array leaf; ValueError unless it is a finite number > 0."""
     if _scalar(name, value) <= 0:
         raise ValueError(f"{name} must be > 0, got {value}")
-    return jnp.asarray(value, float)
+    return _leaf(value)
 
 
 def nonnegative_scalar(name: str, value):
     """``value`` as a float array leaf; ValueError unless it is a finite number >= 0."""
     if _scalar(name, value) < 0:
         raise ValueError(f"{name} must be >= 0, got {value}")
-    return jnp.asarray(value, float)
+    return _leaf(value)
 
 
 def _concrete(value):

@@ -25,7 +25,6 @@ import os
 from typing import Mapping, NamedTuple, Optional
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from fedjax_abc._engine._plan import default_record_every, num_records
@@ -189,11 +188,10 @@ class StateSizes(NamedTuple):
     client_states: bool
 
 
-def state_sizes(algorithm, d: int, dtype, transform=None) -> StateSizes:
+def state_sizes(algorithm, x, transform=None) -> StateSizes:
     """An algorithm's state sizes in R^d (a client's transform state counted with its own),
-    from its states at x0 = 0 (a few small operations: cheaper than tracing them)."""
-    x = jnp.zeros((d,), dtype)
-
+    from its states at x0 = x, a point of shape (d,) in the run's dtype (a few small
+    operations: cheaper than tracing them; the sizes do not depend on the point)."""
     def size(tree):
         return sum(math.prod(np.shape(a)) * np.dtype(a.dtype).itemsize
                    for a in jax.tree_util.tree_leaves(tree))

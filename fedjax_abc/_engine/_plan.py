@@ -15,7 +15,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 __all__ = ["Plan", "Segment", "client_block", "closed_form_gradient", "default_record_every",
-           "make_plan", "num_records", "recorded_rounds", "stepsize_array"]
+           "make_plan", "num_records", "recorded_rounds", "stepsize_array", "trial_work"]
 
 # trials per device come in multiples of _TRIAL_LANES: whole 256-bit SIMD registers (XLA:CPU's
 # preferred vector width on x86: 8 float32 lanes, two registers of 4 float64) and whole
@@ -28,6 +28,11 @@ _MASK_LANE_BYTES = 64
 # at a time, a block's models taking about _CLIENT_BLOCK_BYTES per trial (see client_block).
 _BLOCKED_MODEL_BYTES = 2048
 _CLIENT_BLOCK_BYTES = 4096
+# A call's trials go to a second device (a third, ...) only where each gets at least this
+# much work, counted in client-steps times d (trial_work): below it, the device's share of
+# the call's dispatch costs more than the time its share of the trials saves (the crossover
+# is in docs/performance.md).
+_DEVICE_WORK = 3 * 2 ** 17
 
 
 def stepsize_array(stepsize, rounds: int) -> np.ndarray:
@@ -228,9 +233,17 @@ def client_block(num_clients: int, dim: int, dtype, platform: str,
     return None if block >= num_clients else int(block)
 
 
+def trial_work(rounds: int, participants: int, local_steps: int, dim: int) -> int:
+    """One trial's work in client-steps times d: T rounds of ``participants`` clients (n in
+    ``mask`` mode, the sampler's m slots in ``gather`` mode) taking Q (or Q_max) steps in
+    R^d. What :func:`make_plan` weighs against a device's dispatch."""
+    return rounds * participants * local_steps * dim
+
+
 def make_plan(rounds: int, record_every: int, chunk: int, dtype, devices,
               segmented: bool, num_clients: int = 1, dim: int = 1,
-              closed_form: bool = True, mask: bool = False, every_device: bool = False) -> Plan:
+              closed_form: bool = True, mask: bool = False, every_device: bool = False,
+              work: Optional[int] = None) -> Plan:
     """The :class:`Plan` of T = ``rounds`` rounds recorded every k, chunks of ``chunk`` trials.
 
     The trials are the innermost axis, so the compiled loops run along them in SIMD lanes; a
@@ -238,8 +251,10 @@ def make_plan(rounds: int, record_every: int, chunk: int, dtype, devices,
     multiple of 8 trials (a 256-bit register of float32, two of float64; 16 in float32 when
     ``mask``), so that trial r's numbers do not depend on the chunking, the devices or its
     neighbours. A chunk goes to as many of the devices as it fills with its own trials
-    (one device for up to 8 trials, two for 9 to 16; 16 a device in float32 mask mode): a
-    device given only padding would add its dispatch to a short call and compute nothing.
+    (one device for up to 8 trials, two for 9 to 16; 16 a device in float32 mask mode) and
+    as its ``work`` (one trial's, :func:`trial_work`; None: not counted) keeps busy, each
+    at least ``_DEVICE_WORK`` client-steps times d: a device given only padding, or a sliver
+    of a short call, would add its dispatch to the call and save less than it costs.
     ``every_device`` shards over all of them whatever the chunk (``sweep``, whose grid
     points run beside each chunk's trials), as do devices of several processes (each
     process must hold a share).
@@ -250,7 +265,11 @@ def make_plan(rounds: int, record_every: int, chunk: int, dtype, devices,
     """
     lanes = max(_TRIAL_LANES, _MASK_LANE_BYTES // np.dtype(dtype).itemsize if mask else 0)
     local = all(dv.process_index == jax.process_index() for dv in devices)
-    ndev = len(devices) if every_device or not local else min(len(devices), -(-chunk // lanes))
+    ndev = len(devices)
+    if local and not every_device:
+        ndev = min(ndev, -(-chunk // lanes))
+        if work is not None:
+            ndev = max(1, min(ndev, chunk * work // _DEVICE_WORK))
     devices = devices[:ndev]
     per_call = int(math.ceil(chunk / (ndev * lanes))) * ndev * lanes
     if ndev > 1:

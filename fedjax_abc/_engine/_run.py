@@ -21,7 +21,8 @@ from fedjax_abc._algorithms._transforms import AbstractTransform
 from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine import _memory, _round
 from fedjax_abc._engine._metrics import check_metrics
-from fedjax_abc._engine._plan import default_record_every, num_records, stepsize_array
+from fedjax_abc._engine._plan import (default_record_every, num_records, stepsize_array,
+                                      trial_work)
 from fedjax_abc._engine._random import GENERATORS
 from fedjax_abc._problems._args import check_key
 from fedjax_abc._problems._checks import check_components
@@ -96,6 +97,9 @@ class Run:
     record_x: bool
     devices: list
     config: dict
+    # the user listed the devices: the trials go to as many as they fill, whatever the work
+    # (by default only to as many as the call's work keeps busy, see ``_plan.make_plan``)
+    fill_devices: bool = False
     first_trial: int = 0  # the global index of the first trial (its key is fold_in(key, index))
     metric_names: tuple = ()  # the user metrics' names and functions, in the order given
     metrics: tuple = ()
@@ -130,6 +134,13 @@ class Run:
     def max_steps(self) -> int:
         """Q, or Q_max of a law of local steps."""
         return _round.steps_of(self.local_steps)
+
+    @property
+    def trial_work(self) -> int:
+        """One trial's work, client-steps times d (see ``_plan.trial_work``)."""
+        n = self.problem.num_clients
+        participants = n if self.mode == "mask" else method(self.sampler, "num_slots")(n)
+        return trial_work(self.rounds, participants, self.max_steps, self.problem.dim)
 
     @property
     def record_names(self) -> tuple:
@@ -212,6 +223,7 @@ def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampl
     if not isinstance(record_x, bool):
         raise ValueError("record_x must be True or False")
     check_components(problem, oracle, sampler, Q, dtype)
+    fill_devices = devices is not None
     devices = _resolve_devices(devices)
     jdtype = DTYPES[dtype]
     metric_names, metric_fns = check_metrics(metrics, d, jdtype)
@@ -223,7 +235,10 @@ def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampl
     if taken & set(stat_names):
         raise ValueError(f"the transform's statistics {sorted(taken & set(stat_names))} are named "
                          "like metrics or result fields; rename the metrics")
-    sizes = _memory.state_sizes(algorithm, d, jdtype, transform)
+    run_problem = _run_problem(problem, jdtype, _native_loops())
+    # a point of R^d in the run's dtype that exists already (a new array is a device copy)
+    point = run_problem.x_star if run_problem.x_star.dtype == jdtype else jnp.zeros((d,), jdtype)
+    sizes = _memory.state_sizes(algorithm, point, transform)
     if not method(sampler, "normalised")() and not algorithm.reads_scale:
         raise ValueError(f"{type(algorithm).__name__} does not apply RoundInfo.scale (its "
                          f"reads_scale is False): it cannot combine the unbiased weights of "
@@ -251,7 +266,6 @@ def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampl
         config["transform"] = describe(transform)
     if not isinstance(sampler, (UniformWithoutReplacement, FullParticipation)):
         config["sampler_config"] = describe_sampler(sampler)  # the paper's: S says it all
-    run_problem = _run_problem(problem, jdtype, _native_loops())
     run_oracle = cast_floating(oracle, jdtype)
     run_algorithm = cast_floating(algorithm, jdtype)
     run_transform = None if transform is None else cast_floating(transform, jdtype)
@@ -261,7 +275,7 @@ def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampl
         algorithm=run_algorithm, alphas=None, x0=None, key=None,
         local_steps=run_steps,
         rounds=T, trials=0, record_every=k, mode=mode, dtype=jdtype, chunk=chunk,
-        record_x=record_x, devices=devices, config=config,
+        record_x=record_x, devices=devices, config=config, fill_devices=fill_devices,
         metric_names=metric_names, metrics=metric_fns, generator=generator,
         transform=run_transform, stat_names=stat_names, state_sizes=sizes)
     return run.with_replicas() if replicate else run

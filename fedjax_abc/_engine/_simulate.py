@@ -120,7 +120,8 @@ def simulate(
       trials: number of independent trials (>= 1). Each device runs a multiple of 8
         trials (16 for float32 in mask mode), the extra ones discarded, and a call goes to
         as many devices as its trials fill (one for up to 8, or 16 in float32 mask mode;
-        every device of a run over several processes): trial r's numbers
+        every device of a run over several processes) and, unless ``devices`` is given, as
+        its work keeps busy (a short call stays on one device): trial r's numbers
         are then the same bit for bit whatever the number of trials, the chunks or the
         devices (known exceptions, to rounding: an autodiff model, the MLP, in ``gather``
         mode with few slots, where XLA may pick a matrix kernel by the batch's size; in
@@ -151,7 +152,7 @@ def simulate(
         :class:`~fedjax_abc.AbstractProgressMeter`). Any of them cuts the run into about
         100 segments per chunk, with the same numbers.
       devices: devices to shard the trials over (as many of them as the trials fill, see
-        ``trials``); default all local devices.
+        ``trials``); default all local devices, as many as the call's work keeps busy.
       checkpoint: a file path: the run is cut into about 100 segments per chunk (same
         numbers) and saved there at segment boundaries, every ``checkpoint_every`` seconds
         and whenever it stops (Ctrl-C included: one line on stderr says where it will
@@ -223,7 +224,8 @@ def _execute(run: _Run, meter: AbstractProgressMeter, path: Optional[str],
     plan = make_plan(run.rounds, run.record_every, run.chunk, run.dtype, run.devices,
                      not isinstance(meter, NoProgressMeter) or path is not None,
                      run.problem.num_clients,
-                     run.x0.shape[1], closed_form_gradient(run.problem), run.mode == "mask")
+                     run.x0.shape[1], closed_form_gradient(run.problem), run.mode == "mask",
+                     work=None if run.fill_devices else run.trial_work)
     _memory.check_run(run, plan)
     run = run.on_devices(plan.groups,
                          math.ceil(run.trials / run.chunk) * len(plan.segments()))

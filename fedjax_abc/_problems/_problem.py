@@ -196,13 +196,17 @@ def with_constant_zero_minima(problem: Problem, **changes) -> Problem:
 
 def cast_floating(tree, dtype):
     """``tree`` with every floating array leaf cast to ``dtype`` (a JAX array already of that
-    dtype, strongly typed, is kept as it is)."""
+    dtype, strongly typed, is kept as it is). A NumPy scalar (a hyperparameter) is cast on
+    the host and passed with each compiled call, which costs less than a copy to the device
+    made here; other NumPy arrays become JAX arrays, copied to the device once."""
     dtype = jnp.dtype(dtype)
 
     def cast(leaf):
         if isinstance(leaf, (jax.Array, np.ndarray)) and jnp.issubdtype(leaf.dtype, jnp.floating):
             if isinstance(leaf, jax.Array) and leaf.dtype == dtype and not leaf.weak_type:
                 return leaf
+            if isinstance(leaf, np.ndarray) and leaf.ndim == 0:
+                return leaf.astype(dtype)
             return jnp.asarray(leaf, dtype)
         return leaf
 
