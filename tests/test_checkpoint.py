@@ -191,6 +191,8 @@ def test_short_last_interval_resumes(problem, tmp_path):
     (dict(algorithm=fa.algorithms.FedAvg(server_stepsize=0.5)), "algorithm"),
     (dict(mode="gather"), "mode"),
     (dict(dtype="float32"), "dtype"),
+    (dict(transform=fa.transforms.dp_fedavg(0.5, 1.0)), "transform"),
+    (dict(local_steps=fa.UniformSteps(3)), "local_steps"),
 ])
 def test_checkpoint_of_another_run_is_refused(problem, tmp_path, change, setting):
     kw = settings(problem, rounds=40)
@@ -211,6 +213,45 @@ def test_other_problem_data_is_refused(problem, tmp_path):
     other = offsets_problem(seed=5)
     with pytest.raises(ValueError, match=r"another run: problem differ"):
         fa.simulate(other, **dict(kw, x0=problem.x_star + 3.0), checkpoint=path)
+
+
+def test_a_complete_file_of_another_transform_is_refused(problem, tmp_path):
+    kw = settings(problem, rounds=40, trials=3, trial_chunk=None)
+    path = tmp_path / "run.npz"
+    fa.simulate(problem, **kw, checkpoint=path)  # complete, without a transform
+    for transform in (fa.transforms.dp_fedavg(0.5, 1.0), fa.transforms.QSGD(2)):
+        with pytest.raises(ValueError, match=r"another run: .*transform"):
+            fa.simulate(problem, **kw, transform=transform, checkpoint=path)
+    path = tmp_path / "qsgd.npz"
+    fa.simulate(problem, **kw, transform=fa.transforms.QSGD(2), checkpoint=path)
+    with pytest.raises(ValueError, match=r"another run: .*transform"):
+        fa.simulate(problem, **kw, transform=fa.transforms.QSGD(4), checkpoint=path)
+
+
+def test_a_field_added_to_a_component_is_in_the_fingerprint(problem):
+    import equinox as eqx
+
+    from fedjax_abc._engine._checkpoint import fingerprint
+    from fedjax_abc._engine._plan import make_plan
+    from fedjax_abc._engine._run import checked
+
+    class Scaled(fa.transforms.Clip):  # a user's transform with a setting of its own
+        scale: float = eqx.field(static=True, default=1.0)
+
+        def __init__(self, norm, scale=1.0):
+            super().__init__(norm)
+            self.scale = scale
+
+    def printed(transform):
+        kw = settings(problem, rounds=40, trials=3, trial_chunk=None)
+        run = checked(problem, kw["num_sampled"], kw["local_steps"], kw["stepsize"], 40,
+                      kw["x0"], 3, kw["key"], None, "mask", None, None, None, "float64",
+                      None, True, None, transform=transform)
+        return fingerprint(run, make_plan(40, run.record_every, 3, run.dtype, run.devices,
+                                          False))
+
+    a, b = printed(Scaled(1.0, 1.0)), printed(Scaled(1.0, 2.0))
+    assert [name for name in a if a[name] != b[name]] == ["transform"]
 
 
 def test_not_a_checkpoint(problem, tmp_path):

@@ -214,7 +214,10 @@ def code_fingerprint(*components) -> dict:
 def fingerprint(run, plan) -> dict:
     """Every setting of a checked run (``_run.Run``) and its plan that affects the
     numbers: values, or SHA-256 digests of arrays, modules and functions, and of the code
-    of component classes defined outside the library (:func:`code_fingerprint`)."""
+    of component classes defined outside the library (:func:`code_fingerprint`). Every
+    component is digested whole, by its fields (``Run.parts``: the transform and the law
+    of local steps too), so a setting added to a component is in the fingerprint."""
+    parts = run.parts()
     return {
         "trials": str(run.trials) + (f" from trial {run.first_trial}" if run.first_trial else ""),
         "rounds (T)": str(run.rounds),
@@ -225,12 +228,11 @@ def fingerprint(run, plan) -> dict:
                      f"{run.devices[0].platform} device(s); blocks of {plan.block} rounds, "
                      f"{plan.segment} per call, tail {plan.tail}"),
         "key": str(np.asarray(jax.random.key_data(run.key)).tolist()),
-        "stepsize": digest(run.alphas), "x0": digest(run.x0), "problem": digest(run.problem),
-        "oracle": digest(run.oracle), "sampler": digest(run.sampler),
-        "algorithm": digest(run.algorithm), "jax": jax.__version__,
+        "stepsize": digest(run.alphas), "x0": digest(run.x0),
+        **{name: digest(part) for name, part in parts.items()}, "jax": jax.__version__,
         "metrics": f"{list(run.metric_names)} {digest(run.metrics)}",
         "generator": run.generator,
-        **code_fingerprint(run.problem, run.oracle, run.sampler, run.algorithm, run.metrics),
+        **code_fingerprint(*parts.values(), run.metrics),
     }
 
 

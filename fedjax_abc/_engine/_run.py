@@ -1,22 +1,29 @@
-"""The checked settings of a run: every argument of ``simulate`` validated before any work.
+"""A run's checked values: the :class:`Components` and :class:`Spec` a ``Simulation`` holds,
+and the :class:`Run` of one call.
 
-:func:`checked` turns ``simulate``'s arguments into a :class:`Run` (ValueError naming the
-argument, in one line, on invalid input); :func:`checked_path` does the same for the
-checkpoint path. ``sweep`` checks each grid point with the same function.
+:func:`build` turns the shape-setting arguments of ``simulate`` into components (cast to the
+run's dtype) and a spec (ValueError naming the argument, in one line, on invalid input);
+:func:`for_call` checks one call's arguments against them and gives the :class:`Run` the
+driver executes. The components are data: :func:`for_call` reads them as they are, so a
+value put into one with ``eqx.tree_at`` is what runs, checked by the checks its class
+makes at construction (its ``__check_init__``), and a change of structure or shape is
+built again as a new run. ``sweep`` checks each grid point with the same functions.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional, Union
+
+import equinox as eqx
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from fedjax_abc._algorithms._base import AbstractAlgorithm
+from fedjax_abc._algorithms._base import AbstractAlgorithm, recheck
 from fedjax_abc._algorithms._transforms import AbstractTransform
 from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine import _memory, _round
@@ -34,8 +41,8 @@ from fedjax_abc._problems._problem import (Problem, cast_floating,
 from fedjax_abc._problems._samplers import (AbstractSampler, FullParticipation,
                                             UniformWithoutReplacement)
 
-__all__ = ["DTYPES", "Run", "checked", "checked_every", "checked_path", "describe", "for_call",
-           "prepare"]
+__all__ = ["DTYPES", "Components", "Run", "Spec", "build", "checked", "checked_every",
+           "checked_path", "current", "describe", "for_call", "layout"]
 
 DTYPES = {"float64": jnp.float64, "float32": jnp.float32}
 
@@ -76,24 +83,79 @@ def _points(name: str, value) -> np.ndarray:
     return a.astype(np.float64)
 
 
+class Components(eqx.Module):
+    """A run's components, cast to its dtype: the one pytree whose array leaves are data.
+
+    A ``Simulation`` holds it; ``sweep`` stacks the leaves that differ between its grid
+    points. ``local_steps`` is a law of local steps (or per-client counts), None where every
+    client takes the spec's Q steps (a shape, static). ``metrics`` are the user's metric
+    functions: data too (a metric holding a test set is a module whose arrays are leaves).
+    """
+
+    problem: Problem
+    oracle: AbstractOracle
+    sampler: AbstractSampler
+    algorithm: AbstractAlgorithm
+    transform: Optional[AbstractTransform]
+    local_steps: Optional[AbstractLocalSteps]
+    metrics: tuple = ()  # the user's metric functions, in the order of Spec.metric_names
+
+
+class Spec(NamedTuple):
+    """What sets a run's compiled program, besides its components' structure: hashable.
+
+    ``layout`` is the components' structure and their leaves' shapes and dtypes when they
+    were checked (:func:`layout`); ``stat_names`` and ``state_sizes`` follow from it.
+    """
+
+    rounds: int
+    record_every: int
+    local_steps: Optional[int]  # Q, or None where Components.local_steps is a law
+    mode: str
+    dtype: str
+    generator: str
+    record_x: bool
+    trial_chunk: Optional[int]
+    devices: Optional[tuple]  # the devices given, or None: all local devices
+    metric_names: tuple  # the user's metrics' names, in the order given
+    stat_names: tuple  # the transform's statistics, sorted
+    state_sizes: _memory.StateSizes
+    layout: tuple
+
+
+def layout(components: Components) -> tuple:
+    """The components' structure with each leaf's shape and dtype (arrays) or value: what a
+    change must keep for a run to use the checks and the program made for them."""
+    return _layout(*jax.tree_util.tree_flatten(components))
+
+
+def _hashable(value):
+    try:
+        hash(value)
+    except TypeError:
+        return id(value)
+    return value
+
+
 @dataclasses.dataclass(frozen=True)
 class Run:
-    """The checked settings of a run: the arrays in the simulation dtype, counts as ints."""
+    """One call's checked values: the components (the problem as the simulator runs it), the
+    spec's settings and the call's arguments (stepsizes, x0 in float64, key, trials)."""
 
     problem: Problem      # cast to dtype, name dropped (so it does not key the compilation)
     oracle: AbstractOracle
     sampler: AbstractSampler
     algorithm: AbstractAlgorithm
-    alphas: np.ndarray    # (T,) float64; None until for_call
-    x0: np.ndarray        # (R, d) float64; None until for_call
-    key: jax.Array        # None until for_call
-    local_steps: Any      # Q (an int) or an AbstractLocalSteps, cast to dtype
+    alphas: np.ndarray    # (T,) float64
+    x0: np.ndarray        # (R, d) float64
+    key: jax.Array
+    local_steps: Union[int, AbstractLocalSteps]  # Q or a law of local steps, cast to dtype
     rounds: int
-    trials: int           # 0 until for_call
+    trials: int
     record_every: int
     mode: str
-    dtype: Any
-    chunk: Optional[int]  # trials per chunk; until for_call the user's trial_chunk or None
+    dtype: Any            # the JAX dtype
+    chunk: int            # trials per chunk
     record_x: bool
     devices: list
     config: dict
@@ -105,30 +167,30 @@ class Run:
     metrics: tuple = ()
     generator: str = "threefry"
     key_words: tuple = ()  # the key's two uint32 words, as ints
-    transform: Any = None  # an AbstractTransform cast to dtype, or None
+    transform: Optional[AbstractTransform] = None  # cast to dtype
     stat_names: tuple = ()  # the transform's statistics, sorted
-    state_sizes: Any = None  # _memory.StateSizes of the algorithm (and the transform)
-    replicas: Any = None  # (problem, oracle, sampler, algorithm) on every device, or None
+    state_sizes: Optional[_memory.StateSizes] = None  # of the algorithm (and the transform)
+
+    def parts(self) -> dict:
+        """The components as run, by name (every one that sets the numbers)."""
+        return dict(problem=self.problem, oracle=self.oracle, sampler=self.sampler,
+                    algorithm=self.algorithm, transform=self.transform,
+                    local_steps=self.local_steps)
 
     def on_devices(self, groups: int, calls: int = 1) -> "Run":
-        """The run with its components' copies on every device when it is sharded over them
-        all (``groups`` devices), else as it is. A run prepared without the copies (one of
-        ``simulate``) makes them here when it calls the compiled program more than once
-        (``calls``); for one call, ``jax.jit``'s own copy costs as much."""
-        if groups < 2 or groups != len(self.devices):
+        """The run with its components' copies on every device when it calls the compiled
+        program more than once (``calls``) sharded over them all (``groups`` devices), else
+        as it is; for one call, ``jax.jit``'s own copy costs as much (see
+        :func:`_replicated`)."""
+        if groups < 2 or groups != len(self.devices) or calls < 2:
             return self
-        run = self.with_replicas() if self.replicas is None and calls > 1 else self
-        if run.replicas is None:
-            return run
-        problem, oracle, sampler, algorithm = run.replicas
-        return dataclasses.replace(run, problem=problem, oracle=oracle, sampler=sampler,
+        copies = _replicated((self.problem, self.oracle, self.sampler, self.algorithm),
+                             self.devices)
+        if copies is None:
+            return self
+        problem, oracle, sampler, algorithm = copies
+        return dataclasses.replace(self, problem=problem, oracle=oracle, sampler=sampler,
                                    algorithm=algorithm)
-
-    def with_replicas(self) -> "Run":
-        """The run holding its components' copies on every device (see :func:`_replicated`;
-        None where it makes none)."""
-        return dataclasses.replace(self, replicas=_replicated(
-            (self.problem, self.oracle, self.sampler, self.algorithm), self.devices))
 
     @property
     def max_steps(self) -> int:
@@ -153,11 +215,11 @@ def checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key
             mode, sampler, oracle, algorithm, dtype, trial_chunk, record_x, devices,
             first_trial=0, metrics=None, generator="threefry", transform=None) -> Run:
     """Validates every argument of :func:`simulate` (ValueError naming it) before any work:
-    :func:`prepare` then :func:`for_call`."""
-    prepared = prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampler,
-                       oracle, algorithm, dtype, trial_chunk, record_x, devices, metrics,
-                       generator, transform, replicate=False)
-    return for_call(prepared, stepsize, x0, trials, key, first_trial)
+    :func:`build` then :func:`for_call`."""
+    components, spec = build(problem, num_sampled, local_steps, rounds, record_every, mode,
+                             sampler, oracle, algorithm, dtype, trial_chunk, record_x, devices,
+                             metrics, generator, transform)
+    return for_call(components, spec, stepsize, x0, trials, key, first_trial, fresh=True)
 
 
 def _check_size(d, T, k, R, chunk, record_x, dtype) -> None:
@@ -169,13 +231,11 @@ def _check_size(d, T, k, R, chunk, record_x, dtype) -> None:
                   record_every=k)
 
 
-def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampler, oracle,
-            algorithm, dtype, trial_chunk, record_x, devices, metrics=None,
-            generator="threefry", transform=None, replicate=True) -> Run:
-    """The shape-setting arguments of :func:`simulate` validated and the components cast: a
-    :class:`Run` whose per-call fields (stepsizes, x0, key, trials) :func:`for_call` fills.
-    ``replicate``: copy the components to every device now, for the runs to come (a
-    :class:`~fedjax_abc.Simulation`); a single run leaves it to :meth:`Run.on_devices`."""
+def build(problem, num_sampled, local_steps, rounds, record_every, mode, sampler, oracle,
+          algorithm, dtype, trial_chunk, record_x, devices, metrics=None,
+          generator="threefry", transform=None) -> tuple[Components, Spec]:
+    """The shape-setting arguments of :func:`simulate` validated and the components cast:
+    the :class:`Components` and :class:`Spec` of a ``Simulation``."""
     if not isinstance(problem, Problem):
         raise ValueError(f"problem must be a fedjax_abc.Problem, got {type(problem).__name__}")
     n = problem.num_clients
@@ -223,8 +283,8 @@ def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampl
     if not isinstance(record_x, bool):
         raise ValueError("record_x must be True or False")
     check_components(problem, oracle, sampler, Q, dtype)
-    fill_devices = devices is not None
-    devices = _resolve_devices(devices)
+    if devices is not None:
+        devices = tuple(_resolve_devices(devices))
     jdtype = DTYPES[dtype]
     metric_names, metric_fns = check_metrics(metrics, d, jdtype)
     if transform is not None and not isinstance(transform, AbstractTransform):
@@ -235,10 +295,6 @@ def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampl
     if taken & set(stat_names):
         raise ValueError(f"the transform's statistics {sorted(taken & set(stat_names))} are named "
                          "like metrics or result fields; rename the metrics")
-    run_problem = _run_problem(problem, jdtype, _native_loops())
-    # a point of R^d in the run's dtype that exists already (a new array is a device copy)
-    point = run_problem.x_star if run_problem.x_star.dtype == jdtype else jnp.zeros((d,), jdtype)
-    sizes = _memory.state_sizes(algorithm, point, transform)
     if not method(sampler, "normalised")() and not algorithm.reads_scale:
         raise ValueError(f"{type(algorithm).__name__} does not apply RoundInfo.scale (its "
                          f"reads_scale is False): it cannot combine the unbiased weights of "
@@ -246,51 +302,103 @@ def prepare(problem, num_sampled, local_steps, rounds, record_every, mode, sampl
     if algorithm.needs_unit_weights and not method(sampler, "unit_weights")():
         raise ValueError(f"{type(algorithm).__name__} keeps a mean of client states that needs "
                          f"every participant's weight 1, not {type(sampler).__name__}'s")
+    components = Components(
+        problem=method(problem, "astype")(jdtype), oracle=cast_floating(oracle, jdtype),
+        sampler=sampler, algorithm=cast_floating(algorithm, jdtype),
+        transform=None if transform is None else cast_floating(transform, jdtype),
+        local_steps=None if isinstance(local_steps, int) else cast_floating(local_steps, jdtype),
+        metrics=metric_fns)
+    # a point of R^d in the run's dtype that exists already (a new array is a device copy)
+    x_star = components.problem.x_star
+    point = x_star if x_star.dtype == jdtype else jnp.zeros((d,), jdtype)
+    sizes = _memory.state_sizes(components.algorithm, point, components.transform)
     if sizes.client_states and not sampler.distinct_slots:
         raise ValueError(f"{type(algorithm).__name__} keeps client states: it needs a sampler "
                          f"whose slots are distinct clients, not {type(sampler).__name__}")
-
-    config = dict(
-        problem=problem.name, n=n, d=d, num_sampled=getattr(sampler, "num_sampled", None),
-        sampler=type(sampler).__name__, oracle=type(oracle).__name__,
-        algorithm=describe(algorithm), local_steps=_describe_steps(local_steps), rounds=T,
-        trials=None, record_every=k, mode=mode, dtype=dtype, trial_chunk=None,
-        stepsize=None, key=None, devices=[str(dv) for dv in devices],
-        jax_version=jax.__version__,
-    )
-    if metric_names:
-        config["metrics"] = list(metric_names)
-    if generator != "threefry":  # the default is left out, as in results saved before it
-        config["generator"] = generator
-    if transform is not None:
-        config["transform"] = describe(transform)
-    if not isinstance(sampler, (UniformWithoutReplacement, FullParticipation)):
-        config["sampler_config"] = describe_sampler(sampler)  # the paper's: S says it all
-    run_oracle = cast_floating(oracle, jdtype)
-    run_algorithm = cast_floating(algorithm, jdtype)
-    run_transform = None if transform is None else cast_floating(transform, jdtype)
-    run_steps = local_steps if isinstance(local_steps, int) else cast_floating(local_steps, jdtype)
-    run = Run(
-        problem=run_problem, oracle=run_oracle, sampler=sampler,
-        algorithm=run_algorithm, alphas=None, x0=None, key=None,
-        local_steps=run_steps,
-        rounds=T, trials=0, record_every=k, mode=mode, dtype=jdtype, chunk=chunk,
-        record_x=record_x, devices=devices, config=config, fill_devices=fill_devices,
-        metric_names=metric_names, metrics=metric_fns, generator=generator,
-        transform=run_transform, stat_names=stat_names, state_sizes=sizes)
-    return run.with_replicas() if replicate else run
+    spec = Spec(rounds=T, record_every=k, local_steps=Q if isinstance(local_steps, int) else None,
+                mode=mode, dtype=dtype, generator=generator, record_x=record_x,
+                trial_chunk=chunk, devices=devices, metric_names=metric_names,
+                stat_names=stat_names, state_sizes=sizes, layout=layout(components))
+    return components, spec
 
 
-def for_call(prepared: Run, stepsize, x0, trials, key, first_trial=0) -> Run:
-    """A :func:`prepare`-d run with one call's stepsizes, x0, trials, key and first trial,
-    each validated (ValueError naming it); the memory the call needs is checked too."""
-    d, T, k = prepared.problem.dim, prepared.rounds, prepared.record_every
+def _as_arrays(leaves: list, spec: Spec) -> list:
+    """The components' leaves with a number put where the spec has an array
+    (``eqx.tree_at(..., 0.5)``) made an array, and every floating array in the dtype the
+    spec has for it (the run's, as :func:`build` casts them; a metric's data its own)."""
+    out = list(leaves)
+    for i, (leaf, was) in enumerate(zip(leaves, spec.layout[1:])):
+        if not isinstance(was[1], str) or not np.issubdtype(np.dtype(was[1]), np.floating):
+            continue  # a static value, or an integer array: kept as it is
+        dtype = np.dtype(was[1])
+        if isinstance(leaf, float):
+            leaf = np.asarray(leaf, dtype)
+        if isinstance(leaf, (jax.Array, np.ndarray)) and jnp.issubdtype(leaf.dtype, jnp.floating) \
+                and (leaf.dtype != dtype or getattr(leaf, "weak_type", False)
+                     or isinstance(leaf, np.ndarray) and leaf.ndim):
+            leaf = cast_floating(leaf, dtype)
+        out[i] = leaf
+    return out
+
+
+def _layout(leaves: list, treedef) -> tuple:
+    return (treedef,) + tuple(
+        (np.shape(a), np.dtype(a.dtype).str) if isinstance(a, (jax.Array, np.ndarray))
+        else (type(a), _hashable(a)) for a in leaves)
+
+
+def _recheck_all(obj) -> None:
+    """Runs every ``__check_init__`` of every module in ``obj`` (its fields, tuples and lists
+    of them) again, as ``recheck`` does for one module."""
+    cls = type(obj)
+    if issubclass(cls, eqx.Module):
+        recheck(obj)
+        for f in dataclasses.fields(cls):
+            _recheck_all(object.__getattribute__(obj, f.name))
+    elif cls is tuple or cls is list:
+        for item in obj:
+            _recheck_all(item)
+
+
+def current(components: Components, spec: Spec) -> tuple[Components, Spec]:
+    """The components and spec a run uses, checked as they are now.
+
+    Components of the spec's structure and shapes have each module's ``__check_init__``
+    run again (a value put in with ``eqx.tree_at`` gets the constructor's error); others (a
+    component replaced by one of another class or shape) are checked and built again, as a
+    new ``Simulation`` of them would be."""
+    leaves, treedef = jax.tree_util.tree_flatten(components)
+    if len(leaves) == len(spec.layout) - 1:
+        cast = _as_arrays(leaves, spec)
+        if any(a is not b for a, b in zip(cast, leaves)):
+            leaves, components = cast, treedef.unflatten(cast)
+    if _layout(leaves, treedef) != spec.layout:
+        c = cast_floating(components, DTYPES[spec.dtype])
+        return build(c.problem, None, spec.local_steps if c.local_steps is None else c.local_steps,
+                     spec.rounds, spec.record_every, spec.mode, c.sampler, c.oracle, c.algorithm,
+                     spec.dtype, spec.trial_chunk, spec.record_x,
+                     None if spec.devices is None else list(spec.devices),
+                     dict(zip(spec.metric_names, c.metrics)) or None, spec.generator,
+                     c.transform)
+    _recheck_all(components)
+    return components, spec
+
+
+def for_call(components: Components, spec: Spec, stepsize, x0, trials, key, first_trial=0,
+             fresh: bool = False) -> Run:
+    """The :class:`Run` of one call: its stepsizes, x0, trials, key and first trial, each
+    validated (ValueError naming it), and the memory it needs checked, with the components
+    as they are (:func:`current`; ``fresh``: just made by :func:`build`, checked there)."""
+    if not fresh:
+        components, spec = current(components, spec)
+    problem = components.problem
+    d, T, k = problem.dim, spec.rounds, spec.record_every
     R = _check_int("trials", trials)
     first_trial = _check_int("first_trial", first_trial, low=0)
     if first_trial + R > 2 ** 31 - 1:
         raise ValueError(f"first_trial + trials ({first_trial + R}) must be below 2^31")
-    chunk = R if prepared.chunk is None else min(prepared.chunk, R)
-    _check_size(d, T, k, R, chunk, prepared.record_x, prepared.dtype)
+    chunk = R if spec.trial_chunk is None else min(spec.trial_chunk, R)
+    _check_size(d, T, k, R, chunk, spec.record_x, DTYPES[spec.dtype])
     alphas = stepsize_array(stepsize, T)
     x0 = _points("x0", x0)
     if x0.shape == () and d == 1:
@@ -308,18 +416,47 @@ def for_call(prepared: Run, stepsize, x0, trials, key, first_trial=0) -> Run:
         raise ValueError("key must be a threefry2x32 key (the default, jax.random.key(seed)); "
                          f"got a {jax.random.key_impl(key)} key")
     key_words = _key_data(key)
-    c = prepared.config
-    config = {name: c[name] for name in ("problem", "n", "d", "num_sampled", "sampler", "oracle",
-                                          "algorithm", "local_steps", "rounds")}
-    config.update(trials=R, record_every=k, mode=c["mode"], dtype=c["dtype"], trial_chunk=chunk,
-                  stepsize=float(alphas[0]) if np.all(alphas == alphas[0]) else "schedule",
-                  key=list(key_words), devices=c["devices"], jax_version=c["jax_version"])
-    if first_trial:
-        config["first_trial"] = first_trial
-    config.update({name: c[name] for name in ("metrics", "generator", "transform",
-                                              "sampler_config") if name in c})
-    return dataclasses.replace(prepared, alphas=alphas, x0=x0, key=key, trials=R, chunk=chunk,
-                               config=config, first_trial=first_trial, key_words=key_words)
+    devices = _resolve_devices(spec.devices)
+    jdtype = DTYPES[spec.dtype]
+    steps = spec.local_steps if components.local_steps is None else components.local_steps
+    config = _config(components, spec, devices, dict(
+        trials=R, trial_chunk=chunk, key=list(key_words), first_trial=first_trial,
+        stepsize=float(alphas[0]) if np.all(alphas == alphas[0]) else "schedule"))
+    return Run(
+        problem=_run_problem(problem, _native_loops()), oracle=components.oracle,
+        sampler=components.sampler, algorithm=components.algorithm, alphas=alphas, x0=x0,
+        key=key, local_steps=steps, rounds=T, trials=R, record_every=k, mode=spec.mode,
+        dtype=jdtype, chunk=chunk, record_x=spec.record_x, devices=devices, config=config,
+        fill_devices=spec.devices is not None, first_trial=first_trial,
+        metric_names=spec.metric_names, metrics=components.metrics, generator=spec.generator,
+        key_words=key_words, transform=components.transform, stat_names=spec.stat_names,
+        state_sizes=spec.state_sizes)
+
+
+def _config(components: Components, spec: Spec, devices: list, call: dict) -> dict:
+    """The settings a result records (``SimResult.config``), in their order, with the call's
+    own (``call``: trials, trial_chunk, stepsize, key, first_trial)."""
+    c = components
+    steps = spec.local_steps if c.local_steps is None else c.local_steps
+    config = dict(
+        problem=c.problem.name, n=c.problem.num_clients, d=c.problem.dim,
+        num_sampled=getattr(c.sampler, "num_sampled", None), sampler=type(c.sampler).__name__,
+        oracle=type(c.oracle).__name__, algorithm=describe(c.algorithm),
+        local_steps=_describe_steps(steps), rounds=spec.rounds, trials=call["trials"],
+        record_every=spec.record_every, mode=spec.mode, dtype=spec.dtype,
+        trial_chunk=call["trial_chunk"], stepsize=call["stepsize"], key=call["key"],
+        devices=[str(dv) for dv in devices], jax_version=jax.__version__)
+    if call["first_trial"]:
+        config["first_trial"] = call["first_trial"]
+    if spec.metric_names:
+        config["metrics"] = list(spec.metric_names)
+    if spec.generator != "threefry":  # the default is left out, as in results saved before it
+        config["generator"] = spec.generator
+    if c.transform is not None:
+        config["transform"] = describe(c.transform)
+    if not isinstance(c.sampler, (UniformWithoutReplacement, FullParticipation)):
+        config["sampler_config"] = describe_sampler(c.sampler)  # the paper's: S says it all
+    return config
 
 
 # components up to this size are copied to every device once, when a run is prepared
@@ -396,27 +533,48 @@ def _native_loops() -> bool:
     return len(jax.devices("cpu")) > 1
 
 
-def _run_problem(problem: Problem, dtype, native: bool) -> Problem:
-    """The simulator's copy of a problem: cast to dtype, its name dropped (static: problems
-    differing only in name share one compilation), f_i* = 0 a constant where ``native`` (the
-    loops are native functions, see :func:`_native_loops`), where a lighter local step pays
-    (see ``with_constant_zero_minima``)."""
-    cast = method(problem, "astype")(dtype)
+def _run_problem(problem: Problem, native: bool) -> Problem:
+    """The simulator's copy of a problem (already in the run's dtype): its name dropped
+    (static: problems differing only in name share one compilation), f_i* = 0 a constant
+    where ``native`` (the loops are native functions, see :func:`_native_loops`), where a
+    lighter local step pays (see ``with_constant_zero_minima``)."""
     if native:
-        return with_constant_zero_minima(cast, name="")
-    return dataclasses.replace(cast, name="")
+        return with_constant_zero_minima(problem, name="")
+    return dataclasses.replace(problem, name="")
 
 
-def describe(algorithm) -> str:
-    """A one-line description: the class and its scalar hyperparameters (and static ints)."""
+def describe(component) -> str:
+    """A one-line description of a component from its own fields: the class and every
+    setting, e.g. ``Chain(transforms=[Clip(norm=0.5), GaussianNoise(stddev=0.55,
+    shared=True)])``: scalars as numbers (6 digits), ints and flags as they are, arrays in
+    full up to 8 entries (else their shape and mean), components inside it described the
+    same way; functions are left out."""
     fields = []
-    for f in dataclasses.fields(algorithm):
-        value = getattr(algorithm, f.name)
-        if isinstance(value, (jax.Array, np.ndarray)) and np.ndim(value) == 0:
-            fields.append(f"{f.name}={float(value):g}")
-        elif isinstance(value, int) and not isinstance(value, bool):
-            fields.append(f"{f.name}={value}")
-    return f"{type(algorithm).__name__}({', '.join(fields)})"
+    for f in dataclasses.fields(component):
+        text = _described(object.__getattribute__(component, f.name))
+        if text is not None:
+            fields.append(f"{f.name}={text}")
+    return f"{type(component).__name__}({', '.join(fields)})"
+
+
+def _described(value) -> Optional[str]:
+    """One field's value as :func:`describe` writes it (None: left out)."""
+    if isinstance(value, eqx.Module):
+        return describe(value)
+    if isinstance(value, (jax.Array, np.ndarray)):
+        if np.ndim(value) == 0:
+            return f"{float(value):g}"
+        a = np.asarray(value)
+        return f"{a.tolist()}" if a.size <= 8 else \
+            f"array{list(a.shape)} mean {float(np.mean(a)):.4g}"
+    if isinstance(value, (bool, int, str)):
+        return repr(value) if isinstance(value, str) else str(value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (tuple, list)) and value and all(
+            isinstance(v, eqx.Module) for v in value):
+        return "[" + ", ".join(describe(v) for v in value) + "]"
+    return None
 
 
 def describe_sampler(sampler) -> str:

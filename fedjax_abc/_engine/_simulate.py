@@ -9,8 +9,10 @@ models of 2 KiB or more (a learning problem's) run a block of clients at a time 
 Shapes (n, S, Q, T/k, trials per chunk, mode) are static; the key, x0, the stepsizes, the problem's and
 the algorithm's arrays are data, so a new key, stepsize or ``FedProx(mu)`` compiles nothing.
 
-``simulate`` runs in four named steps: :func:`~fedjax_abc._engine._run.checked` (every
-argument validated before anything compiles), :func:`~fedjax_abc._engine._plan.make_plan`
+``simulate`` is ``Simulation(...).run(...)``, in four named steps:
+:func:`~fedjax_abc._engine._run.build` and :func:`~fedjax_abc._engine._run.for_call` (every
+argument validated before anything compiles: the Simulation's components and spec, then the
+call's :class:`~fedjax_abc._engine._run.Run`), :func:`~fedjax_abc._engine._plan.make_plan`
 (blocks, padding, sharding), :func:`~fedjax_abc._engine._chunk.run_chunk` (one chunk of
 trials, segment by segment; the runner ``sweep`` calls too) and :func:`_assemble` (the
 :class:`SimResult`).
@@ -34,12 +36,12 @@ from fedjax_abc._engine import _checkpoint, _memory
 from fedjax_abc._engine._chunk import OneRun, run_chunk
 from fedjax_abc._engine._progress import (AbstractProgressMeter, NoProgressMeter, Reporting,
                                           progress_meter)
+from fedjax_abc._engine._run import Components, Spec
 from fedjax_abc._engine._run import Run as _Run
-from fedjax_abc._engine._run import checked as _checked
+from fedjax_abc._engine._run import build as _build
 from fedjax_abc._engine._run import checked_every as _checked_every
 from fedjax_abc._engine._run import checked_path as _checked_path
 from fedjax_abc._engine._run import for_call as _for_call
-from fedjax_abc._engine._run import prepare as _prepare
 from fedjax_abc._engine._checkpoint import Position
 from fedjax_abc._engine._plan import (closed_form_gradient, make_plan, recorded_rounds,
                                       stepsize_array)
@@ -209,13 +211,25 @@ def simulate(
 
     Reference: Algorithm 1 and Section IV of the paper.
     """
+    sim = Simulation(problem, num_sampled=num_sampled, local_steps=local_steps, rounds=rounds,
+                     record_every=record_every, mode=mode, sampler=sampler, oracle=oracle,
+                     algorithm=algorithm, dtype=dtype, trial_chunk=trial_chunk,
+                     record_x=record_x, devices=devices, metrics=metrics, generator=generator,
+                     transform=transform)
+    # its components were checked just now: the run reads them without checking them again
+    return _run(sim, True, key, x0, stepsize, trials, first_trial, progress, checkpoint,
+                checkpoint_every)
+
+
+def _run(sim: "Simulation", fresh: bool, key, x0, stepsize, trials, first_trial, progress,
+         checkpoint, checkpoint_every) -> SimResult:
+    """``sim.run`` with these arguments (``fresh``: its components were just built and
+    checked, see ``_run.for_call``)."""
     meter = progress_meter(progress)
     path = _checked_path(checkpoint)
     every = _checked_every(checkpoint_every)
-    run = _checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key,
-                   record_every, mode, sampler, oracle, algorithm, dtype, trial_chunk, record_x,
-                   devices, first_trial, metrics, generator, transform)
-    return _execute(run, meter, path, every)
+    return _execute(_for_call(sim.components, sim.spec, stepsize, x0, trials, key, first_trial,
+                              fresh), meter, path, every)
 
 
 def _execute(run: _Run, meter: AbstractProgressMeter, path: Optional[str],
@@ -269,37 +283,43 @@ def _execute(run: _Run, meter: AbstractProgressMeter, path: Optional[str],
 
 
 class Simulation(eqx.Module):
-    """A prepared run: the components and shape-setting options of :func:`simulate`,
-    validated and cast once, to run many times.
+    """A run's components and the static spec of its compiled program, to run many times.
 
     ``Simulation(problem, local_steps=..., rounds=..., ...)`` takes every argument of
     :func:`simulate` except the per-call ones, which :meth:`run` takes: the key, x0, the
-    trials, the stepsize, the first trial, progress and a checkpoint. A second ``run`` with
-    a new key, x0, number of trials or stepsize of the same T compiles nothing new and
-    checks only what it was given; its result is the same as ``simulate``'s with the same
-    arguments, bit for bit.
+    trials, the stepsize, the first trial, progress and a checkpoint. :func:`simulate` is
+    ``Simulation(...).run(...)``. A second ``run`` with a new key, x0, number of trials or
+    stepsize of the same T compiles nothing new and checks only what it was given.
+
+    A Simulation is a value: ``run`` runs its components as they are. An array leaf changed
+    with ``eqx.tree_at`` (``lambda s: s.algorithm.mu``, a sampler's probabilities, a
+    compressor's levels, a noise multiplier) is what runs, compiles nothing new, and is
+    checked as its class's constructor checks it (its ``__check_init__``: the same one-line
+    ValueError); a component replaced by one of another class or shape is checked and
+    compiled as a new Simulation of it would be. What sets the program's shapes (n, S, Q,
+    T, the mode, the dtype) is static: ``spec``, and the static fields of the components.
 
     Attributes:
-      problem, oracle, sampler, algorithm, transform, local_steps: the run's components,
-        cast to its dtype.
+      components: the run's :class:`Components` (problem, oracle, sampler, algorithm,
+        transform, local_steps), cast to its dtype; also readable as ``sim.problem``,
+        ``sim.algorithm``, ....
+      spec: the static :class:`Spec` (rounds, record plan, mode, dtype, generator, devices,
+        the user's metrics, and the components' structure it was checked with).
 
     Example:
-      >>> import jax, fedjax_abc as fa
+      >>> import equinox as eqx, jax, fedjax_abc as fa
       >>> p = fa.problems.huber_offsets(jax.random.key(0), n=10, d_max=20.0)
-      >>> sim = fa.Simulation(p, num_sampled=2, local_steps=5, rounds=100, record_every=10)
+      >>> sim = fa.Simulation(p, num_sampled=2, local_steps=5, rounds=100, record_every=10,
+      ...                     algorithm=fa.algorithms.FedProx(mu=0.1))
       >>> a = sim.run(key=jax.random.key(1), x0=p.x_star + 1.0, trials=8, stepsize=1e-2)
-      >>> b = sim.run(key=jax.random.key(2), x0=p.x_star - 1.0, trials=8, stepsize=2e-2)
-      >>> a.gap.shape, b.gap.shape
-      ((8, 11), (8, 11))
+      >>> stronger = eqx.tree_at(lambda s: s.algorithm.mu, sim, 0.5)
+      >>> b = stronger.run(key=jax.random.key(1), x0=p.x_star + 1.0, trials=8, stepsize=1e-2)
+      >>> a.gap.shape, bool((a.x_final != b.x_final).any())
+      ((8, 11), True)
     """
 
-    problem: Problem
-    oracle: AbstractOracle
-    sampler: AbstractSampler
-    algorithm: AbstractAlgorithm
-    transform: Optional[AbstractTransform]
-    local_steps: Union[int, AbstractLocalSteps]
-    prepared: _Run = eqx.field(repr=False)
+    components: Components
+    spec: Spec = eqx.field(static=True)
 
     def __init__(self, problem: Problem, *, num_sampled: Optional[int] = None,
                  local_steps: Union[int, Sequence[int], AbstractLocalSteps], rounds: int,
@@ -311,23 +331,42 @@ class Simulation(eqx.Module):
                  devices: Optional[Sequence[jax.Device]] = None,
                  metrics: Optional[Mapping[str, Callable]] = None, generator: str = "threefry",
                  transform: Optional[AbstractTransform] = None):
-        prepared = _prepare(problem, num_sampled, local_steps, rounds, record_every, mode,
-                            sampler, oracle, algorithm, dtype, trial_chunk, record_x, devices,
-                            metrics, generator, transform)
-        self.problem, self.oracle, self.sampler = (prepared.problem, prepared.oracle,
-                                                   prepared.sampler)
-        self.algorithm, self.transform = prepared.algorithm, prepared.transform
-        self.local_steps = prepared.local_steps
-        self.prepared = prepared
+        self.components, self.spec = _build(
+            problem, num_sampled, local_steps, rounds, record_every, mode, sampler, oracle,
+            algorithm, dtype, trial_chunk, record_x, devices, metrics, generator, transform)
+
+    @property
+    def problem(self) -> Problem:
+        return self.components.problem
+
+    @property
+    def oracle(self) -> AbstractOracle:
+        return self.components.oracle
+
+    @property
+    def sampler(self) -> AbstractSampler:
+        return self.components.sampler
+
+    @property
+    def algorithm(self) -> AbstractAlgorithm:
+        return self.components.algorithm
+
+    @property
+    def transform(self) -> Optional[AbstractTransform]:
+        return self.components.transform
+
+    @property
+    def local_steps(self) -> Union[int, AbstractLocalSteps]:
+        """Q, or the law of local steps (per-client counts too)."""
+        steps = self.components.local_steps
+        return self.spec.local_steps if steps is None else steps
 
     def run(self, *, key: jax.Array, x0, stepsize: Union[float, Callable, np.ndarray],
             trials: int = 1, first_trial: int = 0,
             progress: Union[bool, Callable, AbstractProgressMeter] = False,
             checkpoint: Optional[Union[str, os.PathLike]] = None,
             checkpoint_every: float = 60.0) -> SimResult:
-        """The run's result for these per-call arguments (as :func:`simulate`'s)."""
-        meter = progress_meter(progress)
-        path = _checked_path(checkpoint)
-        every = _checked_every(checkpoint_every)
-        return _execute(_for_call(self.prepared, stepsize, x0, trials, key, first_trial),
-                        meter, path, every)
+        """The run's result for these per-call arguments (as :func:`simulate`'s), with the
+        components as they are now."""
+        return _run(self, False, key, x0, stepsize, trials, first_trial, progress, checkpoint,
+                    checkpoint_every)

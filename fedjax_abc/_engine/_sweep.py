@@ -36,10 +36,12 @@ from fedjax_abc._engine._progress import AbstractProgressMeter, Reporting, progr
 from fedjax_abc._engine._run import Run as _Run
 from fedjax_abc._engine._run import checked as _checked
 from fedjax_abc._engine._run import describe as _describe
-from fedjax_abc._engine._simulate import _assemble, _warn_divergence
+from fedjax_abc._engine._run import current
+from fedjax_abc._engine._simulate import Simulation, _assemble, _warn_divergence
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import Problem
-from fedjax_abc._problems._samplers import AbstractSampler
+from fedjax_abc._problems._samplers import (AbstractSampler, FullParticipation,
+                                            UniformWithoutReplacement)
 
 __all__ = ["sweep", "GRID_NAMES", "with_field"]
 
@@ -52,6 +54,7 @@ _DEFAULTS = dict(num_sampled=None, trials=1, record_every=None, mode="mask", sam
                  oracle=None, algorithm=None, dtype="float64", trial_chunk=None, record_x=True,
                  devices=None, metrics=None, generator="threefry", transform=None)
 _REQUIRED = ("local_steps", "stepsize", "rounds", "x0", "key")
+_CALL = {"trials"}  # a call's argument among _DEFAULTS (with stepsize, x0 and key)
 
 
 # ---------------------------------------------------------------------------- the grid
@@ -219,8 +222,34 @@ def _run_group(runs: list[_Run], bar: Reporting, done_before: int) -> list:
     return results, done_before + G * first.rounds * num_chunks
 
 
+def _from_simulation(sim: Simulation, grid: Mapping, kwargs: dict) -> tuple[Problem, dict]:
+    """The problem and ``simulate``'s arguments of a Simulation's components as they are now
+    (checked, as its ``run`` checks them), with the per-call ``kwargs``."""
+    given = sorted(set(kwargs) & (set(_DEFAULTS) - _CALL | {"local_steps", "rounds"}))
+    if given:
+        raise ValueError(f"sweep of a Simulation takes only the per-call arguments (key, x0, "
+                         f"stepsize, trials); {given} are the Simulation's: build it with them")
+    components, spec = current(sim.components, sim.spec)
+    c = components
+    args = dict(sampler=c.sampler, oracle=c.oracle, algorithm=c.algorithm,
+                transform=c.transform, rounds=spec.rounds, record_every=spec.record_every,
+                mode=spec.mode, dtype=spec.dtype, trial_chunk=spec.trial_chunk,
+                record_x=spec.record_x, generator=spec.generator,
+                local_steps=spec.local_steps if c.local_steps is None else c.local_steps,
+                devices=None if spec.devices is None else list(spec.devices),
+                metrics=dict(zip(spec.metric_names, c.metrics)) or None)
+    if "num_sampled" in grid:  # S on an axis: the default sampler is the axis's
+        if not isinstance(c.sampler, (UniformWithoutReplacement, FullParticipation)):
+            raise ValueError(f"grid axis 'num_sampled' replaces the sampler, but the Simulation "
+                             f"has a {type(c.sampler).__name__}; vary 'sampler' instead")
+        del args["sampler"]
+    for name in grid:  # a setting on an axis: the axis's values replace the Simulation's
+        args.pop(name, None)
+    return c.problem, dict(args, **kwargs)
+
+
 def sweep(
-    problem: Problem,
+    problem: Union[Problem, Simulation],
     *,
     grid: Mapping[str, Sequence],
     progress: Union[bool, Callable, AbstractProgressMeter] = False,
@@ -237,7 +266,11 @@ def sweep(
 
     Args:
       problem: the :class:`~fedjax_abc.Problem` (unless the grid has a ``problem`` axis, it
-        is every point's).
+        is every point's), or a :class:`~fedjax_abc.Simulation`: its components as they are
+        and its settings are every point's, and ``kwargs`` takes only the per-call
+        arguments (``key``, ``x0``, ``stepsize``, ``trials``); a grid point is then the
+        Simulation with the point's values put in (a ``"algorithm.mu"`` axis: its
+        ``eqx.tree_at``), and its results are those of the point's ``Simulation.run``.
       grid: axis name -> list of values. Names: any of ``stepsize``, ``x0``,
         ``num_sampled``, ``local_steps``, ``mode``, ``sampler``, ``oracle``, ``algorithm``,
         ``transform``, ``problem``, or ``"algorithm.<field>"`` / ``"oracle.<field>"`` /
@@ -277,6 +310,8 @@ def sweep(
     """
     if "checkpoint" in kwargs or "checkpoint_every" in kwargs:
         raise ValueError("sweep takes no checkpoint; 'fedjax-abc run GRID.toml' resumes a grid")
+    if isinstance(problem, Simulation):
+        problem, kwargs = _from_simulation(problem, grid or {}, kwargs)
     meter = progress_meter(progress)
     missing = [name for name in _REQUIRED if name not in kwargs and name not in (grid or {})]
     unknown = set(kwargs) - set(_DEFAULTS) - set(_REQUIRED) - {"rounds"}

@@ -159,6 +159,18 @@ class ExactOracle(AbstractOracle):
         return problem.local_grad(client, x)
 
 
+def _check_constants(C, D) -> None:
+    """GaussianOracle's C and D: finite numbers >= 0 (ValueError naming both)."""
+    from fedjax_abc._problems._args import check_real
+
+    try:
+        check_real("C", C, low=0.0)
+        check_real("D", D, low=0.0)
+    except ValueError as err:
+        raise ValueError(f"GaussianOracle needs C >= 0 and D >= 0, got C={C!r}, D={D!r} "
+                         f"({err})") from None
+
+
 class GaussianOracle(AbstractOracle):
     """g_i(x) = grad f_i(x) + z sqrt((C (f_i(x) - f_i*) + D) / d), z ~ N(0, I_d).
 
@@ -170,22 +182,13 @@ class GaussianOracle(AbstractOracle):
     D: Float[Array, ""]
 
     def __init__(self, C=1.0, D=0.0):
-        from fedjax_abc._problems._args import check_real
-
-        try:
-            check_real("C", C, low=0.0)
-            check_real("D", D, low=0.0)
-        except ValueError as err:
-            raise ValueError(f"GaussianOracle needs C >= 0 and D >= 0, got C={C!r}, D={D!r} "
-                             f"({err})") from None
+        _check_constants(C, D)
         self.C = jnp.asarray(C, float)
         self.D = jnp.asarray(D, float)
 
     def __check_init__(self):  # also for a value put in by eqx.tree_at (a sweep's axis)
-        if not any(isinstance(v, jax.core.Tracer) for v in (self.C, self.D)) and not (
-                float(self.C) >= 0 and float(self.D) >= 0):
-            raise ValueError(f"GaussianOracle needs C >= 0 and D >= 0, got C={float(self.C)}, "
-                             f"D={float(self.D)}")
+        if not any(isinstance(v, jax.core.Tracer) for v in (self.C, self.D)):
+            _check_constants(float(self.C), float(self.D))
 
     def noise(self, key, shape, dtype):
         return jax.random.normal(key, shape, dtype)

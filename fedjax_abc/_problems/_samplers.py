@@ -261,6 +261,10 @@ class WithReplacement(AbstractSampler):
         return _uniform_below(words, jnp.asarray(n)), jnp.ones((self.num_sampled,))
 
 
+def _bad_probability(p):
+    raise ValueError(f"participation probability (p={p!r}) must be a number in (0, 1]")
+
+
 class Bernoulli(AbstractSampler):
     """Each client takes part independently with probability p."""
 
@@ -269,14 +273,13 @@ class Bernoulli(AbstractSampler):
     p: Float[Array, ""]
 
     def __init__(self, p):
-        if isinstance(p, (str, bytes, bool)) or np.ndim(p) != 0 or not np.isreal(p) or \
-                not 0.0 < float(p) <= 1.0:
-            raise ValueError(f"participation probability (p={p!r}) must be a number in (0, 1]")
+        if isinstance(p, (str, bytes, bool)) or np.ndim(p) != 0 or not np.isreal(p):
+            _bad_probability(p)
         self.p = jnp.asarray(p, float)
 
     def __check_init__(self):  # also for a value put in by eqx.tree_at (a sweep's axis)
         if not isinstance(self.p, jax.core.Tracer) and not 0.0 < float(self.p) <= 1.0:
-            raise ValueError(f"participation probability (p={float(self.p)}) must be in (0, 1]")
+            _bad_probability(float(self.p))
 
     def num_slots(self, n):
         return n

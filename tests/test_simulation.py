@@ -1,0 +1,169 @@
+"""A Simulation is a value: what ``eqx.tree_at`` puts into its components is what runs.
+
+Each check compares a changed Simulation with a fresh ``simulate`` given the changed value
+(bit for bit), sees that the value is read (the result differs from the unchanged one),
+that the change compiles nothing new, and that a value the component's constructor refuses
+is refused by ``run`` with the constructor's own message.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import numpy as np
+import pytest
+
+import fedjax_abc as fa
+from test_determinism import count_compilations
+
+N = 10
+CALL = dict(key=jax.random.key(3), trials=5, stepsize=2e-2)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return fa.problems.huber_offsets(jax.random.key(0), n=N, d_max=20.0)
+
+
+def _settings(problem):
+    """(name, the Simulation's arguments, where, a new value, a value the constructor
+    refuses, the arguments with the new value) for a field of each kind of component."""
+    return [
+        ("algorithm", dict(num_sampled=3, algorithm=fa.algorithms.FedProx(mu=0.1)),
+         lambda s: s.algorithm.mu, 0.7, -0.5,
+         dict(num_sampled=3, algorithm=fa.algorithms.FedProx(mu=0.7))),
+        ("sampler", dict(sampler=fa.Bernoulli(0.3)), lambda s: s.sampler.p, 0.8, 1.5,
+         dict(sampler=fa.Bernoulli(0.8))),
+        ("transform", dict(num_sampled=3, transform=fa.transforms.Clip(1.0)),
+         lambda s: s.transform.norm, 0.05, -1.0,
+         dict(num_sampled=3, transform=fa.transforms.Clip(0.05))),
+        ("oracle", dict(num_sampled=3, oracle=fa.GaussianOracle(1.0, 0.5)),
+         lambda s: s.oracle.D, 4.0, -1.0,
+         dict(num_sampled=3, oracle=fa.GaussianOracle(1.0, 4.0))),
+    ]
+
+
+def _constructor_error(kind: str, bad) -> str:
+    make = {"algorithm": lambda: fa.algorithms.FedProx(mu=bad),
+            "sampler": lambda: fa.Bernoulli(bad),
+            "transform": lambda: fa.transforms.Clip(bad),
+            "oracle": lambda: fa.GaussianOracle(1.0, bad)}[kind]
+    with pytest.raises(ValueError) as err:
+        make()
+    return str(err.value)
+
+
+@pytest.mark.parametrize("index", range(4), ids=["algorithm", "sampler", "transform", "oracle"])
+def test_a_changed_leaf_is_what_runs(problem, index):
+    kind, kw, where, value, bad, changed_kw = _settings(problem)[index]
+    common = dict(local_steps=3, rounds=12, record_every=4)
+    x0 = np.asarray(problem.x_star) + 1.0
+    sim = fa.Simulation(problem, **kw, **common)
+    before = sim.run(x0=x0, **CALL)
+    changed = eqx.tree_at(where, sim, value)
+    assert float(where(changed)) == value
+    with count_compilations() as events:
+        after = changed.run(x0=x0, **CALL)
+    assert events == [], f"changing {kind} compiled {events}"
+    fresh = fa.simulate(problem, x0=x0, **changed_kw, **common, **CALL)
+    assert np.array_equal(after.x_final, fresh.x_final)
+    assert np.array_equal(after.gap, fresh.gap)
+    assert not np.array_equal(after.x_final, before.x_final), f"{kind}'s value is not read"
+    # the original is unchanged: a value, not a handle
+    assert np.array_equal(sim.run(x0=x0, **CALL).x_final, before.x_final)
+    message = _constructor_error(kind, bad)
+    with pytest.raises(ValueError) as err:
+        eqx.tree_at(where, sim, bad).run(x0=x0, **CALL)
+    assert str(err.value) == message
+
+
+def test_a_replaced_component_is_checked_and_run_as_given(problem):
+    common = dict(num_sampled=3, local_steps=3, rounds=12, record_every=4)
+    x0 = np.asarray(problem.x_star) + 1.0
+    sim = fa.Simulation(problem, **common)  # FedAvg
+    prox = eqx.tree_at(lambda s: s.algorithm, sim, fa.algorithms.FedProx(mu=0.3))
+    fresh = fa.simulate(problem, algorithm=fa.algorithms.FedProx(mu=0.3), x0=x0, **common,
+                        **CALL)
+    assert np.array_equal(prox.run(x0=x0, **CALL).x_final, fresh.x_final)
+    # a component that the constructor refuses with this sampler is refused by run
+    scaffold = eqx.tree_at(lambda s: s.sampler, sim, fa.WithReplacement(3))
+    scaffold = eqx.tree_at(lambda s: s.algorithm, scaffold, fa.algorithms.Scaffold())
+    with pytest.raises(ValueError, match="whose slots are distinct clients"):
+        scaffold.run(x0=x0, **CALL)
+
+
+def test_a_problems_array_is_what_runs(problem):
+    common = dict(num_sampled=3, local_steps=3, rounds=12, record_every=4)
+    x0 = np.asarray(problem.x_star) + 1.0
+    other = fa.problems.huber_offsets(jax.random.key(9), n=N, d_max=20.0)
+    sim = fa.Simulation(problem, **common)
+    before = sim.run(x0=x0, **CALL)
+    moved = eqx.tree_at(lambda s: (s.problem.params, s.problem.local_minima, s.problem.f_star,
+                                   s.problem.x_star), sim,
+                        (other.params, other.local_minima, other.f_star, other.x_star))
+    with count_compilations() as events:
+        got = moved.run(x0=x0, **CALL)
+    assert events == []
+    assert np.array_equal(got.gap, fa.simulate(other, x0=x0, **common, **CALL).gap)
+    assert not np.array_equal(got.gap, before.gap)
+
+
+def test_shapes_are_static(problem):
+    sim = fa.Simulation(problem, num_sampled=3, local_steps=3, rounds=12)
+    assert sim.spec.rounds == 12 and sim.local_steps == 3
+    with pytest.raises(TypeError):  # S is a static field: not a leaf equinox can replace
+        eqx.tree_at(lambda s: s.sampler.num_sampled, sim, 4)
+    hash(sim.spec)  # hashable: the spec keys the compiled program
+
+
+def test_simulate_is_a_simulations_run(problem):
+    kw = dict(num_sampled=3, local_steps=3, rounds=12, record_every=4,
+              algorithm=fa.algorithms.FedProx(mu=0.2))
+    x0 = np.asarray(problem.x_star) - 1.0
+    a = fa.simulate(problem, x0=x0, **kw, **CALL)
+    b = fa.Simulation(problem, **kw).run(x0=x0, **CALL)
+    assert a.equals(b)
+
+
+def test_a_sweep_of_a_simulation_runs_its_points(problem):
+    kw = dict(num_sampled=3, local_steps=3, rounds=12, record_every=4)
+    x0 = np.asarray(problem.x_star) + 1.0
+    sim = fa.Simulation(problem, algorithm=fa.algorithms.FedProx(mu=0.1), **kw)
+    sim = eqx.tree_at(lambda s: s.algorithm.mu, sim, 0.3)  # the value as it is now is used
+    res = fa.sweep(sim, grid={"stepsize": [1e-2, 3e-2]}, x0=x0, key=CALL["key"], trials=5)
+    for i, alpha in enumerate([1e-2, 3e-2]):
+        one = fa.simulate(problem, algorithm=fa.algorithms.FedProx(mu=0.3), x0=x0, **kw,
+                          key=CALL["key"], trials=5, stepsize=alpha)
+        assert res.results[i].equals(one)
+    mus = fa.sweep(sim, grid={"algorithm.mu": [0.0, 0.5]}, x0=x0, key=CALL["key"], trials=5,
+                   stepsize=2e-2)
+    point = eqx.tree_at(lambda s: s.algorithm.mu, sim, 0.5).run(x0=x0, **CALL)
+    assert np.array_equal(mus.results[1].x_final, point.x_final)
+    sizes = fa.sweep(sim, grid={"num_sampled": [2, 4]}, x0=x0, key=CALL["key"], trials=5,
+                     stepsize=2e-2)
+    assert sizes.results[1].config["num_sampled"] == 4
+    with pytest.raises(ValueError, match=r"\['rounds'\] are the Simulation's"):
+        fa.sweep(sim, grid={"stepsize": [1e-2]}, x0=x0, key=CALL["key"], rounds=5)
+
+
+def test_a_metric_with_data_is_a_component():
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(12, 3)) for _ in range(3)]
+    y = [(x @ np.array([1.0, -1.0, 0.5]) > 0).astype(int) for x in X]
+    p = fa.problems.logistic_regression(X, y, l2=0.1)
+    Xt, yt = rng.normal(size=(30, 3)), rng.integers(0, 2, size=30)
+    sim = fa.Simulation(p, num_sampled=2, local_steps=2, rounds=4, record_every=2,
+                        metrics=fa.problems.held_out_metrics(p, Xt, yt))
+    hash(sim.spec)  # the metrics' arrays are data, not part of the static spec
+    assert set(sim.spec.metric_names) == {"test_loss", "test_accuracy"}
+    res = sim.run(key=CALL["key"], x0=np.zeros(p.dim), trials=3, stepsize=0.2)
+    np.testing.assert_array_equal(res.metrics["test_accuracy"],
+                                  fa.problems.evaluate(p, res.x, Xt, yt).accuracy)
+
+
+def test_the_config_describes_every_setting(problem):
+    res = fa.simulate(problem, num_sampled=3, local_steps=fa.GeometricSteps(0.5, 4), rounds=4,
+                      x0=0.0, transform=fa.transforms.dp_fedavg(0.5, 1.1), **CALL)
+    assert res.config["transform"] == ("Chain(transforms=[Clip(norm=0.5), "
+                                       "GaussianNoise(stddev=0.55, shared=True)])")
+    assert res.config["local_steps"] == "GeometricSteps(max_steps=4, p=0.5, shared=False)"
