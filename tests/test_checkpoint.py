@@ -254,6 +254,27 @@ def test_a_field_added_to_a_component_is_in_the_fingerprint(problem):
     assert [name for name in a if a[name] != b[name]] == ["transform"]
 
 
+def test_a_failing_save_loses_no_result(problem, tmp_path):
+    import shutil
+
+    kw = settings(problem, rounds=40, trials=3, trial_chunk=None)
+    folder = tmp_path / "gone"
+    path = folder / "run.npz"
+    calls = []
+
+    def remove_folder_at_the_end(done, total, secs):  # the folder goes after the work
+        calls.append(done)
+        if done == total:
+            shutil.rmtree(folder)
+            folder.write_text("a file where the folder was: nothing can be saved there")
+
+    with pytest.warns(RuntimeWarning, match=r"checkpoint \(.*gone.run\.npz\) could not be "
+                                            r"saved .*result is returned"):
+        res = fa.simulate(problem, **kw, checkpoint=path, progress=remove_folder_at_the_end)
+    assert calls and folder.is_file()
+    assert_same(res, fa.simulate(problem, **kw))
+
+
 def test_not_a_checkpoint(problem, tmp_path):
     path = tmp_path / "run.npz"
     path.write_text("hello")

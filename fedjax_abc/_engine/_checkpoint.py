@@ -400,6 +400,8 @@ class Tracker:
     settings that differ. A save never replaces a file holding another run's fingerprint
     (one put there while this run went on): it warns once, naming the path and the
     settings, and this run saves no more checkpoints there; the other run's file is kept.
+    A save that fails (a full disk, a folder removed) warns once, naming the path, and the
+    run goes on: the work done is never lost to a checkpoint, and the result is returned.
     """
 
     def __init__(self, path: str, fingerprint: dict, position: Position, size: int = 0,
@@ -413,6 +415,7 @@ class Tracker:
         self.last = time.perf_counter()
         self.taken = False  # another run's checkpoint is at the path: save nothing more
         self.claimed = False  # the file at the path is this run's claim, nothing saved since
+        self.failed = False  # a save failed (warned once; later saves try again)
         if position.chunk == 0 and position.state is None and not position.done:
             if save(path, fingerprint, position, exclusive=True):
                 self.claimed = True
@@ -447,7 +450,17 @@ class Tracker:
                               "it is kept, and this run saves no checkpoint there",
                               RuntimeWarning, stacklevel=3)
                 return
-            save(self.path, self.fingerprint, position, complete)
+            try:
+                save(self.path, self.fingerprint, position, complete)
+            except OSError as err:  # a full disk, a folder gone: the work is kept, not lost
+                if not self.failed:
+                    warnings.warn(f"checkpoint ({self.path}) could not be saved ({err}); the run "
+                                  + ("is complete and its result is returned" if complete else
+                                     "goes on, trying again at its next save"),
+                                  RuntimeWarning, stacklevel=3)
+                self.failed = True
+                self.last = time.perf_counter()
+                return
             self.saved = position
             self.claimed = False
         self.last = time.perf_counter()
