@@ -301,6 +301,11 @@ class WrongMessage(FedAvg):
         return y[:1], client
 
 
+class ScalarMessage(FedAvg):
+    def client_final(self, server, client, y, local, info):
+        return jnp.sum(y), client
+
+
 class NotAServerState(FedAvg):
     def init(self, x0):
         return (x0,)
@@ -314,6 +319,8 @@ class ChangesItsState(FedAvg):
 @pytest.mark.parametrize("alg, match", [
     (WrongMessage(), r"WrongMessage.client_final's message must have shape \(\) or \(d=3, ...\), "
                      r"got \(1,\)"),
+    (ScalarMessage(), r"ScalarMessage.client_final's message has no leaf of the model's "
+                      r"shape \(d=3,\): its scalars would be broadcast"),
     (NotAServerState(), r"NotAServerState.init must return a fedjax_abc.algorithms."
                         r"AbstractServerState"),
     (ChangesItsState(), r"ChangesItsState.server_update changes a state leaf from \(\d+, 3\) "

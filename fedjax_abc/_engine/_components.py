@@ -8,8 +8,8 @@ scan:
 - ``init`` must return an :class:`~fedjax_abc.algorithms.AbstractServerState` whose model
   ``x`` has the problem's shape (d,) and the run's dtype (:func:`check_server`);
 - every leaf of a message must be floating in the run's dtype and of shape () or with the
-  model's d as its first axis: a (1,) message against d = 5 would broadcast
-  (:func:`check_message`);
+  model's d as its first axis, and one leaf at least of the latter: a (1,) message, or a
+  scalar one, against d = 5 would broadcast (:func:`check_message`);
 - ``client_final`` must return a client state, a transform's ``apply`` a state, and
   ``server_update`` a server state of the structure, shapes and dtypes they started with
   (:func:`check_same`); a transform's statistics must be scalars (:func:`check_stats`).
@@ -39,8 +39,14 @@ def check_server(name: str, server, d: int, dtype, lead: int = 0) -> None:
 
 def check_message(name: str, message, d: int, dtype, lead: int) -> None:
     """Every leaf of ``name``'s messages (after ``lead`` batch axes): ``dtype``, shape () or
-    (d, ...)."""
-    for path, leaf in jax.tree_util.tree_leaves_with_path(message):
+    (d, ...); and at least one leaf of the model's shape (d, ...): a message of scalars
+    alone (a number where the model belongs) would be broadcast over the coordinates."""
+    leaves = jax.tree_util.tree_leaves_with_path(message)
+    if leaves and all(tuple(leaf.shape[lead:]) == () for _, leaf in leaves):
+        raise ValueError(f"{name}.client_final's message has no leaf of the model's shape "
+                         f"(d={d},): its scalars would be broadcast over the coordinates; "
+                         "send the local model (or an update of its shape)")
+    for path, leaf in leaves:
         where = f"{name}.client_final's message{jax.tree_util.keystr(path)}"
         shape = tuple(leaf.shape[lead:])
         if np.dtype(leaf.dtype) != np.dtype(dtype):
