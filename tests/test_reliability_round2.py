@@ -9,6 +9,7 @@ a prime number of rounds in the reproduction, a sweep too large for the memory.
 
 import os
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -241,6 +242,25 @@ class NumpyChoice(fa.AbstractSampler):
         return jnp.asarray(idx, jnp.int32), jnp.full((2,), n / 2)
 
 
+class LocalGenerator(fa.AbstractSampler):
+    def num_slots(self, n):
+        return 2
+
+    def __call__(self, key, n):
+        rng = np.random.default_rng()  # made and drawn from once, at trace time
+        return jnp.asarray(rng.choice(n, 2, replace=False), jnp.int32), jnp.full((2,), n / 2)
+
+
+class HeldGenerator(fa.AbstractOracle):
+    rng: np.random.Generator = eqx.field(static=True)
+
+    def noise(self, key, shape, dtype):
+        return jnp.asarray(self.rng.normal(size=shape), dtype)  # once, at trace time
+
+    def gradient(self, problem, client, x, z):
+        return problem.local_grad(client, x) + z
+
+
 def _simulate(problem, **kw):
     args = dict(num_sampled=2, stepsize=0.05, x0=problem.x_star + 2.0, **KW)
     args.update(kw)
@@ -279,6 +299,18 @@ def test_numpy_global_draws_at_trace_time_are_refused(problem):
         _simulate(problem, oracle=NumpyNoise())
     with pytest.raises(ValueError, match=r"NumpyChoice.from_words draws from NumPy's"):
         _simulate(problem, sampler=NumpyChoice())
+
+
+def test_numpy_generators_at_trace_time_are_refused(problem):
+    with pytest.raises(ValueError, match=r"LocalGenerator.from_words makes a NumPy or Python "
+                                         r"random generator \(np.random.default_rng, ...\) when "
+                                         r"traced: the draw is made once"):
+        _simulate(problem, sampler=LocalGenerator())
+    with pytest.raises(ValueError, match=r"HeldGenerator.rng is a NumPy or Python random "
+                                         r"generator: drawn from when traced"):
+        _simulate(problem, oracle=HeldGenerator(np.random.default_rng(0)))
+    # the names are put back: NumPy's generators work as before outside the check
+    assert np.random.default_rng(0).integers(10) == np.random.default_rng(0).integers(10)
 
 
 # ------------------------------------------------------------------------ labels (item 6)

@@ -31,6 +31,7 @@ made once, at trace time, and repeats in every round and trial.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -73,21 +74,68 @@ def _global_generators() -> tuple:
             float(state["gauss"]), random.getstate())
 
 
+class _GeneratorMade(Exception):
+    """A NumPy or Python random generator was made while a component was traced."""
+
+
+@contextlib.contextmanager
+def _no_generators():
+    """While a component is traced, making a NumPy or Python random generator raises
+    :class:`_GeneratorMade`: its draws would be made once, at trace time (the names are
+    put back when the block ends, also on an error)."""
+    def refuse(*args, **kwargs):
+        raise _GeneratorMade
+
+    saved = [(np.random, name, getattr(np.random, name)) for name in _GENERATOR_MAKERS]
+    saved.append((random, "Random", random.Random))
+    try:
+        for module, name, _ in saved:
+            setattr(module, name, refuse)
+        yield
+    finally:
+        for module, name, value in saved:
+            setattr(module, name, value)
+
+
+_GENERATOR_MAKERS = ("default_rng", "Generator", "RandomState")
+_GENERATORS = (np.random.Generator, np.random.RandomState, random.Random)
+
+
+def _held_generator(obj, depth: int = 0):
+    """The dotted field of ``obj`` (a module's fields, to a few levels) holding a NumPy or
+    Python random generator, or None."""
+    if depth > 4 or not dataclasses.is_dataclass(obj) or isinstance(obj, type):
+        return None
+    for f in dataclasses.fields(obj):
+        value = object.__getattribute__(obj, f.name)
+        if isinstance(value, _GENERATORS):
+            return f.name
+        inner = _held_generator(value, depth + 1)
+        if inner is not None:
+            return f"{f.name}.{inner}"
+    return None
+_DRAWN_ONCE = ("the draw is made once and repeats every round; draw from the random words (or "
+               "key) it is given")
+
+
 def _abstract(owner: str, fn, *args):
     """``jax.eval_shape(fn, *args)``, a failure reported in one line naming ``owner``; so is a
-    draw from NumPy's or Python's global generator while traced (made once, at trace time:
-    the same numbers in every round)."""
+    draw from NumPy's or Python's global generator, or from a generator made, while traced
+    (made once, at trace time: the same numbers in every round)."""
     before = _global_generators()
     try:
-        out = jax.eval_shape(fn, *args)
+        with _no_generators():
+            out = jax.eval_shape(fn, *args)
+    except _GeneratorMade:
+        raise ValueError(f"{owner} makes a NumPy or Python random generator (np.random."
+                         f"default_rng, ...) when traced: {_DRAWN_ONCE}") from None
     except Exception as err:  # noqa: BLE001 - user code: any error, one line
         text = str(err).strip()
         first = text.splitlines()[0] if text else ""
         raise ValueError(f"{owner} raised {type(err).__name__} when traced: {first}") from None
     if _global_generators() != before:
         raise ValueError(f"{owner} draws from NumPy's or Python's global random generator "
-                         "(np.random.*, random.*) when traced: the draw is made once and repeats "
-                         "every round; draw from the random words (or key) it is given")
+                         f"(np.random.*, random.*) when traced: {_DRAWN_ONCE}")
     return out
 
 
@@ -299,6 +347,11 @@ def check_components(problem: Problem, oracle: AbstractOracle, sampler: Abstract
                       method(oracle, "num_words")(shape))
     if _library_code(problem, oracle, sampler):
         return  # the library's own components: their shapes and values are tested
+    for owner in (sampler, oracle):
+        field = _held_generator(owner)
+        if field is not None:
+            raise ValueError(f"{type(owner).__name__}.{field} is a NumPy or Python random "
+                             f"generator: drawn from when traced, {_DRAWN_ONCE}")
     problem = dataclasses.replace(problem, name="")  # a label: no new trace for a new name
     idx, w = _probe(problem, oracle, sampler, jnp.asarray(_word_sets(W)), n, m, Q, W_oracle,
                     jdtype)
