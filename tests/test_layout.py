@@ -152,3 +152,25 @@ def test_the_patch_test_can_fail(tmp_path):
                    "    monkeypatch.setattr(_simulate.shutil, 'disk_usage', None)\n"
                    "    monkeypatch.setattr('fedjax_abc._engine._plan.X', 1)\n")
     assert _engine_patches(bad) == ["test_bad.py:4", "test_bad.py:5", "test_bad.py:6"]
+
+
+# ------------------------------------------------------------------ what the import costs
+
+_HEAVY = ("dp_accounting", "pandas", "xarray", "matplotlib", "scipy", "sklearn")
+_LOADED = "import sys; {imports}; print(' '.join(m for m in {heavy!r} if m in sys.modules))"
+
+
+def _loaded(imports: str) -> list:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _LOADED.format(imports=imports, heavy=_HEAVY)],
+                         capture_output=True, text=True, timeout=300, check=True)
+    return out.stdout.split()
+
+
+def test_the_import_loads_only_what_a_simulation_needs():
+    # privacy accounting, optimisation, tables and plots load when first used
+    assert _loaded("import fedjax_abc") == []
+    # the check sees a module loaded (dp_accounting brings SciPy with it)
+    assert {"dp_accounting", "pandas"} <= set(_loaded("import fedjax_abc, dp_accounting, pandas"))

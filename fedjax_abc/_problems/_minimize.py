@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
-from scipy import optimize
 
 __all__ = ["convex_root_1d", "descend", "global_minimum"]
 
@@ -49,6 +48,7 @@ def global_minimum(f: Callable[[np.ndarray], float], dim: int, lo: float, hi: fl
     Returns:
       (x, f(x)) with x of shape (dim,).
     """
+    from scipy import optimize  # imported when used: a second of start-up otherwise
     if dim == 1:
         xs = np.linspace(lo, hi, grid)
         vals = np.array([f(np.array([x])) for x in xs])
@@ -89,6 +89,7 @@ def descend(value_and_grad: Callable[[np.ndarray], tuple[float, np.ndarray]], x0
     Returns:
       (x, f(x)) with x of shape (d,); (x0, inf) if the descent produced nothing finite.
     """
+    from scipy import optimize  # imported when used: a second of start-up otherwise
     x0 = np.asarray(x0, dtype=float)
     probe = value_and_grad(x0)
     jac = isinstance(probe, tuple)

@@ -15,7 +15,6 @@ from typing import NamedTuple, Optional, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
-from scipy import optimize
 
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._theory._grid import as_points, check_int
@@ -107,6 +106,7 @@ def theorem1_values(ks: Sequence[int] = (1, 2, 3, 4, 5), domain=(-1.0e4, 1.0e4),
 
     Reference: Theorem 1 and its proof (Section II-C).
     """
+    from scipy import optimize  # imported when used: a second of start-up otherwise
     ks = tuple(check_int("k", k, 1) for k in ks)
     if not ks:
         raise ValueError("ks must name at least one k >= 1")

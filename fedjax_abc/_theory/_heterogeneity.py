@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from scipy import optimize
 
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._theory._grid import as_points, check_int, check_positive, local_values_and_grads
@@ -119,6 +118,7 @@ _LP_OPTIONS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_toleranc
 
 
 def _solve_lp(cost, a_ub, b_ub):
+    from scipy import optimize  # imported when used: a second of start-up otherwise
     res = optimize.linprog(cost, A_ub=a_ub, b_ub=b_ub, bounds=[(0, None), (0, None)],
                            method="highs", options=_LP_OPTIONS)
     if res.status != 0:

@@ -30,9 +30,9 @@ import math
 import numbers
 from typing import Callable, Sequence, Union
 
-import dp_accounting as dpa
+from typing import TYPE_CHECKING
+
 import numpy as np
-from dp_accounting.rdp import rdp_privacy_accountant as _rdp
 
 from fedjax_abc._problems._participation import Poisson
 from fedjax_abc._problems._samplers import (
@@ -41,6 +41,9 @@ from fedjax_abc._problems._samplers import (
     FullParticipation,
     UniformWithoutReplacement,
 )
+
+if TYPE_CHECKING:
+    import dp_accounting as dpa
 
 __all__ = ["dp_epsilon", "dp_event", "dp_noise_multiplier"]
 
@@ -54,7 +57,6 @@ Z_RELATIVE_TOLERANCE = 1e-6
 
 _Z_MIN, _Z_MAX = 1e-3, 1e8  # the search range of dp_noise_multiplier
 _ACCOUNTANTS = ("rdp", "pld")
-_NR = dpa.NeighboringRelation
 Rounds = Union[int, Sequence[int], np.ndarray]
 
 
@@ -97,15 +99,27 @@ def _check_accountant(accountant) -> str:
     return accountant
 
 
+def _dpa():
+    """``dp_accounting``, imported when a privacy budget is first asked for (its import,
+    with SciPy's signal processing, takes about a second, which a run without privacy does
+    not pay)."""
+    import dp_accounting
+    import dp_accounting.pld  # noqa: F401  (the accountants' modules, as used below)
+    import dp_accounting.rdp  # noqa: F401
+    import dp_accounting.rdp.rdp_privacy_accountant  # noqa: F401
+
+    return dp_accounting
+
+
 def _round_event(z: float, sampler, num_clients) -> tuple[dpa.DpEvent, dpa.NeighboringRelation]:
     """One round's DpEvent and the neighbouring relation it is stated for."""
     n = _check_count("num_clients", num_clients, 1)
     kind = type(sampler)
     if kind is FullParticipation:
-        return dpa.GaussianDpEvent(z), _NR.ADD_OR_REMOVE_ONE
+        return _dpa().GaussianDpEvent(z), _dpa().NeighboringRelation.ADD_OR_REMOVE_ONE
     if kind is Bernoulli:
-        return dpa.PoissonSampledDpEvent(float(sampler.p), dpa.GaussianDpEvent(z)), \
-            _NR.ADD_OR_REMOVE_ONE
+        return _dpa().PoissonSampledDpEvent(float(sampler.p), _dpa().GaussianDpEvent(z)), \
+            _dpa().NeighboringRelation.ADD_OR_REMOVE_ONE
     if kind is Poisson:
         p = np.asarray(sampler.probs, np.float64)
         if p.ndim == 1 and p.size != n:
@@ -113,14 +127,14 @@ def _round_event(z: float, sampler, num_clients) -> tuple[dpa.DpEvent, dpa.Neigh
         if p.size and np.ptp(p) > 1e-12 * p.max():
             raise ValueError("Poisson sampling: no amplification result for unequal "
                              "probabilities; use one probability for all clients")
-        return dpa.PoissonSampledDpEvent(float(p.max()), dpa.GaussianDpEvent(z)), \
-            _NR.ADD_OR_REMOVE_ONE
+        return _dpa().PoissonSampledDpEvent(float(p.max()), _dpa().GaussianDpEvent(z)), \
+            _dpa().NeighboringRelation.ADD_OR_REMOVE_ONE
     if kind is UniformWithoutReplacement:
         S = sampler.num_sampled
         if n < S:
             raise ValueError(f"num_clients ({n}) must be >= num_sampled (S={S})")
-        return dpa.SampledWithoutReplacementDpEvent(n, S, dpa.GaussianDpEvent(z / 2)), \
-            _NR.REPLACE_ONE
+        return _dpa().SampledWithoutReplacementDpEvent(n, S, _dpa().GaussianDpEvent(z / 2)), \
+            _dpa().NeighboringRelation.REPLACE_ONE
     if not isinstance(sampler, AbstractSampler):
         raise ValueError(f"sampler must be a fedjax_abc sampler, got {kind.__name__}")
     raise ValueError(f"{kind.__name__}: no amplification-by-sampling result applies to this "
@@ -130,8 +144,8 @@ def _round_event(z: float, sampler, num_clients) -> tuple[dpa.DpEvent, dpa.Neigh
 
 def _accountant(name: str, relation) -> dpa.PrivacyAccountant:
     if name == "rdp":
-        return dpa.rdp.RdpAccountant(neighboring_relation=relation)
-    return dpa.pld.PLDAccountant(relation, value_discretization_interval=PLD_DISCRETIZATION)
+        return _dpa().rdp.RdpAccountant(neighboring_relation=relation)
+    return _dpa().pld.PLDAccountant(relation, value_discretization_interval=PLD_DISCRETIZATION)
 
 
 def _check_supported(name: str, event: dpa.DpEvent, relation, sampler) -> None:
@@ -139,7 +153,7 @@ def _check_supported(name: str, event: dpa.DpEvent, relation, sampler) -> None:
         return
     hint = ' (use accountant="rdp")' if name == "pld" else ""
     what = ("sampling without replacement"
-            if isinstance(event, dpa.SampledWithoutReplacementDpEvent)
+            if isinstance(event, _dpa().SampledWithoutReplacementDpEvent)
             else type(event).__name__)
     raise ValueError(f"the {name.upper()} accountant does not support {what} "
                      f"({type(sampler).__name__}){hint}")
@@ -154,13 +168,14 @@ def _epsilons(name: str, event: dpa.DpEvent, relation, counts: np.ndarray,
         orders, rdp = acc.orders, acc.rdp
         for i, t in enumerate(counts):
             if t > 0:
-                out[i] = _rdp.compute_epsilon(orders, t * rdp, delta)[0]
+                rdp_epsilon = _dpa().rdp.rdp_privacy_accountant.compute_epsilon
+                out[i] = rdp_epsilon(orders, t * rdp, delta)[0]
         return out
     done: dict[int, float] = {}
     for i, t in enumerate(counts):
         t = int(t)
         if t > 0 and t not in done:
-            acc = _accountant(name, relation).compose(dpa.SelfComposedDpEvent(event, t))
+            acc = _accountant(name, relation).compose(_dpa().SelfComposedDpEvent(event, t))
             done[t] = float(acc.get_epsilon(delta))
         out[i] = done.get(t, 0.0)
     return out
@@ -192,7 +207,7 @@ def dp_event(noise_multiplier: float, sampler: AbstractSampler, rounds: int,
     z = _check_noise_multiplier(noise_multiplier)
     T = _check_count("rounds", rounds, 0)
     event, _ = _round_event(z, sampler, num_clients)
-    return dpa.SelfComposedDpEvent(event, T) if T else dpa.NoOpDpEvent()
+    return _dpa().SelfComposedDpEvent(event, T) if T else _dpa().NoOpDpEvent()
 
 
 def dp_epsilon(noise_multiplier: float, sampler: AbstractSampler, rounds: Rounds,
@@ -276,7 +291,7 @@ def dp_noise_multiplier(epsilon: float, sampler: AbstractSampler, rounds: int, d
     _check_supported(name, event, relation, sampler)
 
     def make_event(z):
-        return dpa.SelfComposedDpEvent(_round_event(z, sampler, num_clients)[0], T)
+        return _dpa().SelfComposedDpEvent(_round_event(z, sampler, num_clients)[0], T)
 
     def eps_of(acc_name):
         def eps(z):
@@ -287,7 +302,7 @@ def dp_noise_multiplier(epsilon: float, sampler: AbstractSampler, rounds: int, d
     lo, hi = _bracket(eps_of("rdp"), target, 1.0)
     if name == "pld":
         lo, hi = _bracket(eps_of("pld"), target, hi)
-    return float(dpa.calibrate_dp_mechanism(
+    return float(_dpa().calibrate_dp_mechanism(
         lambda: _accountant(name, relation), make_event, target, d,
-        bracket_interval=dpa.ExplicitBracketInterval(lo, hi),
+        bracket_interval=_dpa().ExplicitBracketInterval(lo, hi),
         tol=Z_RELATIVE_TOLERANCE * lo))
