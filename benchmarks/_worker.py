@@ -304,10 +304,15 @@ def main(argv=None):
     case = json.loads(argv[0])
     if case.get("cores"):
         pin(case["cores"])
-    if case.get("cpu_devices"):  # before any JAX computation
+    if case.get("impl") == "fedjax_abc" or case.get("cpu_devices"):
+        # the README's first block, before any JAX computation: float64, and one CPU device
+        # per usable core (the pinned ones) unless the case names the devices
+        import jax
+
         import fedjax_abc as fa
 
-        fa.use_cpu_cores(case["cpu_devices"], native_loops=case.get("native_loops"))
+        jax.config.update("jax_enable_x64", True)
+        fa.use_cpu_cores(case.get("cpu_devices"), native_loops=case.get("native_loops"))
     out = run_case(case)
     if case.get("cores"):
         out["cpus_pinned"] = sorted(os.sched_getaffinity(0))

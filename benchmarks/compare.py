@@ -9,9 +9,10 @@ Usage (from the repository root)::
 
 The earlier commit is checked out with ``git worktree add --detach`` into a temporary folder
 (removed at the end). Every package case of the chosen workloads in its default
-configuration (what a plain ``fa.simulate(...)`` gets in a fresh process, the default
-generator: no pinned core, no ``use_cpu_cores`` call; since engine v2 that is one CPU device
-per core, before it one device with XLA's threads) runs in both checkouts, each through its
+configuration (what ``fa.simulate(...)`` gets in a fresh process set up as the README's
+first block says, the default generator, no pinned core: since engine v2 one CPU device per
+core, before it one device with XLA's threads; since engine v3 the block's
+``jax_enable_x64`` and ``fa.use_cpu_cores()``, before it the import's own) runs in both checkouts, each through its
 own ``benchmarks/_worker.py`` in a fresh process, one checkout right after the other: the
 earlier first in odd passes, the current first in even ones, the cases in alternating order
 pass by pass. Each side keeps its

@@ -352,9 +352,10 @@ def compare_section(doc) -> str:
         f"each case run in both checkouts one right after the other, in {doc['passes']} "
         f"pass(es) of alternating order, each side's fastest pass kept "
         f"(`benchmarks/compare.py`; on {m.get('date')}, {m.get('cpu_model')}, "
-        f"{m.get('cpus_usable')} usable cores). Default configuration of each commit: what a "
-        f"plain `fa.simulate(...)` gets in a fresh process (one device with XLA's threads "
-        f"before engine v2, one CPU device per core since), generator Threefry. **ratio** = "
+        f"{m.get('cpus_usable')} usable cores). Default configuration of each commit: what "
+        f"`fa.simulate(...)` gets in a fresh process set up as its README's first block says "
+        f"(one device with XLA's threads before engine v2, one CPU device per core since), "
+        f"generator Threefry. **ratio** = "
         f"earlier run s / current run s (above 1: the current code is faster)."
         + (" A `--quick` comparison: tiny sizes." if doc.get("quick") else "") + "\n",
         "| workload | mode | dtype | trials | n | S | Q | T | earlier run s | current run s "

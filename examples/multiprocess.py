@@ -68,6 +68,12 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
+    import jax
+
+    import fedjax_abc as fa
+
+    jax.config.update("jax_enable_x64", True)  # the README's set-up, before any JAX work
+    fa.use_cpu_cores()
     if args.compare:
         import numpy as np
 

@@ -1,50 +1,49 @@
 """fedjax_abc: Monte Carlo simulation of FedAvg with partial participation under the ABC condition.
 
 Reference: "On Federated Averaging with Partial Participation under a General Variance
-Condition" (Wang, Huang, Johansson, Pu). Importing the package switches on JAX's float64
-support (``jax_enable_x64``): results compared with the paper are computed in float64 by
-default; ``simulate(..., dtype="float32")`` is the faster, less precise option. It also
-makes JAX's CPU backend one device per core, where JAX still allows it and the user has not
-chosen otherwise (``FEDJAX_ABC_CPU_CORES``; see ``fedjax_abc._engine._cores``), so that
-``simulate`` shards its trials over every core with the same numbers.
+Condition" (Wang, Huang, Johansson, Pu). Importing the package changes no JAX setting. Two
+lines right after the imports make the set-up its results assume, as in the JAX ecosystem's
+own libraries::
+
+    import jax
+    import fedjax_abc as fa
+
+    jax.config.update("jax_enable_x64", True)  # float64: results compared with the paper
+    fa.use_cpu_cores()  # one CPU device per core, over which simulate shards its trials
+
+A float64 run (the default dtype) without ``jax_enable_x64`` is refused in one line that
+names the fix, as is a problem built without it; a run on one CPU device of a machine with
+several cores warns once (see :func:`use_cpu_cores`).
 """
 
-import jax
-
-jax.config.update("jax_enable_x64", True)
-
-from fedjax_abc._engine._cores import default_cpu_cores  # noqa: E402
-
-default_cpu_cores()  # every core a CPU device while JAX allows it (see _engine._cores)
-
-from fedjax_abc import algorithms, data, problems, theory, transforms  # noqa: E402
-from fedjax_abc._algorithms._fedavg import local_run  # noqa: E402
-from fedjax_abc._engine._random import client_noise  # noqa: E402
-from fedjax_abc._engine._round import fedavg_round  # noqa: E402
-from fedjax_abc._problems._oracles import (  # noqa: E402
+from fedjax_abc import algorithms, data, problems, theory, transforms
+from fedjax_abc._algorithms._fedavg import local_run
+from fedjax_abc._engine._random import client_noise
+from fedjax_abc._engine._round import fedavg_round
+from fedjax_abc._problems._oracles import (
     AbstractOracle,
     ExactOracle,
     GaussianOracle,
     RademacherOracle,
 )
-from fedjax_abc._problems._minibatch import MinibatchOracle  # noqa: E402
-from fedjax_abc._problems._local_work import (  # noqa: E402
+from fedjax_abc._problems._minibatch import MinibatchOracle
+from fedjax_abc._problems._local_work import (
     AbstractLocalSteps,
     GeometricSteps,
     PerClientSteps,
     PmfSteps,
     UniformSteps,
 )
-from fedjax_abc._problems._problem import Client, Problem, make_problem  # noqa: E402
-from fedjax_abc._engine._result import (  # noqa: E402
+from fedjax_abc._problems._problem import Client, Problem, make_problem
+from fedjax_abc._engine._result import (
     DivergenceWarning,
     SimResult,
     Summary,
     SweepResult,
     summarize,
 )
-from fedjax_abc._engine._labelled import load  # noqa: E402
-from fedjax_abc._problems._samplers import (  # noqa: E402
+from fedjax_abc._engine._labelled import load
+from fedjax_abc._problems._samplers import (
     AbstractSampler,
     Bernoulli,
     FullParticipation,
@@ -52,7 +51,7 @@ from fedjax_abc._problems._samplers import (  # noqa: E402
     WithReplacement,
     sample_mask,
 )
-from fedjax_abc._problems._participation import (  # noqa: E402
+from fedjax_abc._problems._participation import (
     AbstractAvailability,
     Cyclic,
     Dropout,
@@ -63,18 +62,18 @@ from fedjax_abc._problems._participation import (  # noqa: E402
     TraceAvailability,
     uniform_among,
 )
-from fedjax_abc._engine._cores import use_cpu_cores  # noqa: E402
-from fedjax_abc._engine._progress import (  # noqa: E402
+from fedjax_abc._engine._cores import use_cpu_cores
+from fedjax_abc._engine._progress import (
     AbstractProgressMeter,
     CallbackProgressMeter,
     NoProgressMeter,
     TextProgressMeter,
     TqdmProgressMeter,
 )
-from fedjax_abc._engine._plan import stepsize_array  # noqa: E402
-from fedjax_abc._engine._simulate import Simulation, simulate  # noqa: E402
-from fedjax_abc._engine._sweep import sweep  # noqa: E402
-from fedjax_abc._engine._tune import TuneResult, Tuned, tune  # noqa: E402
+from fedjax_abc._engine._plan import stepsize_array
+from fedjax_abc._engine._simulate import Simulation, simulate
+from fedjax_abc._engine._sweep import sweep
+from fedjax_abc._engine._tune import TuneResult, Tuned, tune
 
 __version__ = "0.1.0"
 

@@ -369,9 +369,15 @@ def report(args) -> int:
 
 
 def _start_up() -> None:
-    """Imports JAX and the package, whose import makes one CPU device per core (or what
-    ``FEDJAX_ABC_CPU_CORES`` says), over which simulate shards the trials (same numbers)."""
-    import fedjax_abc  # noqa: F401
+    """JAX as the package's results assume it, as the README's first block sets it up:
+    64-bit mode, and one CPU device per core (or what ``FEDJAX_ABC_CPU_CORES`` says), over
+    which simulate shards the trials (same numbers)."""
+    import jax
+
+    import fedjax_abc
+
+    jax.config.update("jax_enable_x64", True)
+    fedjax_abc.use_cpu_cores()
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -39,6 +39,9 @@ import numpy as np
 
 import fedjax_abc as fa
 
+jax.config.update("jax_enable_x64", True)  # float64, as the paper's comparisons need
+fa.use_cpu_cores()  # one CPU device per core, over which the trials are sharded
+
 # %matplotlib inline
 plt.rcParams.update({"figure.dpi": 80, "axes.grid": True, "grid.alpha": 0.3, "font.size": 9})
 np.set_printoptions(precision=4)

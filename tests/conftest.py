@@ -9,6 +9,11 @@ program is the same executable: no number changes. A cache folder of the caller'
 
 On a GPU, JAX would let each worker take most of the device's memory at start; the workers
 allocate as they need instead (unless the caller set ``XLA_PYTHON_CLIENT_PREALLOCATE``).
+
+The JAX settings the package's results assume are made here, as the README's first block
+makes them (importing the package makes none): JAX's 64-bit mode (``JAX_ENABLE_X64``, which
+the subprocesses of the tests inherit) and one CPU device per core (``fa.use_cpu_cores``,
+before any JAX computation). Tests of what happens without them start a process without.
 """
 
 import os
@@ -23,6 +28,11 @@ if "JAX_COMPILATION_CACHE_DIR" not in os.environ:  # set before JAX is imported
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # several workers, one GPU
+os.environ["JAX_ENABLE_X64"] = "1"  # float64, here and in the tests' subprocesses
+
+import fedjax_abc as fa  # noqa: E402  (after the environment above, read when JAX starts)
+
+fa.use_cpu_cores()  # every core a CPU device, as the README's first block
 
 
 def pytest_unconfigure(config):

@@ -13,6 +13,7 @@ from fedjax_abc._engine._cores import usable_cores
 
 SCRIPT = """
 import fedjax_abc as fa, jax, numpy as np
+jax.config.update("jax_enable_x64", True)
 n = fa.use_cpu_cores(2)
 p = fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=5.0)
 res = fa.simulate(p, num_sampled=2, local_steps=2, stepsize=0.1, rounds=4, x0=1.0, trials=20,
@@ -76,63 +77,97 @@ def test_a_simulation_over_both_devices_has_one_devices_bits():
     assert out["gaps"] == [float(one.gap.sum()).hex()] * 2  # the same bits every way
 
 
-# ------------------------------------------------------------ every core by default
+# ------------------------------------------------------- importing the package sets nothing
 
-def _fresh(code: str, **env) -> subprocess.CompletedProcess:
+def _fresh(code: str, warnings: str = "always", **env) -> subprocess.CompletedProcess:
+    """``code`` in a new process without the tests' JAX settings (JAX's defaults), under the
+    warning filter ``warnings``."""
     import os
     environ = {k: v for k, v in os.environ.items()
-               if k not in ("XLA_FLAGS", "FEDJAX_ABC_CPU_CORES")}
+               if k not in ("XLA_FLAGS", "FEDJAX_ABC_CPU_CORES", "JAX_ENABLE_X64",
+                            "PYTHONWARNINGS")}
     environ.update(env)
-    return subprocess.run([sys.executable, "-W", "always", "-c", code], capture_output=True,
+    return subprocess.run([sys.executable, "-W", warnings, "-c", code], capture_output=True,
                           text=True, timeout=300, env=environ)
 
 
-DEVICES = ("import fedjax_abc as fa, jax, os; "
-           "print(len(jax.devices('cpu')), 'small_while' in os.environ.get('XLA_FLAGS', ''))")
+DEVICES = ("print(len(jax.devices('cpu')), 'small_while' in os.environ.get('XLA_FLAGS', ''), "
+           "jax.config.jax_enable_x64)")
+IMPORT = "import fedjax_abc as fa, jax, os; "
+
+
+def test_the_import_changes_no_jax_setting():
+    out = _fresh(IMPORT + "print(os.environ.get('XLA_FLAGS')); " + DEVICES)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["None", "1", "False", "False"]  # JAX's defaults
+    assert "Warning" not in out.stderr
 
 
 @pytest.mark.skipif(usable_cores() < 2, reason="needs two usable cores")
-def test_import_makes_every_core_a_device_with_native_loops():
-    out = _fresh(DEVICES)
+def test_the_readme_set_up_gives_every_core_and_float64():
+    out = _fresh(IMPORT + "jax.config.update('jax_enable_x64', True); fa.use_cpu_cores(); "
+                 + DEVICES)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == [str(usable_cores()), "True"]
-    assert "UserWarning" not in out.stderr
+    assert out.stdout.split() == [str(usable_cores()), "True", "True"]
 
 
 @pytest.mark.parametrize("env, code, expected", [
-    ({"FEDJAX_ABC_CPU_CORES": "1"}, DEVICES, ["1", "False"]),
-    ({"FEDJAX_ABC_CPU_CORES": "3"}, DEVICES, ["3", "True"]),
-    ({"FEDJAX_ABC_CPU_CORES": "1"}, "from fedjax_abc import cli; cli._start_up(); " + DEVICES,
-     ["1", "False"]),  # the command's start-up keeps the choice
-    ({"XLA_FLAGS": "--xla_force_host_platform_device_count=3"}, DEVICES, ["3", "False"]),
-    ({}, "import jax; jax.config.update('jax_num_cpu_devices', 3); " + DEVICES, ["3", "False"]),
-    ({}, "import fedjax_abc as fa, jax, os; fa.use_cpu_cores(1); "
-         "print(len(jax.devices('cpu')), 'small_while' in os.environ.get('XLA_FLAGS', ''))",
-     ["1", "False"]),
+    ({"FEDJAX_ABC_CPU_CORES": "1"}, IMPORT + "fa.use_cpu_cores(); " + DEVICES,
+     ["1", "False", "False"]),
+    ({"FEDJAX_ABC_CPU_CORES": "3"}, IMPORT + "fa.use_cpu_cores(); " + DEVICES,
+     ["3", "True", "False"]),
+    ({"FEDJAX_ABC_CPU_CORES": "1"}, "from fedjax_abc import cli; cli._start_up(); " + IMPORT
+     + DEVICES, ["1", "False", "True"]),  # the command's start-up: float64, and the choice
+    ({}, IMPORT + "fa.use_cpu_cores(3); " + DEVICES, ["3", "True", "False"]),
 ])
-def test_a_users_choice_of_devices_is_kept(env, code, expected):
+def test_the_devices_are_what_use_cpu_cores_says(env, code, expected):
     out = _fresh(code, **env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == expected
     assert "UserWarning" not in out.stderr
 
 
+RUN = ("jax.config.update('jax_enable_x64', True); "
+       "p = fa.problems.huber_offsets(jax.random.key(0), n=4); "
+       "kw = dict(num_sampled=2, local_steps=2, stepsize=0.1, rounds=4, x0=0.0, trials=3, "
+       "key=jax.random.key(0)); fa.simulate(p, **kw); fa.simulate(p, **kw); ")
+
+
 @pytest.mark.skipif(usable_cores() < 2, reason="needs two usable cores")
-def test_one_warning_when_jax_ran_before_the_import():
-    out = _fresh("import jax; jax.numpy.zeros(1).block_until_ready(); " + DEVICES)
+def test_one_device_of_several_cores_warns_once_and_what_to_call():
+    out = _fresh(IMPORT + RUN + "fa.simulate(p, **kw); " + DEVICES, warnings="default")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["1", "False"]
-    assert out.stderr.count("UserWarning") == 1
-    assert "before any JAX computation" in out.stderr
+    assert out.stderr.count("UserWarning") == 1  # three runs from two lines, one warning
+    assert "call fa.use_cpu_cores() right after the imports" in out.stderr
+    # a choice made, one device included, warns of nothing
+    for chosen in ("fa.use_cpu_cores(1); ", "jax.config.update('jax_num_cpu_devices', 1); "):
+        quiet = _fresh(IMPORT + chosen + RUN + DEVICES)
+        assert quiet.returncode == 0 and "UserWarning" not in quiet.stderr, quiet.stderr
+
+
+def test_float64_without_x64_is_refused_naming_the_fix():
+    out = _fresh(IMPORT + "p = fa.problems.quadratics(jax.random.key(0), n=4, d=2)")
+    assert out.returncode != 0
+    assert ("needs JAX's 64-bit mode, which is off: call "
+            "jax.config.update(\"jax_enable_x64\", True)") in out.stderr
+    built = ("jax.config.update('jax_enable_x64', True); "
+             "p = fa.problems.quadratics(jax.random.key(0), n=4, d=2); "
+             "jax.config.update('jax_enable_x64', False); "
+             "fa.simulate(p, num_sampled=2, local_steps=2, stepsize=0.1, rounds=4, x0=0.0, "
+             "key=jax.random.key(0))")
+    out = _fresh(IMPORT + built)
+    assert out.returncode != 0
+    assert "dtype='float64' (the default) needs JAX's 64-bit mode" in out.stderr
 
 
 def test_a_bad_core_count_in_the_environment_is_refused():
-    out = _fresh("import fedjax_abc", FEDJAX_ABC_CPU_CORES="many")
+    out = _fresh(IMPORT + "fa.use_cpu_cores()", FEDJAX_ABC_CPU_CORES="many")
     assert out.returncode != 0
     assert "FEDJAX_ABC_CPU_CORES must be an integer >= 1, got 'many'" in out.stderr
 
 
 CONSTANT = ("import fedjax_abc as fa, jax; from fedjax_abc._engine._run import checked; "
+            "jax.config.update('jax_enable_x64', True); fa.use_cpu_cores(); "
             "p = fa.problems.huber_offsets(jax.random.key(0), n=4); "
             "run = checked(p, 2, 3, 0.1, 4, 0.0, 8, jax.random.key(0), None, 'gather', None, "
             "None, None, 'float64', None, True, None); print(type(run.problem) is not fa.Problem)")

@@ -1,4 +1,5 @@
-"""Client sampling is uniform in float32 with ``jax_enable_x64`` switched off after import.
+"""Client sampling is uniform in float32 with ``jax_enable_x64`` switched off after the
+problem is built.
 
 A uint64 product silently becomes uint32 without x64, which made ``_uniform_below`` return 0
 for every word (the same clients every round). Without x64 it now multiplies 16-bit halves
@@ -60,7 +61,7 @@ def test_uniform_below_is_the_high_half_of_the_product(x64):
 
 
 def test_the_x64_fixture_restores_the_flag():
-    assert jax.config.jax_enable_x64  # fa switched it on; the fixtures above put it back
+    assert jax.config.jax_enable_x64  # the tests' set-up switched it on; the fixtures put it back
 
 
 def _frequencies(sampler, n, sets):
@@ -100,10 +101,13 @@ def _one_hot_problem(n):
                       x_star=jnp.asarray(x_star), oracle=fa.ExactOracle(), name="one-hot")
 
 
+ONE_HOT = _one_hot_problem(40)  # built with x64 on (a Problem needs it), run with it off
+
+
 @pytest.mark.parametrize("mode", ["mask", "gather"])
 def test_float32_simulate_samples_every_client_without_x64(x64_off, mode):
     n, S, trials = 40, 4, 4000
-    p = _one_hot_problem(n)
+    p = ONE_HOT
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # e.g. "Explicitly requested dtype uint64 ... truncated"
         res = fa.simulate(p, sampler=fa.UniformWithoutReplacement(S), local_steps=1,

@@ -16,15 +16,12 @@ tasks (measurements: ``docs/performance.md``, notes at the end). A native loop
 runs on its device's thread; the numbers are the same bits either way. On a CPU with
 AVX-512 the same call asks XLA:CPU for 512-bit vectors (:mod:`~fedjax_abc._engine._xla_loops`).
 
-Every core by default: ``import fedjax_abc`` calls :func:`default_cpu_cores`, which makes the
-CPU backend one device per usable core (native loops on, as :func:`use_cpu_cores` does)
-while JAX still allows it, that is when nothing has run a JAX computation yet. It leaves
-the choice to the user where one was made: the environment variable
-``FEDJAX_ABC_CPU_CORES`` (a number of devices; 1 for JAX's single CPU device), JAX's
-``jax_num_cpu_devices`` set, or ``--xla_force_host_platform_device_count`` in ``XLA_FLAGS``.
-Where JAX has already started its backend on fewer CPU devices than cores, one
-``UserWarning`` says what to do. This is the one place that writes these settings;
-:func:`use_cpu_cores` overrides them before JAX starts.
+Importing the package changes no setting: the devices are the user's choice, made by
+calling :func:`use_cpu_cores` right after the imports, before any JAX computation (as
+``numpyro.set_host_device_count``), which is the one place that writes these settings
+(``jax_num_cpu_devices`` and ``XLA_FLAGS``, read when JAX starts its backend).
+:func:`warn_one_device` says so, once, where a run goes to JAX's single CPU device of a
+machine with several cores and nobody chose.
 """
 
 from __future__ import annotations
@@ -37,7 +34,7 @@ import jax
 
 from fedjax_abc._engine._xla_loops import remove_loop_flags, set_loop_flags, set_vector_flags
 
-__all__ = ["CORES_VARIABLE", "default_cpu_cores", "usable_cores", "use_cpu_cores"]
+__all__ = ["CORES_VARIABLE", "usable_cores", "use_cpu_cores", "warn_one_device"]
 
 CORES_VARIABLE = "FEDJAX_ABC_CPU_CORES"
 
@@ -52,13 +49,16 @@ def usable_cores() -> int:
 def use_cpu_cores(cores: Optional[int] = None, *, native_loops: Optional[bool] = None) -> int:
     """Makes JAX's CPU backend ``cores`` devices (default: every usable core).
 
-    Call it right after ``import jax`` / ``import fedjax_abc``, before any JAX computation:
+    Call it right after ``import jax`` / ``import fedjax_abc``, before any JAX computation
+    (importing the package makes none, and sets nothing):
     ``simulate`` then shards its trials over the CPU devices (its default ``devices`` are all
     local devices), with the same numbers as on one device. On a GPU or TPU machine it
     changes only the CPU platform.
 
     Args:
-      cores: the number of CPU devices, >= 1; None for :func:`usable_cores`.
+      cores: the number of CPU devices, >= 1; None for the environment variable
+        ``FEDJAX_ABC_CPU_CORES`` where set (a job's share of a node), else
+        :func:`usable_cores`.
       native_loops: also let XLA:CPU compile loops that move under 4 MiB per iteration as
         one native function (:mod:`~fedjax_abc._engine._xla_loops`), unless ``XLA_FLAGS``
         already sets that limit; None (the default) for True when there is more than one
@@ -72,8 +72,8 @@ def use_cpu_cores(cores: Optional[int] = None, *, native_loops: Optional[bool] =
       The number of CPU devices set.
 
     Raises:
-      ValueError: if ``cores`` is not a positive integer or ``native_loops`` not a bool or
-        None.
+      ValueError: if ``cores`` (or ``FEDJAX_ABC_CPU_CORES``) is not a positive integer or
+        ``native_loops`` not a bool or None.
       RuntimeError: if JAX has already run a computation (its backend is then fixed).
 
     Example:
@@ -81,7 +81,7 @@ def use_cpu_cores(cores: Optional[int] = None, *, native_loops: Optional[bool] =
       >>> fa.use_cpu_cores(2)  # doctest: +SKIP
       2
     """
-    n = usable_cores() if cores is None else cores
+    n = _cores_chosen() if cores is None else cores
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"cores must be an integer >= 1, got {cores!r}")
     if native_loops is not None and not isinstance(native_loops, bool):
@@ -96,45 +96,37 @@ def use_cpu_cores(cores: Optional[int] = None, *, native_loops: Optional[bool] =
     if native_loops:
         set_loop_flags()  # read when the backend starts, as the device count is
     else:
-        remove_loop_flags()  # as set by default_cpu_cores at import
+        remove_loop_flags()  # as an earlier call may have set them
     set_vector_flags()
     return n
 
 
-def default_cpu_cores() -> Optional[int]:
-    """Every usable core a CPU device, at import, unless the user chose (module docstring);
-    on a CPU with AVX-512, 512-bit vectors either way (:func:`use_cpu_cores`).
-
-    Returns:
-      The number of CPU devices set, or None where it set nothing.
-
-    Raises:
-      ValueError: if ``FEDJAX_ABC_CPU_CORES`` is not a positive integer.
-    """
+def _cores_chosen() -> int:
+    """``FEDJAX_ABC_CPU_CORES`` where set (ValueError unless a positive integer), else every
+    usable core."""
     chosen = os.environ.get(CORES_VARIABLE)
-    if chosen is not None:
-        try:
-            cores = int(chosen)
-        except ValueError:
-            cores = 0
-        if cores < 1:
-            raise ValueError(f"{CORES_VARIABLE} must be an integer >= 1, got {chosen!r}")
-    else:
-        if jax.config.jax_num_cpu_devices != -1 or \
-                "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
-            set_vector_flags()  # the user chose the devices, not the vector width
-            return None
-        cores = usable_cores()
-        if cores == 1:
-            set_vector_flags()
-            return None
+    if chosen is None:
+        return usable_cores()
     try:
-        return use_cpu_cores(cores)
-    except RuntimeError:
-        if chosen is None and jax.default_backend() == "cpu" and len(jax.devices("cpu")) < cores:
-            warnings.warn(
-                f"fedjax_abc runs on {len(jax.devices('cpu'))} CPU device(s), not one per core "
-                f"({cores}): JAX had already run a computation when fedjax_abc was imported. "
-                "Import fedjax_abc (or call fa.use_cpu_cores()) before any JAX computation to "
-                "use every core.", UserWarning, stacklevel=3)
-        return None
+        cores = int(chosen)
+    except ValueError:
+        cores = 0
+    if cores < 1:
+        raise ValueError(f"{CORES_VARIABLE} must be an integer >= 1, got {chosen!r}")
+    return cores
+
+
+def warn_one_device(devices) -> None:
+    """Warns where a run goes to JAX's single CPU device on a machine with several usable
+    cores and nobody chose the devices (no :func:`use_cpu_cores`, ``jax_num_cpu_devices`` or
+    device count in ``XLA_FLAGS``): once a process under Python's default warning filter,
+    the warning being raised from this one place."""
+    if len(devices) != 1 or devices[0].platform != "cpu" or usable_cores() < 2:
+        return
+    if jax.config.jax_num_cpu_devices != -1 or \
+            "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
+        return
+    warnings.warn(f"fedjax_abc runs on one CPU device of {usable_cores()} usable cores: call "
+                  "fa.use_cpu_cores() right after the imports, before any JAX computation, to "
+                  "shard the trials over every core (the same numbers)", UserWarning,
+                  stacklevel=1)

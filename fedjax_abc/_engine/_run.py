@@ -27,16 +27,17 @@ from fedjax_abc._algorithms._base import AbstractAlgorithm, recheck
 from fedjax_abc._algorithms._transforms import AbstractTransform
 from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine import _memory, _round
+from fedjax_abc._engine._cores import warn_one_device
 from fedjax_abc._engine._metrics import check_metrics
 from fedjax_abc._engine._plan import (default_record_every, num_records, stepsize_array,
                                       trial_work)
 from fedjax_abc._engine._random import GENERATORS
-from fedjax_abc._problems._args import check_key
+from fedjax_abc._problems._args import X64_FIX, check_key
 from fedjax_abc._problems._checks import check_components
 from fedjax_abc._problems._host import method
 from fedjax_abc._problems._local_work import AbstractLocalSteps, PerClientSteps
 from fedjax_abc._problems._oracles import AbstractOracle
-from fedjax_abc._problems._problem import (Problem, cast_floating,
+from fedjax_abc._problems._problem import (Problem, cast_floating, renamed,
                                           with_constant_zero_minima)
 from fedjax_abc._problems._samplers import (AbstractSampler, FullParticipation,
                                             UniformWithoutReplacement)
@@ -252,12 +253,13 @@ def build(problem, num_sampled, local_steps, rounds, record_every, mode, sampler
     if generator not in GENERATORS:
         raise ValueError(f"generator ({generator!r}) must be one of {GENERATORS}")
     if generator == "splitmix" and not jax.config.jax_enable_x64:
-        raise ValueError("generator='splitmix' hashes 64-bit words: it needs jax_enable_x64, "
-                         "which was switched off after import")
+        raise ValueError("generator='splitmix' hashes 64-bit words: it needs JAX's 64-bit "
+                         f"mode; {X64_FIX}")
     if dtype not in DTYPES:
         raise ValueError(f"dtype ({dtype!r}) must be 'float64' or 'float32'")
     if dtype == "float64" and not jax.config.jax_enable_x64:
-        raise ValueError("dtype='float64' needs jax_enable_x64; it was switched off after import")
+        raise ValueError(f"dtype='float64' (the default) needs JAX's 64-bit mode; {X64_FIX} "
+                         "(or pass dtype='float32')")
     chunk = None if trial_chunk is None else _check_int("trial_chunk", trial_chunk)
     k = default_record_every(T) if k is None else k
     if sampler is None:
@@ -417,6 +419,8 @@ def for_call(components: Components, spec: Spec, stepsize, x0, trials, key, firs
                          f"got a {jax.random.key_impl(key)} key")
     key_words = _key_data(key)
     devices = _resolve_devices(spec.devices)
+    if spec.devices is None:
+        warn_one_device(devices)
     jdtype = DTYPES[spec.dtype]
     steps = spec.local_steps if components.local_steps is None else components.local_steps
     config = _config(components, spec, devices, dict(
@@ -526,7 +530,7 @@ def _key_data(key: jax.Array) -> tuple:
 
 def _native_loops() -> bool:
     """Whether XLA:CPU's loops are native functions, as far as the backend tells: where it
-    has several CPU devices, with which the import and ``use_cpu_cores`` turn them on by
+    has several CPU devices, with which ``use_cpu_cores`` turns them on by
     default (:mod:`~fedjax_abc._engine._cores`). The XLA flags are not read again; a user's
     other choice costs speed (``_run_problem``), not bits. A run on a GPU or TPU follows
     the same answer, as it followed the flags before."""
@@ -540,7 +544,7 @@ def _run_problem(problem: Problem, native: bool) -> Problem:
     lighter local step pays (see ``with_constant_zero_minima``)."""
     if native:
         return with_constant_zero_minima(problem, name="")
-    return dataclasses.replace(problem, name="")
+    return renamed(problem, "")
 
 
 def describe(component) -> str:

@@ -14,7 +14,18 @@ from typing import Optional
 import jax
 import numpy as np
 
-__all__ = ["check_count", "check_key", "check_real"]
+__all__ = ["X64_FIX", "check_count", "check_key", "check_real", "require_x64"]
+
+# what to do where JAX's 64-bit mode is needed and off (importing the package leaves it off)
+X64_FIX = 'call jax.config.update("jax_enable_x64", True) right after importing jax'
+
+
+def require_x64(what: str) -> None:
+    """ValueError (one line, naming the fix) unless JAX's 64-bit mode is on: ``what`` holds
+    float64 values, which JAX would otherwise make float32 without a word."""
+    if not jax.config.jax_enable_x64:
+        raise ValueError(f"{what} needs JAX's 64-bit mode, which is off: {X64_FIX}, before "
+                         "building it")
 
 
 def check_count(name: str, value, low: int = 1) -> int:

@@ -45,7 +45,7 @@ import numpy as np
 
 from fedjax_abc._problems._host import method
 from fedjax_abc._problems._oracles import AbstractOracle
-from fedjax_abc._problems._problem import Problem, cast_floating
+from fedjax_abc._problems._problem import Problem, cast_floating, renamed
 from fedjax_abc._problems._samplers import AbstractSampler
 
 __all__ = ["check_components"]
@@ -352,7 +352,7 @@ def check_components(problem: Problem, oracle: AbstractOracle, sampler: Abstract
         if field is not None:
             raise ValueError(f"{type(owner).__name__}.{field} is a NumPy or Python random "
                              f"generator: drawn from when traced, {_DRAWN_ONCE}")
-    problem = dataclasses.replace(problem, name="")  # a label: no new trace for a new name
+    problem = renamed(problem, "")  # a label: no new trace for a new name
     idx, w = _probe(problem, oracle, sampler, jnp.asarray(_word_sets(W)), n, m, Q, W_oracle,
                     jdtype)
     _sampler_values(name, np.asarray(idx), np.asarray(w), n)

@@ -18,6 +18,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int, PyTree
 
 from fedjax_abc._problems import _minimize
+from fedjax_abc._problems._args import require_x64
 from fedjax_abc._problems._oracles import AbstractOracle
 
 __all__ = ["Client", "Problem", "make_problem"]
@@ -69,6 +70,9 @@ class Problem(eqx.Module):
     name: str = eqx.field(static=True, default="problem")
     certified: bool = eqx.field(static=True, default=True)
     pooled: Optional[eqx.Module] = None
+
+    def __post_init__(self):  # when built (not when JAX or eqx.tree_at rebuilds one)
+        require_x64("a Problem (f*, x*, the clients' f_i* in float64)")
 
     def __check_init__(self):
         if not callable(self.loss):
@@ -191,6 +195,12 @@ def with_constant_zero_minima(problem: Problem, **changes) -> Problem:
         if not (np.any(minima != 0) or np.any(np.signbit(minima))):  # -0.0: a zero's sign
             return _copy(problem, _ZeroMinima, changes)
     return _copy(problem, type(problem), changes) if changes else problem
+
+
+def renamed(problem: Problem, name: str) -> Problem:
+    """``problem`` under another name (a static label), its values as they are: no check or
+    solve runs again, so it can be made whatever JAX's settings are now."""
+    return _copy(problem, type(problem), dict(name=name))
 
 
 def _copy(problem: Problem, cls: type, changes: dict) -> Problem:
@@ -397,6 +407,7 @@ def make_problem(
       >>> round(float(p.f_star), 6), round(float(p.sigma_f_star), 6)
       (0.5, 0.5)
     """
+    require_x64("make_problem (f*, x* and the f_i* are found in float64)")
     leaves = jax.tree_util.tree_leaves(params)
     if not leaves:
         raise ValueError("params must have at least one array leaf with leading axis n")
