@@ -187,6 +187,8 @@ def test_bad_arguments_get_one_line_errors():
                         (lambda: T.GaussianNoise(-1.0), "stddev"),
                         (lambda: T.dp_fedavg(0.0, 1.0), "clip_norm"),
                         (lambda: T.ErrorFeedback("topk"), "compressor"),
+                        (lambda: T.ErrorFeedback(T.Clip(1.0)), "compressor .* got Clip"),
+                        (lambda: T.EF21(T.GaussianNoise(0.1)), "compressor .* got GaussianNoise"),
                         (lambda: fa.theory.compressor_omega(T.TopK(2), 4), "biased")]:
         with pytest.raises(ValueError, match=match):
             make()

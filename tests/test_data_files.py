@@ -159,3 +159,39 @@ def test_shipped_sets_standardised_split_and_every_row_once():
         skewed = loader(jax.random.key(0), num_clients=n)  # Dirichlet(0.5): equal sizes
         assert len({len(y) for y in skewed.labels}) == 1
         assert np.array_equal(skewed.test_features, data.test_features)
+
+
+def test_a_binary_leaf_file_is_named_in_one_line(tmp_path):
+    path = tmp_path / "binary.json"
+    path.write_bytes(bytes(range(256)))
+    with pytest.raises(ValueError, match=r"binary\.json: not a readable JSON file "
+                                         r"\(UnicodeDecodeError") as e:
+        D.load_leaf(str(path))
+    assert "\n" not in str(e.value)
+
+
+def test_split_parts_are_disjoint_and_cover_every_row():
+    X, y = np.arange(10.0).reshape(5, 2), np.array([0, 1, 0, 1, 0])
+    with pytest.raises(ValueError, match=r"row 1 is in parts\[0\] and parts\[1\]: the parts must "
+                                         r"be disjoint"):
+        D.split(X, y, [np.array([0, 1]), np.array([1, 2, 3, 4])])
+    with pytest.raises(ValueError, match=r"row 0 is in parts\[0\] twice"):
+        D.split(X, y, [np.array([0, 0, 1]), np.array([2, 3, 4])])
+    with pytest.raises(ValueError, match=r"1 of the 5 rows are in no part \(the first: row 4\)"):
+        D.split(X, y, [np.array([0, 1]), np.array([2, 3])])
+    feats, labs = D.split(X, y, [np.array([0, 1]), np.array([2, 3])], partial=True)
+    np.testing.assert_array_equal(feats[1], X[2:4])
+    feats, labs = D.split(X, y, [np.array([4, 0]), np.array([1, 2, 3])])
+    np.testing.assert_array_equal(labs[0], [0, 0])
+
+
+def test_empty_and_header_only_files_say_they_have_no_rows(tmp_path):
+    empty = tmp_path / "empty.svm"
+    empty.write_text("")
+    with pytest.raises(ValueError, match=r"empty\.svm: no rows \(an empty svmlight file\)"):
+        D.load_svmlight(str(empty), jax.random.key(0), 2)
+    header = tmp_path / "header.csv"
+    header.write_text("client,label,f1\n")
+    with pytest.raises(ValueError, match=r"header\.csv: no rows \(columns client, label, f1 and "
+                                         r"nothing under them\)"):
+        D.load_table(str(header), client="client", label="label")

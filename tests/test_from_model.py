@@ -97,3 +97,31 @@ def test_bad_models_and_losses_get_one_line_errors(data):
         with pytest.raises(ValueError, match=words) as e:
             call()
         assert "\n" not in str(e.value)
+
+
+class _Masked(eqx.Module):
+    """A linear classifier with an integer buffer (a mask of its classes), read in __call__."""
+
+    linear: eqx.nn.Linear
+    keep: jax.Array
+
+    def __call__(self, row):
+        return jnp.where(self.keep > 0, self.linear(row), -1e3)
+
+
+def test_a_model_with_an_integer_buffer_trains_as_without_it():
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(10, 3)) for _ in range(2)]
+    y = [rng.integers(0, 2, 10) for _ in range(2)]
+    linear = eqx.nn.Linear(3, 2, key=jax.random.key(0))
+    kw = dict(num_sampled=2, local_steps=2, stepsize=0.1, rounds=3, key=jax.random.key(0),
+              x0=np.zeros(8))
+    buffered = P.from_model(_Masked(linear, jnp.ones(2, jnp.int32)), P.cross_entropy, X, y)
+    plain = P.from_model(linear, P.cross_entropy, X, y)
+    assert buffered.dim == plain.dim == 8
+    assert float(buffered.f_star) == float(plain.f_star)
+    np.testing.assert_array_equal(fa.simulate(buffered, **kw).x_final,
+                                  fa.simulate(plain, **kw).x_final)
+    # the buffer is read: masking a class changes the model
+    masked = P.from_model(_Masked(linear, jnp.array([1, 0], jnp.int32)), P.cross_entropy, X, y)
+    assert float(masked.f_star) != float(plain.f_star)

@@ -320,6 +320,39 @@ def test_sweep_values_pass_the_constructors_checks():
                  **{k: v for k, v in _kw().items()})
 
 
+def test_a_trace_put_in_by_a_sweep_or_tree_at_is_checked():
+    import equinox as eqx
+
+    p = quadratics(np.ones(N), np.arange(N, dtype=float))
+    half = np.where(TRACE, 0.5, 0.0)  # not 0/1: as a mask it would be read as True
+    with pytest.raises(ValueError, match=r"sampler.available': values must be bool"):
+        fa.sweep(p, grid={"sampler.available": [TRACE, half]},
+                 sampler=fa.TraceAvailability(TRACE, 2), **_kw())
+    sim = fa.Simulation(p, sampler=fa.TraceAvailability(TRACE, 2), local_steps=2, rounds=4)
+    with pytest.raises(ValueError, match=r"available must hold 0/1 or booleans"):
+        eqx.tree_at(lambda s: s.sampler.available, sim, half).run(
+            key=jax.random.key(0), x0=0.0, stepsize=0.1)
+    flipped = eqx.tree_at(lambda s: s.sampler.available, sim, ~TRACE)
+    assert flipped.run(key=jax.random.key(0), x0=0.0, stepsize=0.1).equals(
+        fa.simulate(p, sampler=fa.TraceAvailability(~TRACE, 2), local_steps=2, rounds=4,
+                    key=jax.random.key(0), x0=0.0, stepsize=0.1))
+
+
+def test_rounds_without_participants_are_said():
+    p = quadratics(np.ones(N), np.arange(N, dtype=float))
+    with pytest.warns(RuntimeWarning, match=r"no trial's model moved in its 9 rounds: did any "
+                                            r"client take part\?"):
+        res = fa.simulate(p, sampler=fa.Bernoulli(1e-12), **_kw())
+    assert np.all(res.x_final == 4.0)
+    with pytest.raises(ValueError, match=r"no client available in any row: every round would "
+                                         r"be empty"):
+        fa.TraceAvailability(np.zeros((2, N), bool), 1)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # a run where clients take part: quiet
+        fa.simulate(p, sampler=fa.Bernoulli(0.5), **_kw())
+
+
 def test_the_result_records_the_samplers_parameters():
     p = quadratics(np.ones(N), np.arange(N, dtype=float))
     res = fa.simulate(p, sampler=fa.Poisson(P, unbiased=False), **_kw())

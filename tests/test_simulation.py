@@ -167,3 +167,25 @@ def test_the_config_describes_every_setting(problem):
     assert res.config["transform"] == ("Chain(transforms=[Clip(norm=0.5), "
                                        "GaussianNoise(stddev=0.55, shared=True)])")
     assert res.config["local_steps"] == "GeometricSteps(max_steps=4, p=0.5, shared=False)"
+
+
+def test_scaffnews_p_and_its_law_are_one_value(problem):
+    scaffnew = fa.algorithms.Scaffnew(0.5)
+    kw = dict(sampler=fa.FullParticipation(), rounds=6, record_every=3)
+    x0 = np.asarray(problem.x_star) + 1.0
+    sim = fa.Simulation(problem, algorithm=scaffnew, local_steps=scaffnew.local_steps(8), **kw)
+    sim.run(x0=x0, **CALL)  # p and the law agree
+    message = r"Scaffnew's p \(0.9\) and its law of local steps' p \(0.5\) differ"
+    with pytest.raises(ValueError, match=message):  # a tree_at of p alone
+        eqx.tree_at(lambda s: s.algorithm.p, sim, 0.9).run(x0=x0, **CALL)
+    with pytest.raises(ValueError, match=message):  # a sweep's axis of p alone
+        fa.sweep(problem, grid={"algorithm.p": [0.5, 0.9]}, algorithm=scaffnew,
+                 local_steps=scaffnew.local_steps(8), x0=x0, **kw, **CALL)
+    with pytest.raises(ValueError, match=message):
+        fa.simulate(problem, algorithm=fa.algorithms.Scaffnew(0.9),
+                    local_steps=scaffnew.local_steps(8), x0=x0, **kw, **CALL)
+    both = eqx.tree_at(lambda s: (s.algorithm.p, s.components.local_steps.p), sim, (0.9, 0.9))
+    fresh = fa.simulate(problem, algorithm=fa.algorithms.Scaffnew(0.9),
+                        local_steps=fa.algorithms.Scaffnew(0.9).local_steps(8), x0=x0, **kw,
+                        **CALL)
+    assert np.array_equal(both.run(x0=x0, **CALL).x_final, fresh.x_final)

@@ -168,6 +168,18 @@ def test_point_by_class_name_or_by_the_grid_value():
         sw.point(algorithm=fa.algorithms.FedProx(mu=0.25))
 
 
+def test_point_of_an_array_axis_asks_for_its_label():
+    p = offsets()
+    trials = KW["trials"]
+    starts = [np.full((trials, 1), 1.0), np.linspace(0.0, 3.0, trials)[:, None]]  # per trial
+    sw = fa.sweep(p, grid={"x0": starts}, stepsize=0.05, num_sampled=3, **KW)
+    assert sw.axes["x0"] == ("x0[0]", "x0[1]")
+    assert sw.point(x0="x0[1]") is sw.results[1]
+    with pytest.raises(ValueError, match=r"grid axis 'x0': an array value is named by its "
+                                         r"coordinate label; give one of \['x0\[0\]', 'x0\[1\]'\]"):
+        sw.point(x0=starts[1])
+
+
 def test_point_by_class_name_must_be_unique():
     first, second = object(), object()  # stand-ins: point only looks up labels
     sw = fa.SweepResult(axes={"algorithm": ("FedAvg(server_stepsize=1)",

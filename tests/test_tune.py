@@ -61,6 +61,8 @@ def test_the_report_is_on_the_evaluation_key_with_paired_differences(setting):
     (dict(algorithms={}), r"algorithms must be a non-empty dict"),
     (dict(reference="FedNova"), r"reference \('FedNova'\) must be one of"),
     (dict(stepsize=0.1), r"tune sets 'stepsize' itself"),
+    (dict(trials=1), r"eval_trials \(default: trials\) must be >= 2, got 1"),
+    (dict(eval_trials=1), r"eval_trials \(default: trials\) must be >= 2, got 1"),
 ])
 def test_bad_arguments_are_refused_in_one_line(change, match):
     p = fa.problems.huber_offsets(jax.random.key(0), n=4, d_max=5.0)

@@ -331,6 +331,12 @@ def test_a_hyperparameter_sweep_compiles_once_per_shape(alg, field, values):
     (lambda: A.FedExP(eps=-1.0), r"eps must be > 0"),
     (lambda: A.Mime(beta=1.0), r"beta \(momentum\) must be < 1"),
     (lambda: A.FedAdam(server_lr=0.0), r"server_lr must be > 0"),
+    (lambda: A.FedAdam(b1=1.0), r"b1 must be < 1"),
+    (lambda: A.FedAvgM(momentum=1.5), r"momentum must be < 1"),
+    (lambda: A.FedDyn("0.1"), r"alpha \(FedDyn's a\) must be a number, got '0.1'"),
+    (lambda: A.FedOpt(__import__("optax").sgd(-1.0)),
+     r"server_optimizer's first update of a pseudo-gradient of ones is 1: it must step "
+     r"against it"),
 ])
 def test_bad_hyperparameters_are_refused(make, match):
     with pytest.raises(ValueError, match=match) as e:

@@ -153,6 +153,12 @@ class AbstractAlgorithm(eqx.Module):
         """The server state the local steps start from, given the mean of the queries."""
         return server
 
+    def check_local_steps(self, local_steps) -> None:
+        """Raises ValueError where the run's local work (Q, or a law of local steps) does
+        not fit the algorithm's own settings; by default anything fits. The simulator calls
+        it when a run is built and at every run (after ``eqx.tree_at``, a sweep's point),
+        with concrete values."""
+
 
 def recheck(module: eqx.Module) -> None:
     """Runs every ``__check_init__`` of ``module``'s classes again (after ``eqx.tree_at``).

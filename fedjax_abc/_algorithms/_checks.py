@@ -8,7 +8,7 @@ __all__ = ["check_leaf", "check_momentum", "momentum", "nonnegative_scalar", "po
 
 
 def _scalar(name: str, value) -> float:
-    if isinstance(value, bool):
+    if isinstance(value, (bool, str, bytes)):  # NumPy would read "0.1" as a number
         raise ValueError(f"{name} must be a number, got {value!r}")
     try:
         v = np.asarray(value, dtype=np.float64)

@@ -248,9 +248,11 @@ class Natural(AbstractCompressor):
 
 
 def _inner(name: str, inner) -> AbstractTransform:
-    if not isinstance(inner, AbstractTransform):
-        raise ValueError(f"{name} wraps a fedjax_abc.transforms compressor, got "
-                         f"{type(inner).__name__}")
+    """``inner`` if it is a compressor (its memory is what the compressor left out: a clip
+    or noise has no such meaning)."""
+    if not isinstance(inner, AbstractCompressor):
+        raise ValueError(f"{name} wraps a fedjax_abc.transforms compressor (TopK, RandK, QSGD, "
+                         f"...), got {type(inner).__name__}")
     return inner
 
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import equinox as eqx
+import numpy as np
 import optax
 from jaxtyping import Array
 
 from fedjax_abc._algorithms._base import AbstractServerState, RoundInfo
-from fedjax_abc._algorithms._checks import positive_scalar
+from fedjax_abc._algorithms._checks import momentum, positive_scalar
 from fedjax_abc._algorithms._fedavg import AbstractLocalSGD
 
 __all__ = ["FedAdagrad", "FedAdam", "FedAvgM", "FedOpt", "FedOptState", "FedYogi"]
@@ -25,6 +26,20 @@ class FedOptState(AbstractServerState):
 
     x: Array
     opt_state: Any
+
+
+def _check_descends(tx: optax.GradientTransformation) -> None:
+    """ValueError unless ``tx``'s first update of a pseudo-gradient of ones steps against it
+    (a negative learning rate would climb): checked on a point of R^1 in NumPy's float64."""
+    x = np.zeros(1)
+    try:
+        updates, _ = tx.update(np.ones(1), tx.init(x), x)
+        step = float(np.asarray(updates)[0])
+    except Exception:  # noqa: BLE001 - an optimizer this probe cannot run: not judged
+        return
+    if not step < 0:
+        raise ValueError(f"server_optimizer's first update of a pseudo-gradient of ones is "
+                         f"{step:g}: it must step against it (a positive learning rate)")
 
 
 class FedOpt(AbstractLocalSGD):
@@ -58,6 +73,7 @@ class FedOpt(AbstractLocalSGD):
         if not isinstance(server_optimizer, optax.GradientTransformation):
             raise ValueError("server_optimizer must be an optax GradientTransformation "
                              f"(e.g. optax.adam(1e-2)), got {type(server_optimizer).__name__}")
+        _check_descends(server_optimizer)
         self.server_optimizer = server_optimizer
 
     def init(self, x0):
@@ -76,7 +92,8 @@ def FedAvgM(server_lr=1.0, momentum=0.9) -> FedOpt:  # noqa: N802 - a named algo
 
     v <- momentum v + Delta_t, x_{t+1} = x_t - lr v, Delta_t the pseudo-gradient.
     """
-    return FedOpt(optax.sgd(positive("server_lr", server_lr), momentum=float(momentum)))
+    return FedOpt(optax.sgd(positive("server_lr", server_lr),
+                            momentum=check_beta("momentum", momentum)))
 
 
 def FedAdam(server_lr=1e-2, b1=0.9, b2=0.99, eps=1e-3) -> FedOpt:  # noqa: N802
@@ -86,8 +103,8 @@ def FedAdam(server_lr=1e-2, b1=0.9, b2=0.99, eps=1e-3) -> FedOpt:  # noqa: N802
     tau = eps = 1e-3; optax corrects the moments' bias (m / (1 - b1^t), v / (1 - b2^t)),
     the paper's Algorithm 2 does not.
     """
-    return FedOpt(optax.adam(positive("server_lr", server_lr), b1=float(b1), b2=float(b2),
-                             eps=float(eps)))
+    return FedOpt(optax.adam(positive("server_lr", server_lr), b1=check_beta("b1", b1),
+                             b2=check_beta("b2", b2), eps=positive("eps", eps)))
 
 
 def FedYogi(server_lr=1e-2, b1=0.9, b2=0.99, eps=1e-3) -> FedOpt:  # noqa: N802
@@ -96,8 +113,8 @@ def FedYogi(server_lr=1e-2, b1=0.9, b2=0.99, eps=1e-3) -> FedOpt:  # noqa: N802
     Yogi's second moment v <- v - (1 - b2) Delta^2 sign(v - Delta^2) on the
     pseudo-gradient, with the paper's defaults (as :func:`FedAdam`).
     """
-    return FedOpt(optax.yogi(positive("server_lr", server_lr), b1=float(b1), b2=float(b2),
-                             eps=float(eps)))
+    return FedOpt(optax.yogi(positive("server_lr", server_lr), b1=check_beta("b1", b1),
+                             b2=check_beta("b2", b2), eps=positive("eps", eps)))
 
 
 def FedAdagrad(server_lr=1e-2, eps=1e-3) -> FedOpt:  # noqa: N802
@@ -106,9 +123,14 @@ def FedAdagrad(server_lr=1e-2, eps=1e-3) -> FedOpt:  # noqa: N802
     v <- v + Delta^2, x_{t+1} = x_t - lr Delta / sqrt(v + eps) (optax's form, with its
     initial accumulator 0.1; the paper divides by sqrt(v) + tau, without momentum here).
     """
-    return FedOpt(optax.adagrad(positive("server_lr", server_lr), eps=float(eps)))
+    return FedOpt(optax.adagrad(positive("server_lr", server_lr), eps=positive("eps", eps)))
 
 
 def positive(name: str, value) -> float:
     """A finite number > 0 as a Python float (an optax hyperparameter)."""
     return float(positive_scalar(name, value))
+
+
+def check_beta(name: str, value) -> float:
+    """A momentum or moment decay in [0, 1) as a Python float (an optax hyperparameter)."""
+    return float(momentum(name, value))

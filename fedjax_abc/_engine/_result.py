@@ -407,7 +407,12 @@ class SweepResult:
         if not isinstance(value, (str, numbers.Number)):
             from fedjax_abc._engine._sweep import _label
             label = _label(value, axis, -1)
-            return label if label in coords else value
+            if label in coords:
+                return label
+            if isinstance(value, (np.ndarray, list, tuple)) or hasattr(value, "__array__"):
+                raise ValueError(f"grid axis '{axis}': an array value is named by its "
+                                 f"coordinate label; give one of {list(coords)}"[:300])
+            return value
         if isinstance(value, str):
             named = [c for c in coords if isinstance(c, str) and c.split("(", 1)[0] == value]
             if len(named) == 1:

@@ -301,6 +301,7 @@ def build(problem, num_sampled, local_steps, rounds, record_every, mode, sampler
         raise ValueError(f"{type(algorithm).__name__} does not apply RoundInfo.scale (its "
                          f"reads_scale is False): it cannot combine the unbiased weights of "
                          f"{type(sampler).__name__}; use a normalised sampler (unbiased=False)")
+    method(algorithm, "check_local_steps")(local_steps)
     if algorithm.needs_unit_weights and not method(sampler, "unit_weights")():
         raise ValueError(f"{type(algorithm).__name__} keeps a mean of client states that needs "
                          f"every participant's weight 1, not {type(sampler).__name__}'s")
@@ -365,15 +366,17 @@ def _recheck_all(obj) -> None:
 def current(components: Components, spec: Spec) -> tuple[Components, Spec]:
     """The components and spec a run uses, checked as they are now.
 
-    Components of the spec's structure and shapes have each module's ``__check_init__``
-    run again (a value put in with ``eqx.tree_at`` gets the constructor's error); others (a
-    component replaced by one of another class or shape) are checked and built again, as a
-    new ``Simulation`` of them would be."""
+    Every module's ``__check_init__`` runs again (a value put in with ``eqx.tree_at`` gets
+    the constructor's error), and the algorithm checks the local work it is given;
+    components of another structure, shapes or dtypes than the spec's (a component replaced
+    by one of another class) are checked and built again, as a new ``Simulation`` of them
+    would be."""
     leaves, treedef = jax.tree_util.tree_flatten(components)
     if len(leaves) == len(spec.layout) - 1:
         cast = _as_arrays(leaves, spec)
         if any(a is not b for a, b in zip(cast, leaves)):
             leaves, components = cast, treedef.unflatten(cast)
+    _recheck_all(components)
     if _layout(leaves, treedef) != spec.layout:
         c = cast_floating(components, DTYPES[spec.dtype])
         return build(c.problem, None, spec.local_steps if c.local_steps is None else c.local_steps,
@@ -382,7 +385,8 @@ def current(components: Components, spec: Spec) -> tuple[Components, Spec]:
                      None if spec.devices is None else list(spec.devices),
                      dict(zip(spec.metric_names, c.metrics)) or None, spec.generator,
                      c.transform)
-    _recheck_all(components)
+    steps = components.local_steps
+    method(components.algorithm, "check_local_steps")(spec.local_steps if steps is None else steps)
     return components, spec
 
 

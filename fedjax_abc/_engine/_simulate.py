@@ -72,6 +72,15 @@ def _warn_divergence(result: SimResult) -> None:
                       "(see SimResult.diverged_at)", DivergenceWarning, stacklevel=3)
 
 
+def _warn_unmoved(run: _Run, result: SimResult) -> None:
+    """Warns where no trial's model moved in its T rounds: most likely nobody took part in
+    any round (an empty trace, a participation probability near 0), which runs silently."""
+    if np.array_equal(result.x_final, run.x0.astype(result.x_final.dtype)):
+        warnings.warn(f"no trial's model moved in its {run.rounds} rounds: did any client take "
+                      "part? (a round without participants leaves x as it is)", RuntimeWarning,
+                      stacklevel=4)
+
+
 def simulate(
     problem: Problem,
     *,
@@ -279,6 +288,7 @@ def _execute(run: _Run, meter: AbstractProgressMeter, path: Optional[str],
         tracker.save(complete=True)
     result = _assemble(run, done)
     _warn_divergence(result)
+    _warn_unmoved(run, result)
     return result
 
 

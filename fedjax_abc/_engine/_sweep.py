@@ -107,8 +107,12 @@ def with_field(component, name: str, field: str, value):
     if not isinstance(old, (jax.Array, np.ndarray)):
         raise ValueError(f"grid axis '{name}.{field}': {type(component).__name__} has no array "
                          f"field {field!r}")
-    new = np.asarray(value, dtype=np.float64 if jnp.issubdtype(old.dtype, jnp.floating)
-                     else old.dtype)
+    floating = jnp.issubdtype(old.dtype, jnp.floating)
+    new = np.asarray(value, dtype=np.float64 if floating else old.dtype)
+    if not floating and np.shape(value) == new.shape and not np.array_equal(
+            np.asarray(value), new):  # 0.5 would become True, 2.7 would become 2
+        raise ValueError(f"grid axis '{name}.{field}': values must be {np.dtype(old.dtype)}, "
+                         f"got {np.asarray(value).tolist()}"[:200])
     if new.shape != old.shape:
         raise ValueError(f"grid axis '{name}.{field}': values must have shape {old.shape}, "
                          f"got {new.shape}")

@@ -181,6 +181,9 @@ def tune(problem, algorithms: Mapping[str, Any], stepsizes: Sequence[float], *,
                          "tuning's randomness")
     trials = check_count("trials", trials)
     eval_trials = trials if eval_trials is None else check_count("eval_trials", eval_trials)
+    if eval_trials < 2:
+        raise ValueError(f"eval_trials (default: trials) must be >= 2, got {eval_trials}: the "
+                         "evaluation's standard errors and paired differences need two trials")
     reference = names[0] if reference is None else reference
     if reference not in algorithms:
         raise ValueError(f"reference ({reference!r}) must be one of {names}")

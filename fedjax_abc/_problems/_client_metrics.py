@@ -96,8 +96,10 @@ def client_metrics(problem: Problem, quantiles: Sequence[float] = (0.1, 0.5, 0.9
     """
     model = getattr(problem.loss, "model", None) if isinstance(problem, Problem) else None
     if not isinstance(model, AbstractModel) or not isinstance(problem.params, ClientData):
+        what = f"the problem {problem.name!r}" if isinstance(problem, Problem) else \
+            type(problem).__name__
         raise ValueError("client_metrics takes a learning problem (fa.problems.softmax_regression, "
-                         f"from_model, ...), got {problem!r}"[:200])
+                         f"from_model, ...) with its clients' rows, got {what}"[:200])
     qs = []
     for q in quantiles:
         q = float(q)

@@ -100,8 +100,12 @@ def _draws(key, shape, kind: str = "normal") -> np.ndarray:
     return flat[:count].reshape(shape)
 
 
-def split(features, labels, parts) -> tuple[list, list]:
-    """(features[idx], labels[idx]) for every index array idx of ``parts``, as two lists."""
+def split(features, labels, parts, *, partial: bool = False) -> tuple[list, list]:
+    """(features[idx], labels[idx]) for every index array idx of ``parts``, as two lists.
+
+    The parts must be disjoint (a row in two clients, or twice in one, is a ValueError
+    naming it) and, unless ``partial``, cover every row (a row no part holds is a
+    ValueError naming how many are left out)."""
     features, labels = np.asarray(features), np.asarray(labels)
     if features.ndim < 1 or labels.ndim != 1 or features.shape[0] != labels.shape[0]:
         raise ValueError(f"features (m, p) and labels (m,) must have the same rows, got "
@@ -118,6 +122,21 @@ def split(features, labels, parts) -> tuple[list, list]:
         if idx.size and not (0 <= idx.min() and idx.max() < m):
             raise ValueError(f"parts[{i}] holds index {int(idx.max() if idx.max() >= m else idx.min())} "
                              f"outside 0..{m - 1} (the {m} samples)")
+    owner = np.full(m, -1)
+    for i, idx in enumerate(parts):
+        taken = np.flatnonzero(owner[idx] >= 0)
+        twice = np.flatnonzero(np.bincount(idx) > 1) if idx.size else idx
+        if taken.size or twice.size:
+            row = int(idx[taken[0]]) if taken.size else int(twice[0])
+            where = f"parts[{int(owner[row])}] and parts[{i}]" if taken.size else \
+                f"parts[{i}] twice"
+            raise ValueError(f"row {row} is in {where}: the parts must be disjoint")
+        owner[idx] = i
+    missing = int(np.sum(owner < 0))
+    if missing and not partial:
+        raise ValueError(f"{missing} of the {m} rows are in no part (the first: row "
+                         f"{int(np.flatnonzero(owner < 0)[0])}); give parts that cover every "
+                         "row, or partial=True to leave them out")
     return [features[idx] for idx in parts], [labels[idx] for idx in parts]
 
 
@@ -358,5 +377,5 @@ def load_digits(key, num_clients: int = 10, *, alpha: Optional[float] = 0.5,
         parts = iid_partition(k_part, train.size, num_clients)
     else:
         parts = dirichlet_partition(k_part, y[train], num_clients, alpha)
-    feats, labs = split(X[train], y[train], parts)
+    feats, labs = split(X[train], y[train], parts, partial=True)  # a partition's leftovers
     return FederatedData(feats, labs, X[test], y[test], 10)

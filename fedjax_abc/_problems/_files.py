@@ -82,7 +82,7 @@ def _read_leaf(path: str) -> tuple[list, list, list]:
         try:
             with open(file) as fh:
                 doc = json.load(fh)
-        except (OSError, json.JSONDecodeError) as e:
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:  # a binary file too
             raise ValueError(f"{file}: not a readable JSON file ({type(e).__name__}: {e})"[:300]) \
                 from None
         if not isinstance(doc, dict):
@@ -181,7 +181,7 @@ def _federate(key, X: np.ndarray, y: np.ndarray, num_clients: int, alpha: Option
         parts = iid_partition(k_part, train.size, n)
     else:
         parts = dirichlet_partition(k_part, y[train], n, alpha)
-    feats, labs = split(X[train], y[train], parts)
+    feats, labs = split(X[train], y[train], parts, partial=True)  # a partition's leftovers
     return FederatedData(feats, [a.astype(np.int32) for a in labs], X[test],
                          y[test].astype(np.int32), K)
 
@@ -217,6 +217,8 @@ def load_svmlight(path, key, num_clients: int, alpha: Optional[float] = None, *,
         X, y = load_svmlight_file(path, n_features=num_features, dtype=np.float64)
     except (ValueError, OSError) as e:
         raise ValueError(f"{path}: not a readable svmlight file ({e})"[:300]) from None
+    if y.size == 0:
+        raise ValueError(f"{path}: no rows (an empty svmlight file)")
     return _federate(key, np.asarray(X.todense()), y, num_clients, alpha, test_fraction, path)
 
 
@@ -290,6 +292,9 @@ def _table_arrays(path, client, label, features, need_client: bool = True):
         if name not in columns and (role == "label" or need_client):
             raise ValueError(f"{path}: no {role} column {name!r} (columns: "
                              f"{', '.join(map(str, columns))})"[:300])
+    if len(np.asarray(table[label])) == 0:
+        raise ValueError(f"{path}: no rows (columns {', '.join(map(str, columns))} and nothing "
+                         "under them)"[:300])
     chosen = [c for c in columns if c not in (client, label)] if features is None else \
         list(features)
     missing = [c for c in chosen if c not in columns]

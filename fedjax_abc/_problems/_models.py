@@ -35,6 +35,7 @@ from typing import Any, Callable, ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float, Int
 
@@ -369,11 +370,39 @@ def cross_entropy(module, features: Array, labels: Array) -> Array:
     return jnp.mean(_cross_entropy(jax.vmap(module)(features), labels))
 
 
+class _Buffer:
+    """A module's non-floating array (an integer buffer, a mask) held by value in the static
+    part: hashed and compared by its bytes, so that the model keys a compiled program as a
+    static value must (a JAX array cannot); :func:`_thawed` puts the array back."""
+
+    def __init__(self, a):
+        self.array = np.asarray(a)
+        self.key = (self.array.dtype.str, self.array.shape, self.array.tobytes())
+
+    def __eq__(self, other):
+        return isinstance(other, _Buffer) and self.key == other.key
+
+    def __hash__(self):
+        return hash(self.key)
+
+
+def _frozen(static):
+    """The static part with its arrays held by value (:class:`_Buffer`)."""
+    return jax.tree_util.tree_map(lambda a: _Buffer(a) if eqx.is_array(a) else a, static)
+
+
+def _thawed(static):
+    """The static part with :func:`_frozen`'s arrays back as JAX arrays."""
+    return jax.tree_util.tree_map(lambda a: jnp.asarray(a.array) if isinstance(a, _Buffer) else a,
+                                  static)
+
+
 def _structure(module):
-    """(treedef, shapes, static part) of a module's floating array leaves."""
+    """(treedef, shapes, static part) of a module's floating array leaves; the static part
+    holds the module's other arrays by value."""
     params, static = eqx.partition(module, eqx.is_inexact_array)
     leaves, treedef = jax.tree_util.tree_flatten(params)
-    return treedef, tuple(tuple(a.shape) for a in leaves), static
+    return treedef, tuple(tuple(a.shape) for a in leaves), _frozen(static)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -381,7 +410,7 @@ class EquinoxModel(AbstractModel):
     """A user's ``equinox.Module`` and loss as a learning problem's model.
 
     x is the module's floating array leaves flattened in their tree order; the rest of the
-    module (its structure, activations, integer buffers) is static. ``module(row)`` maps a
+    module (its structure, activations, integer buffers) is static, its arrays held by value. ``module(row)`` maps a
     row of p features to K logits (reshape inside it for images); ``loss(module, X, y)`` is
     a mean over the rows of X (the per-row losses the engine needs are its values on single
     rows).
@@ -418,7 +447,7 @@ class EquinoxModel(AbstractModel):
 
     def unravel(self, x: Array):
         """x -> the equinox module with these parameters (in x's dtype)."""
-        return eqx.combine(_unflatten(x, self.treedef, self.shapes), self.static)
+        return eqx.combine(_unflatten(x, self.treedef, self.shapes), _thawed(self.static))
 
     def init(self, key) -> Array:
         """The module's own parameters (the key is unused)."""

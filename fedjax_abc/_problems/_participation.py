@@ -344,6 +344,18 @@ class Cyclic(AbstractAvailability):
         return self.group_ids(n) == t % self.num_groups, {"t": t + 1}
 
 
+def _check_trace(a: np.ndarray) -> None:
+    """A trace of availability: a (P, n) array, P >= 1, of booleans or 0/1."""
+    if a.ndim != 2 or a.shape[0] == 0 or a.dtype.kind not in "biuf":
+        raise ValueError(f"TraceAvailability available must be a boolean (P, n) array, got "
+                         f"shape {a.shape} and dtype {a.dtype}")
+    if a.dtype.kind != "b" and not np.all((a == 0) | (a == 1)):
+        raise ValueError("TraceAvailability available must hold 0/1 or booleans")
+    if not a.any():
+        raise ValueError("TraceAvailability available has no client available in any row: "
+                         "every round would be empty")
+
+
 class TraceAvailability(AbstractAvailability):
     """Availability from a trace: row t mod P of ``available`` (P, n) in round t.
 
@@ -362,13 +374,13 @@ class TraceAvailability(AbstractAvailability):
 
     def __init__(self, available, num_sampled: int):
         a = np.asarray(available)
-        if a.ndim != 2 or a.shape[0] == 0 or a.dtype.kind not in "biu":
-            raise ValueError(f"TraceAvailability available must be a boolean (P, n) array, got "
-                             f"shape {a.shape} and dtype {a.dtype}")
-        if a.dtype.kind != "b" and not np.all((a == 0) | (a == 1)):
-            raise ValueError("TraceAvailability available must hold 0/1 or booleans")
+        _check_trace(a)
         self.available = jnp.asarray(a, bool)
         self.num_sampled = _check_size(num_sampled)
+
+    def __check_init__(self):  # also for a trace put in by eqx.tree_at (a sweep's axis)
+        if not isinstance(self.available, jax.core.Tracer):
+            _check_trace(np.asarray(self.available))
 
     @property
     def period(self) -> int:
