@@ -40,9 +40,9 @@ from fedjax_abc._engine._result import (
     SimResult,
     Summary,
     SweepResult,
+    load,
     summarize,
 )
-from fedjax_abc._engine._labelled import load
 from fedjax_abc._problems._samplers import (
     AbstractSampler,
     Bernoulli,

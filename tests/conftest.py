@@ -1,4 +1,4 @@
-"""One compilation cache for the whole test session.
+"""The tests' JAX settings, one compilation cache for the session, and shared helpers.
 
 Many tests run the same programs in other processes: the pytest workers (``-n``), and the
 subprocesses of the command-line, notebook, README and multi-device tests. They share one
@@ -16,6 +16,7 @@ the subprocesses of the tests inherit) and one CPU device per core (``fa.use_cpu
 before any JAX computation). Tests of what happens without them start a process without.
 """
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -33,6 +34,34 @@ os.environ["JAX_ENABLE_X64"] = "1"  # float64, here and in the tests' subprocess
 import fedjax_abc as fa  # noqa: E402  (after the environment above, read when JAX starts)
 
 fa.use_cpu_cores()  # every core a CPU device, as the README's first block
+
+import jax  # noqa: E402
+
+# JAX's events of compiling a program: its trace, and the backend's compilation
+TRACE = "/jax/core/compile/jaxpr_trace_duration"
+COMPILE = "/jax/core/compile/backend_compile_duration"
+
+
+@contextlib.contextmanager
+def count_compilations(kinds=(COMPILE, TRACE)):
+    """Counts JAX's events of the given kinds (default: backend compilation and tracing for
+    jit) inside the block: ``with count_compilations() as events: ...; assert events == []``."""
+    events = []
+
+    def listener(name, *args, **kwargs):
+        if name in kinds:
+            events.append(name)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield events
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+
+
+def count_backend_compilations():
+    """:func:`count_compilations` of backend compilations only (a trace is not counted)."""
+    return count_compilations(kinds=(COMPILE,))
 
 
 def pytest_unconfigure(config):

@@ -21,7 +21,7 @@ import reference_numpy as ref
 from fedjax_abc._engine import _round
 from fedjax_abc._engine._random import stream_words
 from fedjax_abc.algorithms import FedAvg, FedOpt, FedProx, Scaffold
-from test_determinism import count_compilations
+from conftest import count_compilations
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 """``fa.use_cpu_cores``: one JAX CPU device per core, before JAX starts; refused after."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -180,3 +181,29 @@ def test_the_constant_minima_follow_the_device_count(cores, constant):
     out = _fresh(CONSTANT, FEDJAX_ABC_CPU_CORES=cores)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [constant]
+
+
+# ------------------------------------------------------- the command's compilation cache
+
+
+def test_the_commands_compilation_cache_folder():
+    from fedjax_abc.cli import jit_cache_folder
+
+    home = os.path.join(os.path.expanduser("~"), ".cache", "fedjax_abc", "jit")
+    assert jit_cache_folder({}) == home
+    assert jit_cache_folder({"FEDJAX_ABC_JIT_CACHE": "/tmp/mine"}) == "/tmp/mine"
+    assert jit_cache_folder({"FEDJAX_ABC_JIT_CACHE": "off"}) is None
+    assert jit_cache_folder({"JAX_COMPILATION_CACHE_DIR": "/tmp/jax",  # JAX reads its own
+                             "FEDJAX_ABC_JIT_CACHE": "/tmp/mine"}) is None
+
+
+def test_the_command_keeps_its_programs_in_the_cache(tmp_path):
+    code = ("from fedjax_abc import cli; cli._start_up(); import jax, fedjax_abc as fa; "
+            "p = fa.problems.quadratics(jax.random.key(0), n=3, d=2); "
+            "fa.simulate(p, num_sampled=2, local_steps=2, stepsize=0.1, rounds=3, "
+            "x0=[0.0, 0.0], key=jax.random.key(0)); print(jax.config.jax_compilation_cache_dir)")
+    out = _fresh(code, JAX_COMPILATION_CACHE_DIR="", FEDJAX_ABC_JIT_CACHE=str(tmp_path),
+                 JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-1] == str(tmp_path)
+    assert any(tmp_path.iterdir())  # a compiled program was written there

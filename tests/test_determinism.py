@@ -9,13 +9,12 @@
 - a new key, stepsize, x0 or problem data of the same shapes compiles nothing.
 """
 
-import contextlib
-
 import jax
 import numpy as np
 import pytest
 
 import fedjax_abc as fa
+from conftest import count_compilations
 
 
 def offsets_problem(n=8, seed=0):
@@ -201,27 +200,6 @@ def test_mask_and_gather_agree_to_rounding_in_3d(S):
 
 
 # --------------------------------------------------------------------- no recompilation
-
-
-TRACE = "/jax/core/compile/jaxpr_trace_duration"
-COMPILE = "/jax/core/compile/backend_compile_duration"
-
-
-@contextlib.contextmanager
-def count_compilations(kinds=(COMPILE, TRACE)):
-    """Counts JAX's events of the given kinds (default: backend compilation and tracing for
-    jit) inside the block."""
-    events = []
-
-    def listener(name, *args, **kwargs):
-        if name in kinds:
-            events.append(name)
-
-    jax.monitoring.register_event_duration_secs_listener(listener)
-    try:
-        yield events
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
 
 
 def test_new_key_stepsize_x0_or_data_compiles_nothing():

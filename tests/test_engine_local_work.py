@@ -11,7 +11,7 @@ import pytest
 
 import fedjax_abc as fa
 from fedjax_abc.algorithms import FedAvg, Scaffold
-from test_sweep import count_compilations
+from conftest import count_backend_compilations as count_compilations
 
 
 def quadratics(a, b, oracle=None):
@@ -337,7 +337,7 @@ def test_algorithm_outputs_are_checked(alg, match):
 
 
 def test_a_simulation_runs_again_without_compiling_or_tracing():
-    from test_determinism import count_compilations as count_all  # compiles and jit traces
+    from conftest import count_compilations as count_all  # compiles and jit traces
     p = fa.problems.huber_offsets(jax.random.key(0), n=10, d_max=20.0)
     x_a, x_b = np.asarray(p.x_star) + 1.0, np.asarray(p.x_star) - 1.0
     sim = fa.Simulation(p, num_sampled=2, local_steps=fa.UniformSteps(4), rounds=17,

@@ -70,9 +70,10 @@ def test_imports_point_down_the_layers(path):
 
 
 def test_no_import_cycles():
+    """None among module-level imports nor among those made inside functions."""
     graph = {}
     for path in MODULES:
-        graph[_module_name(path)] = {t for t in _imports(path, top_level_only=True)
+        graph[_module_name(path)] = {t for t in _imports(path, top_level_only=False)
                                      if t != "fedjax_abc"}
     state = {}
 
@@ -174,3 +175,48 @@ def test_the_import_loads_only_what_a_simulation_needs():
     assert _loaded("import fedjax_abc") == []
     # the check sees a module loaded (dp_accounting brings SciPy with it)
     assert {"dp_accounting", "pandas"} <= set(_loaded("import fedjax_abc, dp_accounting, pandas"))
+
+
+# ------------------------------------------------------------- no module-level mutable state
+
+_MUTABLE_CALLS = {"dict", "list", "set", "defaultdict", "OrderedDict", "Counter", "deque"}
+
+
+def _mutable_globals(path: pathlib.Path) -> list:
+    """Module-level names bound to a mutable container (a literal or a constructor call):
+    state a call could change for the next. ``__all__`` is the public list, not state."""
+    found = []
+    for node in ast.parse(path.read_text()).body:
+        targets, value = [], None
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        names = [t.id for t in targets if isinstance(t, ast.Name) and t.id != "__all__"]
+        mutable = isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp,
+                                     ast.SetComp)) or (
+            isinstance(value, ast.Call) and getattr(value.func, "id",
+                                                    getattr(value.func, "attr", None))
+            in _MUTABLE_CALLS)
+        if names and mutable:
+            found += [f"{path.relative_to(ROOT)}: {name}" for name in names]
+    return found
+
+
+def test_no_module_level_mutable_state():
+    # the library's layers; repro's tables of the paper's settings are constants of a script
+    # (written to its JSON), not state of the library
+    library = [path for path in MODULES if "repro" not in path.relative_to(PKG).parts]
+    found = [hit for path in library for hit in _mutable_globals(path)]
+    assert found == [], "module-level mutable containers (use a tuple or a mapping proxy): " \
+        + ", ".join(found)
+
+
+def test_the_mutable_state_test_can_fail():
+    bad = ROOT / "tests" / "_mutable_probe.py"
+    try:
+        bad.write_text("CACHE = {}\nSEEN: list = []\nNAMES = (1, 2)\n__all__ = ['x']\n")
+        assert _mutable_globals(bad) == ["tests/_mutable_probe.py: CACHE",
+                                         "tests/_mutable_probe.py: SEEN"]
+    finally:
+        bad.unlink()

@@ -16,7 +16,7 @@ import pytest
 
 import fedjax_abc as fa
 from test_engine_local_work import quadratics, same_numbers
-from test_sweep import count_compilations
+from conftest import count_backend_compilations as count_compilations
 
 N = 6
 P = np.array([0.2, 0.5, 0.7, 1.0, 0.35, 0.6])

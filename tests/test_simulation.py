@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import fedjax_abc as fa
-from test_determinism import count_compilations
+from conftest import count_compilations
 
 N = 10
 CALL = dict(key=jax.random.key(3), trials=5, stepsize=2e-2)

@@ -15,12 +15,7 @@ import optax
 import pytest
 
 import fedjax_abc as fa
-import test_determinism as determinism
-
-
-def count_compilations():
-    """Counts backend compilations only (tracing is not counted here)."""
-    return determinism.count_compilations(kinds=(determinism.COMPILE,))
+from conftest import count_backend_compilations as count_compilations
 
 
 def offsets(n=8, seed=0, d_max=10.0):

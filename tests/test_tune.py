@@ -134,7 +134,7 @@ def test_variants_are_picked_as_separate_runs_would():
 def test_per_algorithm_settings_and_one_compilation_per_shape():
     """Scaffnew runs with its own law of local steps (``settings``); a second tune with new
     hyperparameter values compiles nothing."""
-    from test_sweep import count_compilations
+    from conftest import count_backend_compilations as count_compilations
 
     p, kw = small()
     scaffnew = A.Scaffnew(1 / 3)

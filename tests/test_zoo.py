@@ -12,7 +12,7 @@ import pytest
 
 import fedjax_abc as fa
 from test_engine_local_work import quadratics
-from test_sweep import count_compilations
+from conftest import count_backend_compilations as count_compilations
 
 A = fa.algorithms
 TWO = dict(a=[1.0, 2.0], b=[0.0, 3.0])  # f_1 = (x)^2 / 2, f_2 = (x - 3)^2; x* = 2

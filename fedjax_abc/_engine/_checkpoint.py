@@ -151,7 +151,7 @@ def digest(obj) -> str:
 
 
 # classes whose code is the library's (its version is the environment's, not the user's)
-_LIBRARIES = {"fedjax_abc", "jax", "jaxlib", "numpy", "equinox", "builtins"}
+_LIBRARIES = frozenset({"fedjax_abc", "jax", "jaxlib", "numpy", "equinox", "builtins"})
 
 
 def _user_classes(obj, found: dict, depth: int = 0, seen: Optional[set] = None) -> None:
@@ -217,7 +217,8 @@ def fingerprint(run, plan) -> dict:
     of component classes defined outside the library (:func:`code_fingerprint`). Every
     component is digested whole, by its fields (``Run.parts``: the transform and the law
     of local steps too), so a setting added to a component is in the fingerprint."""
-    parts = run.parts()
+    parts = run.parts()._asdict()
+    parts.pop("metrics")  # below, with their names
     return {
         "trials": str(run.trials) + (f" from trial {run.first_trial}" if run.first_trial else ""),
         "rounds (T)": str(run.rounds),

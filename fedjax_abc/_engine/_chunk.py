@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, Callable, Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 import equinox as eqx
 import jax
@@ -26,17 +26,32 @@ from fedjax_abc._engine._checkpoint import Position
 from fedjax_abc._engine._jit import flat_jit
 from fedjax_abc._engine._metrics import record_trials as _record_trials
 from fedjax_abc._engine._plan import Plan, Segment
-from fedjax_abc._engine._run import Run
+from fedjax_abc._engine._run import Parts, Run
 from fedjax_abc._engine._threefry import fold_in_data
 
-__all__ = ["AbstractChunk", "Grid", "OneRun", "components", "run_chunk", "stack"]
+__all__ = ["AbstractChunk", "Grid", "OneRun", "Program", "components", "run_chunk", "stack"]
 
 
-def _start_state(problem, algorithm, metrics, x0, groups=1, sampler=None, transform=None):
+class Program(NamedTuple):
+    """What a compiled segment does besides its arrays' shapes (static: a new value is a new
+    program): the mode, whether x_t is recorded, the blocks between records, the words'
+    hash, the client block and the devices the trials are sharded over."""
+
+    mode: str
+    record_x: bool
+    per_record: int
+    generator: str
+    client_block: Optional[int]
+    groups: int
+
+
+def _start_state(parts: Parts, program: Program, x0):
     """The state at t = 0 of trials started at x0 (R, d), and their records at t = 0 (the
     transform's statistics, zero, after the metrics)."""
-    state = _round.init_state(algorithm, x0, problem.num_clients, sampler, transform)
-    return state, _record_trials(problem, metrics, x0, groups) + _totals(state)
+    state = _round.init_state(parts.algorithm, x0, parts.problem.num_clients, parts.sampler,
+                              parts.transform)
+    return state, _record_trials(parts.problem, parts.metrics, x0, program.groups) + \
+        _totals(state)
 
 
 def _totals(state) -> tuple:
@@ -44,33 +59,32 @@ def _totals(state) -> tuple:
     return tuple(state.totals[name] for name in sorted(state.totals)) if state.totals else ()
 
 
-def _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0, stepsizes,
-             local_steps, mode, record_x, per_record=1, metrics=(), generator="threefry",
-             client_block=None, groups=1, transform=None):
+def _segment(parts: Parts, program: Program, state, trial_ids, key, t0, stepsizes):
     """Rounds t0 .. t0 + s*b - 1 of every trial in s blocks of b rounds; a record per block.
 
     state: the trials' RoundState (leaves with a trials axis of m); trial_ids: (m,);
-    stepsizes: (s, b); metrics: the user metrics' functions. Returns the state at the end
-    and the records (gap, grad_norm_sq, *metrics, *transform statistics[, x]) of shape
-    (m, s[, d]). Only blocks
+    stepsizes: (s, b). Returns the state at the end and the records (gap, grad_norm_sq,
+    *metrics, *transform statistics[, x]) of shape (m, s[, d]). Only blocks
     b * (i + 1) = k (i + 1) rounds after t = 0 (k = per_record * b, t0 a multiple of b)
     evaluate f and grad f; the records of the other blocks are zeros, for the caller to drop.
     """
     b = stepsizes.shape[1]
+    per_record = program.per_record
     trial_keys = fold_in_data(jax.random.key_data(key), trial_ids)  # (2, m): fold_in(key, r)
 
     def record(x_next):
-        return _record_trials(problem, metrics, x_next, groups)
+        return _record_trials(parts.problem, parts.metrics, x_next, program.groups)
 
     def skip(x_next):
         zero = jnp.zeros(x_next.shape[:1], x_next.dtype)
-        return (zero,) * (2 + len(metrics) + len(state.totals))
+        return (zero,) * (2 + len(parts.metrics) + len(state.totals))
 
     def block(state_t, inputs):
         j, alphas = inputs
-        state_next = _round.run_rounds(problem, oracle, sampler, algorithm, state_t, trial_keys,
-                                       t0 + j * b, alphas, local_steps, mode, generator,
-                                       client_block, transform)
+        state_next = _round.run_rounds(parts.problem, parts.oracle, parts.sampler,
+                                       parts.algorithm, state_t, trial_keys, t0 + j * b, alphas,
+                                       parts.local_steps, program.mode, program.generator,
+                                       program.client_block, parts.transform)
         x_next = state_next.server.x
         if per_record == 1:
             values = record(x_next) + _totals(state_next)
@@ -78,75 +92,67 @@ def _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0, ste
             kept = (t0 // b + j) % per_record == per_record - 1
             values = jax.lax.cond(kept, lambda x: record(x) + _totals(state_next), skip,
                                   x_next)
-        return state_next, values + (x_next,) if record_x else values
+        return state_next, values + (x_next,) if program.record_x else values
 
     steps = jnp.arange(stepsizes.shape[0], dtype=jnp.int32)
     state, records = jax.lax.scan(block, state, (steps, stepsizes))
     return state, tuple(jnp.moveaxis(r, 0, 1) for r in records)
 
 
-def _first_segment(problem, oracle, sampler, algorithm, x0, ints, stepsizes, local_steps, mode,
-                   record_x, per_record, metrics, generator, client_block, per_call, sharding,
-                   transform=None):
+def _first_segment(parts: Parts, program: Program, x0, ints, stepsizes, per_call, sharding):
     """:func:`_start_state` and the first :func:`_segment` of a chunk as one program: ``(state,
     records at t = 0 (x_0 too where record_x), the segment's records)``.
 
-    A call then passes three small host arrays (x_0, ``ints``, the stepsizes), where the two
-    programs take five (the trials' ids and x_0, the key, t0, the stepsizes): on two CPU
-    devices every host or single-device argument is a copy to each device at every call.
-    ``ints`` = (the key's two words, the chunk's first trial id) as uint32; ``x0`` is either
-    one starting point (d,), shared by every trial, or the chunk's (per_call, d), sharded.
-    The ids and the broadcast x_0 are made on the devices, laid out as ``sharding``; the
-    same numbers as the two programs.
+    A named optimisation of a chunk of one segment (a short run), which takes a tenth to a
+    fifth off a call of 1-10 trials (``docs/performance.md``): one program instead of
+    two, and three small host arrays passed (x_0, ``ints``, the stepsizes) where the two
+    programs take five (the trials' ids and x_0, the key, t0, the stepsizes). ``ints`` =
+    (the key's two words, the chunk's first trial id) as uint32; ``x0`` is either one
+    starting point (d,), shared by every trial, or the chunk's (per_call, d), sharded. The
+    ids and the broadcast x_0 are made on the devices, laid out as ``sharding``; the same
+    numbers as the two programs.
     """
     ids = ints[2].astype(jnp.int32) + jnp.arange(per_call, dtype=jnp.int32)
     x_c = jnp.broadcast_to(x0, (per_call,) + x0.shape) if x0.ndim == 1 else x0
-    groups = len(sharding.device_set)
-    if groups > 1:
+    if program.groups > 1:
         ids, x_c = jax.lax.with_sharding_constraint((ids, x_c), sharding)
     # seen through, a broadcast x_0 lets XLA reorder the sums of the records at t = 0
     x_c = jax.lax.optimization_barrier(x_c)
-    state, first = _start_state(problem, algorithm, metrics, x_c, groups, sampler, transform)
+    state, first = _start_state(parts, program, x_c)
     key = jax.random.wrap_key_data(ints[:2], impl="threefry2x32")
-    state, records = _segment(problem, oracle, sampler, algorithm, state, ids, key, 0, stepsizes,
-                              local_steps, mode, record_x, per_record, metrics, generator,
-                              client_block, groups, transform)
-    return state, first + ((x_c,) if record_x else ()), records
+    state, records = _segment(parts, program, state, ids, key, 0, stepsizes)
+    return state, first + ((x_c,) if program.record_x else ()), records
 
 
+def _grid_start(axes: Parts, parts: Parts, program: Program, x0):
+    """:func:`_start_state` of G grid points: ``vmap`` over the leading axis of the leaves
+    ``axes`` marks (0) and of x0 (G, m, d); equinox's ``filter_vmap`` passes the static
+    leaves (functions, Q) through."""
+    return eqx.filter_vmap(lambda p, x: _start_state(p, program, x), in_axes=(axes, 0))(parts,
+                                                                                          x0)
+
+
+def _grid_segment(axes: Parts, parts: Parts, program: Program, state, trial_ids, key, t0,
+                  stepsizes):
+    """:func:`_segment` of G grid points: ``vmap`` over the leading grid axis of the marked
+    leaves, the states and the stepsizes (the trials' axis inside)."""
+    def one(p, state, stepsizes):
+        return _segment(p, program, state, trial_ids, key, t0, stepsizes)
+
+    return eqx.filter_vmap(one, in_axes=(axes, 0, 0))(parts, state, stepsizes)
+
+
+# the engine's compiled programs: each under the one jit wrapper (flat_jit)
 _run_start = flat_jit(_start_state)
 _run_segment = flat_jit(_segment)
 _run_first = flat_jit(_first_segment)
+_run_grid_start = flat_jit(_grid_start)
+_run_grid_segment = flat_jit(_grid_segment)
 
 
-@eqx.filter_jit
-def _grid_segment(axes, problem, oracle, sampler, algorithm, transform, local_steps, state,
-                  trial_ids, key, t0, stepsizes, mode, record_x, per_record, metrics, generator,
-                  client_block, groups):
-    """:func:`_segment` for G grid points: vmapped over the leading grid axis (trials inside)."""
-    def one(problem, oracle, sampler, algorithm, transform, local_steps, state, stepsizes):
-        return _segment(problem, oracle, sampler, algorithm, state, trial_ids, key, t0,
-                        stepsizes, local_steps, mode, record_x, per_record, metrics,
-                        generator, client_block, groups, transform)
-
-    return eqx.filter_vmap(one, in_axes=axes + (0, 0))(problem, oracle, sampler, algorithm,
-                                                        transform, local_steps, state, stepsizes)
-
-
-@eqx.filter_jit
-def _grid_start(axes, problem, algorithm, sampler, transform, x0, metrics, groups):
-    """The grid's states at t = 0 and records at t = 0; x0: (G, m, d)."""
-    def one(problem, algorithm, sampler, transform, x):
-        return _start_state(problem, algorithm, metrics, x, groups, sampler, transform)
-
-    return eqx.filter_vmap(one, in_axes=(axes[0], axes[3], axes[2], axes[4], 0))(
-        problem, algorithm, sampler, transform, x0)
-
-
-def components(run: Run) -> tuple:
-    """The run's parts whose array leaves may differ between the points of a grid group (Q
-    or a law of local steps last)."""
-    return (run.problem, run.oracle, run.sampler, run.algorithm, run.transform, run.local_steps)
+def components(run: Run) -> Parts:
+    """The run's parts whose array leaves may differ between the points of a grid group."""
+    return run.parts()
 
 
 def stack(trees: list):
@@ -223,12 +229,11 @@ class AbstractChunk(abc.ABC):
     def segment(self, plan: Plan, seg: Segment, state, ids: jax.Array, stepsizes):
         """``(state, records)`` after the segment's rounds."""
 
-    can_fuse: bool = False  # whether :meth:`fused` runs a chunk of one segment
+    def first_segment(self, plan: Plan, seg: Segment, start: int, stepsizes):
+        """The start and the only segment of a chunk as one program (:func:`_first_segment`):
+        ``(state, records at t = 0, the segment's records)``; None where the chunk has none."""
+        return None
 
-    def fused(self, plan: Plan, seg: Segment, start: int, stepsizes):
-        """The start and the only segment as one program: ``(state, records at t = 0,
-        the segment's records)`` (where ``can_fuse``)."""
-        raise NotImplementedError(f"{type(self).__name__} has no fused program")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,7 +242,6 @@ class OneRun(AbstractChunk):
 
     run: Run
     lead: int = 0
-    can_fuse: bool = True
 
     @property
     def points(self) -> int:
@@ -251,28 +255,22 @@ class OneRun(AbstractChunk):
             self.run.dtype)
 
     def start(self, plan, x_c):
-        r = self.run
-        return _run_start(r.problem, r.algorithm, r.metrics, x_c, plan.groups, r.sampler,
-                          r.transform)
+        return _run_start(self.run.parts(), _program(self.run, plan, 1), x_c)
 
     def segment(self, plan, seg, state, ids, stepsizes):
         r = self.run
-        return _run_segment(r.problem, r.oracle, r.sampler, r.algorithm, state, ids, r.key,
-                            np.int32(seg.start), stepsizes, r.local_steps, r.mode, r.record_x,
-                            seg.per_record, r.metrics, r.generator, plan.client_block,
-                            plan.groups, r.transform)
+        return _run_segment(r.parts(), _program(r, plan, seg.per_record), state, ids, r.key,
+                            np.int32(seg.start), stepsizes)
 
-    def fused(self, plan, seg, start, stepsizes):
+    def first_segment(self, plan, seg, start, stepsizes):
         r = self.run
-        if r.x0.strides[0] == 0:  # one x0 broadcast to every trial (checked)
+        if r.x0.strides[0] == 0:  # one x0 broadcast to every trial (for_call makes it so)
             x0 = r.x0[0].astype(r.dtype)
         else:
             x0 = _put([_chunk_rows(r, plan, start)], [r.dtype], plan.sharding)[0]
-        return _run_first(r.problem, r.oracle, r.sampler, r.algorithm, x0,
+        return _run_first(r.parts(), _program(r, plan, seg.per_record), x0,
                           np.array(r.key_words + (r.first_trial + start,), np.uint32),
-                          stepsizes, r.local_steps, r.mode, r.record_x, seg.per_record,
-                          r.metrics, r.generator, plan.client_block, plan.per_call,
-                          plan.sharding, r.transform)
+                          stepsizes, plan.per_call, plan.sharding)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -281,8 +279,8 @@ class Grid(AbstractChunk):
     components stacked (:func:`stack`), the run's segment ``vmap``-ped over them."""
 
     runs: tuple
-    stacked: Any  # components(run) of every point, stacked
-    axes: Any     # the in_axes tree of ``stacked``: 0 where the leaf has the grid axis
+    stacked: Parts  # the parts of every point, their differing leaves stacked
+    axes: Parts     # the in_axes tree of ``stacked``: 0 where the leaf has the grid axis
     lead: int = 1
 
     @property
@@ -301,17 +299,19 @@ class Grid(AbstractChunk):
                          for r in self.runs]).astype(self.run.dtype)
 
     def start(self, plan, x_c):
-        problem, _, sampler, algorithm, transform, _ = self.stacked
-        return _grid_start(self.axes, problem, algorithm, sampler, transform, x_c,
-                           self.run.metrics, plan.groups)
+        return _run_grid_start(self.axes, self.stacked, _program(self.run, plan, 1), x_c)
 
     def segment(self, plan, seg, state, ids, stepsizes):
         r = self.run
-        problem, oracle, sampler, algorithm, transform, local_steps = self.stacked
-        return _grid_segment(self.axes, problem, oracle, sampler, algorithm, transform,
-                             local_steps, state, ids, r.key, jnp.asarray(seg.start, jnp.int32),
-                             jnp.asarray(stepsizes), r.mode, r.record_x, seg.per_record,
-                             r.metrics, r.generator, plan.client_block, plan.groups)
+        return _run_grid_segment(self.axes, self.stacked, _program(r, plan, seg.per_record),
+                                 state, ids, r.key, jnp.asarray(seg.start, jnp.int32),
+                                 jnp.asarray(stepsizes))
+
+
+def _program(run: Run, plan: Plan, per_record: int) -> Program:
+    """The :class:`Program` of a run's segment under ``plan``."""
+    return Program(run.mode, run.record_x, per_record, run.generator, plan.client_block,
+                   plan.groups)
 
 
 def _rows_sharding(sharding, lead: int):
@@ -339,9 +339,10 @@ def run_chunk(chunk: AbstractChunk, plan: Plan, c: int, progress, done_before: i
     segments = plan.segments()
     time_axis = lead + 1
     records, next_segment = {}, 0  # records filled from the first segment's copy (t = 0 too)
-    fused = chunk.can_fuse and len(segments) == 1 and (resume is None or resume.state is None)
-    state = ids = None  # where fused, the start runs in the segment's program
-    if not fused:
+    whole = None  # a chunk of one segment: its start and segment as one program, where it has one
+    if len(segments) == 1 and (resume is None or resume.state is None):
+        whole = chunk.first_segment(plan, segments[0], start, chunk.stepsizes(segments[0]))
+    if whole is None:
         ids, x_c = _put([np.arange(run.first_trial + start,
                                    run.first_trial + start + plan.per_call),
                          chunk.rows(plan, start)], [np.int32, run.dtype],
@@ -354,12 +355,11 @@ def run_chunk(chunk: AbstractChunk, plan: Plan, c: int, progress, done_before: i
     x_final = None
     for i in range(next_segment, len(segments)):
         seg = segments[i]
-        alphas = chunk.stepsizes(seg)
-        if fused:  # the chunk's only segment
-            state, first, rec = chunk.fused(plan, seg, start, alphas)
+        if whole is not None:  # the chunk's only segment, run already
+            state, first, rec = whole
             first = list(first)
         else:
-            state, rec = chunk.segment(plan, seg, state, ids, alphas)
+            state, rec = chunk.segment(plan, seg, state, ids, chunk.stepsizes(seg))
         # one copy to the host per segment: the records at t = 0 with the first segment's,
         # the final iterates with the last's
         last = i == len(segments) - 1

@@ -17,13 +17,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
 
-from fedjax_abc._engine._result import SimResult, SweepResult
+from fedjax_abc._engine._names import dim_name
 
-__all__ = ["attributes", "load", "save", "sim_dataframe", "sim_dataset", "sweep_dataframe", "sweep_dataset"]
+if TYPE_CHECKING:
+    from fedjax_abc._engine._result import SimResult, SweepResult
+
+__all__ = ["attributes", "read", "save", "sim_dataframe", "sim_dataset", "sweep_dataframe",
+           "sweep_dataset"]
 
 FORMAT = 2
 _READS = (1, 2)  # format 1: no checksum
@@ -41,11 +45,6 @@ def _json(obj) -> str:
         raise TypeError(f"cannot write {type(o).__name__} to JSON")
 
     return json.dumps(obj, default=plain)
-
-
-def _dim_name(axis: str) -> str:
-    """A netCDF-safe dimension name for a grid axis ('algorithm.mu' -> 'algorithm_mu')."""
-    return axis.replace(".", "_").replace(" ", "_")
 
 
 # ------------------------------------------------------------------------------ pandas
@@ -132,7 +131,7 @@ def sim_dataset(res: SimResult):
 def sweep_dataset(sw: SweepResult):
     import xarray as xr
 
-    dims = tuple(_dim_name(a) for a in sw.axes)
+    dims = tuple(dim_name(a) for a in sw.axes)
     if len(set(dims)) < len(dims):
         raise ValueError(f"grid axes {list(sw.axes)} have clashing names")
     first = sw.results[0]
@@ -187,7 +186,7 @@ def save(result, path, attrs: Optional[dict] = None) -> str:
     except OSError as err:
         raise OSError(f"save: the folder of {path} cannot be made: {err.strerror or err} "
                       f"({err.filename or folder})") from None
-    ds = sim_dataset(result) if isinstance(result, SimResult) else sweep_dataset(result)
+    ds = result.to_xarray()  # a SimResult's or a SweepResult's Dataset
     ds.attrs.update(attrs or {})
     ds.attrs["checksum"] = _checksum(ds)
     tmp = f"{path}.tmp-{os.getpid()}"
@@ -204,13 +203,14 @@ def _restored(value, dtype: str) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(value).astype(np.dtype(dtype), copy=False))
 
 
-def _sim(arrays: dict, rounds, config: dict, dtypes: dict, metrics: list) -> SimResult:
+def _fields(arrays: dict, rounds, config: dict, dtypes: dict, metrics: list) -> dict:
+    """A SimResult's fields (its constructor's keywords) from a file's arrays."""
     get = {name: (_restored(arrays[name], dtypes[name]) if name in arrays else None)
            for name in _FIELDS + tuple(metrics)}
-    return SimResult(rounds=_restored(rounds, dtypes["rounds"]), gap=get["gap"],
-                     grad_norm_sq=get["grad_norm_sq"], x=get["x"], x_final=get["x_final"],
-                     config=config, diverged_at=get["diverged_at"],
-                     metrics={name: get[name] for name in metrics})
+    return dict(rounds=_restored(rounds, dtypes["rounds"]), gap=get["gap"],
+                grad_norm_sq=get["grad_norm_sq"], x=get["x"], x_final=get["x_final"],
+                config=config, diverged_at=get["diverged_at"],
+                metrics={name: get[name] for name in metrics})
 
 
 def _file_path(path, what: str) -> str:
@@ -266,17 +266,11 @@ def attributes(path) -> dict:
     return dict(_dataset(path).attrs)
 
 
-def load(path):
-    """Reads a result written by ``SimResult.save`` or ``SweepResult.save``.
-
-    Returns:
-      A :class:`~fedjax_abc.SimResult` or :class:`~fedjax_abc.SweepResult` equal to the
-      saved one (``.equals``), config included.
-
-    Raises:
-      ValueError: if the file was not written by fedjax_abc, is of a format this version
-        does not read, or its data do not match the checksum saved with them.
-    """
+def read(path) -> tuple[Optional[dict], list]:
+    """A result file's contents as plain values, checked as :func:`attributes` checks the
+    file: (None, [fields]) for a SimResult, (axes, [fields per grid point]) for a
+    SweepResult, ``fields`` a SimResult's constructor keywords (``SimResult.load`` builds
+    them)."""
     ds = _dataset(path)
     kind = ds.attrs["fedjax_abc"]
     dtypes = json.loads(ds.attrs["dtypes"])
@@ -285,14 +279,14 @@ def load(path):
     rounds = ds["round"].values
     if kind == "SimResult":
         arrays = {name: ds[name].values for name in names if name in ds}
-        return _sim(arrays, rounds, json.loads(ds.attrs["config"]), dtypes, metrics)
+        return None, [_fields(arrays, rounds, json.loads(ds.attrs["config"]), dtypes, metrics)]
     axes = {name: tuple(labels) for name, labels in json.loads(ds.attrs["axes"])}
     configs = json.loads(ds.attrs["configs"])
     grid = len(axes)
-    results = []
+    points = []
     for g, config in enumerate(configs):
         index = np.unravel_index(g, tuple(len(v) for v in axes.values()))
         arrays = {name: ds[name].values[index] for name in names if name in ds}
         assert all(np.ndim(ds[name].values) - grid == np.ndim(a) for name, a in arrays.items())
-        results.append(_sim(arrays, rounds, config, dtypes, metrics))
-    return SweepResult(axes=axes, results=tuple(results))
+        points.append(_fields(arrays, rounds, config, dtypes, metrics))
+    return axes, points

@@ -15,6 +15,7 @@ from typing import Callable, Mapping, Optional
 import jax
 import jax.numpy as jnp
 
+from fedjax_abc._engine._names import dim_name
 from fedjax_abc._engine._round import ordered_sum
 
 __all__ = ["RESERVED", "check_axis_names", "check_metrics", "record", "record_trials"]
@@ -71,10 +72,8 @@ def check_axis_names(metrics, axes) -> None:
     'algorithm_mu'): the sweep's DataFrame and Dataset label the points with those names."""
     if not isinstance(metrics, Mapping):
         return  # check_metrics says what is wrong
-    from fedjax_abc._engine._labelled import _dim_name
-
     axes = tuple(axes)
-    taken = tuple(dict.fromkeys(axes + tuple(_dim_name(a) for a in axes)))
+    taken = tuple(dict.fromkeys(axes + tuple(dim_name(a) for a in axes)))
     for name in metrics:
         if name in taken:
             raise ValueError(f"metric name {name!r} is taken by a grid axis of the sweep; not "

@@ -18,6 +18,7 @@ or more, hashed block by block).
 
 from __future__ import annotations
 
+import types
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -98,7 +99,7 @@ _BLOCKWISE_MIN_WORDS = 8  # clients with this many words per round hash block by
 
 
 # word by word: (key data, stream, word indices g) -> words g, per generator
-_WORD_HASH = {"threefry": _words, "splitmix": _splitmix_words}
+_WORD_HASH = types.MappingProxyType({"threefry": _words, "splitmix": _splitmix_words})
 GENERATORS = tuple(_WORD_HASH)
 
 

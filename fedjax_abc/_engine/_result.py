@@ -8,8 +8,11 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
+from fedjax_abc._engine import _labelled
+from fedjax_abc._engine._names import coordinate_label
+
 __all__ = ["DivergenceWarning", "SimResult", "Summary", "SweepResult", "divergence_rounds",
-           "summarize"]
+           "load", "summarize"]
 
 Z95 = 1.959963984540054  # standard normal 97.5% quantile
 
@@ -319,18 +322,15 @@ class SimResult:
         gap, grad_norm_sq, one per metric, diverged), or with ``summary=True`` one row per
         record and quantity (gap, grad_norm_sq, the metrics: mean, stderr, ci_low, ci_high
         over the trials that did not diverge)."""
-        from fedjax_abc._engine import _labelled
         return _labelled.sim_dataframe(self, summary)
 
     def to_xarray(self):
         """An ``xarray.Dataset`` with dimensions (trial, round, dim) and the config as an
         attribute (JSON)."""
-        from fedjax_abc._engine import _labelled
         return _labelled.sim_dataset(self)
 
     def save(self, path) -> str:
         """Writes the result with its config to a netCDF file (see :func:`fedjax_abc.load`)."""
-        from fedjax_abc._engine import _labelled
         return _labelled.save(self, path)
 
 
@@ -405,8 +405,7 @@ class SweepResult:
         if any(_is_label(value, c) for c in coords):
             return value
         if not isinstance(value, (str, numbers.Number)):
-            from fedjax_abc._engine._sweep import _label
-            label = _label(value, axis, -1)
+            label = coordinate_label(value, axis, -1)
             if label in coords:
                 return label
             if isinstance(value, (np.ndarray, list, tuple)) or hasattr(value, "__array__"):
@@ -483,15 +482,29 @@ class SweepResult:
     def to_dataframe(self, summary: bool = False):
         """A tidy ``pandas.DataFrame`` with a column per grid axis: one row per grid point,
         trial and record, or with ``summary=True`` per grid point, record and quantity."""
-        from fedjax_abc._engine import _labelled
         return _labelled.sweep_dataframe(self, summary)
 
     def to_xarray(self):
         """An ``xarray.Dataset`` with dimensions (*axes, trial, round, dim)."""
-        from fedjax_abc._engine import _labelled
         return _labelled.sweep_dataset(self)
 
     def save(self, path) -> str:
         """Writes the sweep with every point's config to a netCDF file (:func:`fedjax_abc.load`)."""
-        from fedjax_abc._engine import _labelled
         return _labelled.save(self, path)
+
+
+def load(path):
+    """Reads a result written by ``SimResult.save`` or ``SweepResult.save``.
+
+    Returns:
+      A :class:`~fedjax_abc.SimResult` or :class:`~fedjax_abc.SweepResult` equal to the
+      saved one (``.equals``), config included.
+
+    Raises:
+      ValueError: if the file was not written by fedjax_abc, is of a format this version
+        does not read, or its data do not match the checksum saved with them.
+    """
+    axes, points = _labelled.read(path)
+    if axes is None:
+        return SimResult(**points[0])
+    return SweepResult(axes=axes, results=tuple(SimResult(**fields) for fields in points))

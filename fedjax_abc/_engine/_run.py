@@ -29,10 +29,11 @@ from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine import _memory, _round
 from fedjax_abc._engine._cores import warn_one_device
 from fedjax_abc._engine._metrics import check_metrics
+from fedjax_abc._engine._names import describe, describe_sampler
 from fedjax_abc._engine._plan import (default_record_every, num_records, stepsize_array,
                                       trial_work)
 from fedjax_abc._engine._random import GENERATORS
-from fedjax_abc._problems._args import X64_FIX, check_key
+from fedjax_abc._problems._args import DTYPES, X64_FIX, check_key
 from fedjax_abc._problems._checks import check_components
 from fedjax_abc._problems._host import method
 from fedjax_abc._problems._local_work import AbstractLocalSteps, PerClientSteps
@@ -42,10 +43,9 @@ from fedjax_abc._problems._problem import (Problem, cast_floating, renamed,
 from fedjax_abc._problems._samplers import (AbstractSampler, FullParticipation,
                                             UniformWithoutReplacement)
 
-__all__ = ["DTYPES", "Components", "Run", "Spec", "build", "checked", "checked_every",
-           "checked_path", "current", "describe", "for_call", "layout"]
+__all__ = ["Components", "Parts", "Run", "Spec", "build", "checked", "checked_every",
+           "checked_path", "current", "for_call", "layout"]
 
-DTYPES = {"float64": jnp.float64, "float32": jnp.float32}
 
 
 def _check_int(name: str, value, low: int = 1) -> int:
@@ -138,6 +138,20 @@ def _hashable(value):
     return value
 
 
+class Parts(NamedTuple):
+    """A run's components as its compiled program reads them: their array leaves are the
+    program's data (a sweep stacks those that differ between its points), the rest is static.
+    ``problem`` is the simulator's copy (see ``_run_problem``); ``local_steps`` Q or a law."""
+
+    problem: Problem
+    oracle: AbstractOracle
+    sampler: AbstractSampler
+    algorithm: AbstractAlgorithm
+    transform: Optional[AbstractTransform]
+    local_steps: Union[int, AbstractLocalSteps]
+    metrics: tuple  # the user's metric functions
+
+
 @dataclasses.dataclass(frozen=True)
 class Run:
     """One call's checked values: the components (the problem as the simulator runs it), the
@@ -172,11 +186,10 @@ class Run:
     stat_names: tuple = ()  # the transform's statistics, sorted
     state_sizes: Optional[_memory.StateSizes] = None  # of the algorithm (and the transform)
 
-    def parts(self) -> dict:
-        """The components as run, by name (every one that sets the numbers)."""
-        return dict(problem=self.problem, oracle=self.oracle, sampler=self.sampler,
-                    algorithm=self.algorithm, transform=self.transform,
-                    local_steps=self.local_steps)
+    def parts(self) -> "Parts":
+        """The components as the compiled program reads them."""
+        return Parts(self.problem, self.oracle, self.sampler, self.algorithm, self.transform,
+                     self.local_steps, self.metrics)
 
     def on_devices(self, groups: int, calls: int = 1) -> "Run":
         """The run with its components' copies on every device when it calls the compiled
@@ -549,59 +562,6 @@ def _run_problem(problem: Problem, native: bool) -> Problem:
     if native:
         return with_constant_zero_minima(problem, name="")
     return renamed(problem, "")
-
-
-def describe(component) -> str:
-    """A one-line description of a component from its own fields: the class and every
-    setting, e.g. ``Chain(transforms=[Clip(norm=0.5), GaussianNoise(stddev=0.55,
-    shared=True)])``: scalars as numbers (6 digits), ints and flags as they are, arrays in
-    full up to 8 entries (else their shape and mean), components inside it described the
-    same way; functions are left out."""
-    fields = []
-    for f in dataclasses.fields(component):
-        text = _described(object.__getattribute__(component, f.name))
-        if text is not None:
-            fields.append(f"{f.name}={text}")
-    return f"{type(component).__name__}({', '.join(fields)})"
-
-
-def _described(value) -> Optional[str]:
-    """One field's value as :func:`describe` writes it (None: left out)."""
-    if isinstance(value, eqx.Module):
-        return describe(value)
-    if isinstance(value, (jax.Array, np.ndarray)):
-        if np.ndim(value) == 0:
-            return f"{float(value):g}"
-        a = np.asarray(value)
-        return f"{a.tolist()}" if a.size <= 8 else \
-            f"array{list(a.shape)} mean {float(np.mean(a)):.4g}"
-    if isinstance(value, (bool, int, str)):
-        return repr(value) if isinstance(value, str) else str(value)
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, (tuple, list)) and value and all(
-            isinstance(v, eqx.Module) for v in value):
-        return "[" + ", ".join(describe(v) for v in value) + "]"
-    return None
-
-
-def describe_sampler(sampler) -> str:
-    """A sampler's class and every field: numbers, flags, arrays (in full up to 8 entries,
-    else their shape and mean) and wrapped samplers, e.g. ``Poisson(probs=[0.2, 0.5],
-    unbiased=True)``."""
-    fields = []
-    for f in dataclasses.fields(sampler):
-        value = getattr(sampler, f.name)
-        if isinstance(value, AbstractSampler):
-            text = describe_sampler(value)
-        elif isinstance(value, (jax.Array, np.ndarray)):
-            a = np.asarray(value)
-            text = (f"{a.tolist()}" if a.size <= 8 else
-                    f"array{list(a.shape)} mean {float(np.mean(a)):.4g}")
-        else:
-            text = repr(value)
-        fields.append(f"{f.name}={text}")
-    return f"{type(sampler).__name__}({', '.join(fields)})"
 
 
 def checked_every(checkpoint_every) -> float:

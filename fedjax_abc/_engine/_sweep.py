@@ -18,6 +18,7 @@ import dataclasses
 import itertools
 import math
 import numbers
+import types
 from typing import Callable, Mapping, Optional, Sequence, Union
 
 import equinox as eqx
@@ -35,7 +36,7 @@ from fedjax_abc._engine._result import SimResult, SweepResult
 from fedjax_abc._engine._progress import AbstractProgressMeter, Reporting, progress_meter
 from fedjax_abc._engine._run import Run as _Run
 from fedjax_abc._engine._run import checked as _checked
-from fedjax_abc._engine._run import describe as _describe
+from fedjax_abc._engine._names import coordinate_labels
 from fedjax_abc._engine._run import current
 from fedjax_abc._engine._simulate import Simulation, _assemble, _warn_divergence
 from fedjax_abc._problems._oracles import AbstractOracle
@@ -50,11 +51,12 @@ __all__ = ["sweep", "GRID_NAMES", "with_field"]
 GRID_NAMES = ("stepsize", "x0", "num_sampled", "local_steps", "mode", "sampler", "oracle",
               "algorithm", "problem", "transform")
 _COMPONENTS = ("algorithm", "oracle", "sampler", "transform")
-_DEFAULTS = dict(num_sampled=None, trials=1, record_every=None, mode="mask", sampler=None,
-                 oracle=None, algorithm=None, dtype="float64", trial_chunk=None, record_x=True,
-                 devices=None, metrics=None, generator="threefry", transform=None)
+_DEFAULTS = types.MappingProxyType(dict(
+    num_sampled=None, trials=1, record_every=None, mode="mask", sampler=None, oracle=None,
+    algorithm=None, dtype="float64", trial_chunk=None, record_x=True, devices=None,
+    metrics=None, generator="threefry", transform=None))
 _REQUIRED = ("local_steps", "stepsize", "rounds", "x0", "key")
-_CALL = {"trials"}  # a call's argument among _DEFAULTS (with stepsize, x0 and key)
+_CALL = frozenset({"trials"})  # a call's argument among _DEFAULTS (with stepsize, x0 and key)
 
 
 # ---------------------------------------------------------------------------- the grid
@@ -135,37 +137,6 @@ def _modules_on(component, field: str) -> list:
         if isinstance(value, eqx.Module):
             parts.append(value)
     return parts
-
-
-def _label(value, name: str, i: int):
-    """A coordinate label of one grid value: a number or a short string."""
-    if isinstance(value, (bool, np.bool_)):
-        return str(bool(value))
-    if isinstance(value, numbers.Integral):
-        return int(value)
-    if isinstance(value, numbers.Real):
-        return float(value)
-    if isinstance(value, str):
-        return value
-    if isinstance(value, (jax.Array, np.ndarray)) and np.size(value) == 1:
-        return float(np.asarray(value).reshape(()))
-    if isinstance(value, AbstractAlgorithm):
-        return _describe(value)
-    if isinstance(value, Problem):
-        return value.name
-    if isinstance(value, (AbstractOracle, AbstractSampler, AbstractTransform)):
-        return _describe(value)
-    return f"{name}[{i}]"
-
-
-def _labels(name: str, values: list) -> tuple:
-    """Coordinate labels of an axis: numbers if every value is one, else strings; unique."""
-    labels = [_label(v, name, i) for i, v in enumerate(values)]
-    if len({type(x) for x in labels}) > 1:
-        labels = [x if isinstance(x, str) else repr(x) for x in labels]
-    if len(set(labels)) < len(labels):
-        labels = [f"{name}[{i}]" for i in range(len(values))]
-    return tuple(labels)
 
 
 def _point_run(problem, kwargs: dict, point: dict) -> _Run:
@@ -348,7 +319,7 @@ def sweep(
                 results[i] = res
     finally:
         bar.close()
-    axes = {name: _labels(name, values) for name, values in grid.items()}
+    axes = {name: coordinate_labels(name, values) for name, values in grid.items()}
     result = SweepResult(axes=axes, results=tuple(results))
     for res in result.results:
         if res.num_diverged:

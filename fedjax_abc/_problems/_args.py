@@ -9,12 +9,17 @@ reads the string ``"0.1"``; ``int`` cuts 2.5 to 2).
 from __future__ import annotations
 
 import math
+import types
 from typing import Optional
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["X64_FIX", "check_count", "check_key", "check_real", "require_x64"]
+__all__ = ["DTYPES", "X64_FIX", "check_count", "check_key", "check_real", "require_x64"]
+
+# the run's floating dtypes by name (read-only)
+DTYPES = types.MappingProxyType({"float64": jnp.float64, "float32": jnp.float32})
 
 # what to do where JAX's 64-bit mode is needed and off (importing the package leaves it off)
 X64_FIX = 'call jax.config.update("jax_enable_x64", True) right after importing jax'

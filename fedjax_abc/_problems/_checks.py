@@ -43,6 +43,7 @@ import jax.extend
 import jax.numpy as jnp
 import numpy as np
 
+from fedjax_abc._problems._args import DTYPES
 from fedjax_abc._problems._host import method
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import Problem, cast_floating, renamed
@@ -50,7 +51,6 @@ from fedjax_abc._problems._samplers import AbstractSampler
 
 __all__ = ["check_components"]
 
-_DTYPES = {"float64": jnp.float64, "float32": jnp.float32}
 _WORD_SETS = 30  # random word sets on which the sampler's values are checked, plus 2 extremes
 _SEED = 20240601  # fixed: the check is deterministic
 
@@ -335,7 +335,7 @@ def check_components(problem: Problem, oracle: AbstractOracle, sampler: Abstract
       >>> p = fa.problems.huber_offsets(jax.random.key(0), n=10)
       >>> check_components(p, p.oracle, fa.UniformWithoutReplacement(3), 5, "float64")
     """
-    jdtype = jnp.dtype(_DTYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype)
+    jdtype = jnp.dtype(DTYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype)
     _check_problem(problem)
     n, Q = problem.num_clients, local_steps
     method(oracle, "validate")(problem)  # e.g. a mini-batch larger than a client's data

@@ -9,6 +9,7 @@ grid for d = 1, or explicit points. Gradients are exact (closed form or autodiff
 
 from __future__ import annotations
 
+import types
 from typing import NamedTuple
 
 import numpy as np
@@ -114,13 +115,14 @@ class BGDSum(NamedTuple):
     num_points: int
 
 
-_LP_OPTIONS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
+_LP_OPTIONS = types.MappingProxyType({"primal_feasibility_tolerance": 1e-10,
+                                      "dual_feasibility_tolerance": 1e-10})
 
 
 def _solve_lp(cost, a_ub, b_ub):
     from scipy import optimize  # imported when used: a second of start-up otherwise
     res = optimize.linprog(cost, A_ub=a_ub, b_ub=b_ub, bounds=[(0, None), (0, None)],
-                           method="highs", options=_LP_OPTIONS)
+                           method="highs", options=dict(_LP_OPTIONS))
     if res.status != 0:
         raise RuntimeError(f"linprog failed: {res.message}")
     return np.maximum(np.asarray(res.x, np.float64), 0.0)
