@@ -266,7 +266,26 @@ def _bad_probability(p):
 
 
 class Bernoulli(AbstractSampler):
-    """Each client takes part independently with probability p."""
+    """Each client takes part independently with probability p (the same p for all).
+
+    The round's m_t participants are averaged with weight 1 each: x_{t+1} is the mean of
+    their local models (a random number of them, Binomial(n, p)). A round with none
+    (probability (1 - p)^n) leaves x_t as it is; a run in which no trial's model moves warns.
+    It has the law of :class:`~fedjax_abc.Poisson` with equal probabilities and
+    ``unbiased=False`` (from other draws); ``Poisson(p, unbiased=True)`` weights each
+    participant 1 / (n p) instead,
+    which makes the round's update an unbiased estimate of the full mean. ``mode="gather"``
+    computes all n clients (n slots), as ``mask`` does.
+
+    Attributes:
+      p: the participation probability in (0, 1] (an array leaf: a new p compiles nothing).
+
+    Example:
+      >>> import jax, fedjax_abc as fa
+      >>> idx, w = fa.Bernoulli(0.5)(jax.random.key(0), 4)  # all n slots, weight 0 or 1
+      >>> idx.tolist(), sorted(set(w.tolist())) <= [0.0, 1.0]
+      ([0, 1, 2, 3], True)
+    """
 
     distinct_slots: ClassVar[bool] = True
 
