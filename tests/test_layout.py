@@ -220,3 +220,10 @@ def test_the_mutable_state_test_can_fail():
                                          "tests/_mutable_probe.py: SEEN"]
     finally:
         bad.unlink()
+
+
+def test_the_package_exports_its_own_names_only():
+    import fedjax_abc as fa
+
+    extra = [n for n in dir(fa) if not n.startswith("_") and n not in fa.__all__]
+    assert extra == [] and not hasattr(fa, "jax")  # no module it imports leaks out

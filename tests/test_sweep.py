@@ -200,3 +200,21 @@ def test_laws_of_local_steps_vary_as_data():
         fa.sweep(p, grid={"local_steps": [fa.GeometricSteps(0.7, 6), fa.GeometricSteps(0.1, 6)]},
                  stepsize=0.02, **kw)
     assert again == []
+
+
+def test_labels_name_the_grid_values():
+    p = offsets()
+    algs = [fa.algorithms.FedAvg(), fa.algorithms.FedProx(mu=0.5)]
+    sw = fa.sweep(p, grid={"algorithm": algs, "stepsize": [0.05, 0.1]}, num_sampled=3,
+                  x0=p.x_star + 3.0, labels={"algorithm": ["plain", "prox"]}, **KW)
+    assert sw.axes == {"algorithm": ("plain", "prox"), "stepsize": (0.05, 0.1)}
+    prox = alone(p, algorithm=algs[1], stepsize=0.1, num_sampled=3, x0=p.x_star + 3.0)
+    assert prox.equals(sw.point(algorithm="prox", stepsize=0.1))
+    assert set(sw.to_dataframe()["algorithm"]) == {"plain", "prox"}
+    for labels, match in [({"algorithm": ["one"]}, r"1 labels for the axis's 2 values"),
+                          ({"algorithm": ["a", "a"]}, r"must all differ"),
+                          ({"mode": ["a", "b"]}, r"labels must be a dict: grid axis"),
+                          ({"algorithm": [None, "b"]}, r"must be strings or numbers")]:
+        with pytest.raises(ValueError, match=match):
+            fa.sweep(p, grid={"algorithm": algs}, stepsize=0.05, num_sampled=3,
+                     x0=p.x_star + 3.0, labels=labels, **KW)

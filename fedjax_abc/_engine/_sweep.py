@@ -139,6 +139,21 @@ def _modules_on(component, field: str) -> list:
     return parts
 
 
+def _given_labels(name: str, given, values: list) -> tuple:
+    """The user's labels of an axis's values: strings or numbers, one a value, all different."""
+    if isinstance(given, (str, bytes)) or not isinstance(given, Sequence):
+        raise ValueError(f"labels[{name!r}] must be a list of labels, got {given!r}"[:200])
+    given = tuple(given)
+    if len(given) != len(values):
+        raise ValueError(f"labels[{name!r}] has {len(given)} labels for the axis's "
+                         f"{len(values)} values")
+    if not all(isinstance(x, (str, numbers.Real)) and not isinstance(x, bool) for x in given):
+        raise ValueError(f"labels[{name!r}] must be strings or numbers, got {list(given)}"[:200])
+    if len(set(given)) < len(given):
+        raise ValueError(f"labels[{name!r}] must all differ, got {list(given)}"[:200])
+    return given
+
+
 def _point_run(problem, kwargs: dict, point: dict) -> _Run:
     """The checked run of one grid point: ``kwargs`` with the point's values put in."""
     kw = dict(_DEFAULTS, **kwargs)
@@ -228,6 +243,7 @@ def sweep(
     *,
     grid: Mapping[str, Sequence],
     progress: Union[bool, Callable, AbstractProgressMeter] = False,
+    labels: Optional[Mapping[str, Sequence]] = None,
     **kwargs,
 ) -> SweepResult:
     """Runs :func:`~fedjax_abc.simulate` at every point of a grid, one program per shape.
@@ -257,6 +273,9 @@ def sweep(
         noise). Values are given as to ``simulate``.
       progress: True for one progress bar over the whole grid (rounds x grid points), a
         ``callback(rounds_done, total, secs)`` or a progress meter (as for ``simulate``).
+      labels: axis name -> the coordinate labels of its values (strings or numbers, one a
+        value, all different), in place of those the sweep makes (numbers, a component's
+        description, ``"x0[1]"``): ``labels={"algorithm": ["FedAvg", "FedProx 0.1"]}``.
       **kwargs: every other argument of :func:`~fedjax_abc.simulate` (``key``, ``rounds``,
         ``trials``, ...), the same for all points; ``checkpoint`` is not taken (the
         ``fedjax-abc run`` command resumes a grid point by point).
@@ -293,6 +312,9 @@ def sweep(
     if unknown:
         raise ValueError(f"sweep got unknown arguments {sorted(unknown)}")
     grid = _check_grid(grid)
+    if labels is not None and (not isinstance(labels, Mapping) or set(labels) - set(grid)):
+        raise ValueError(f"labels must be a dict: grid axis -> its values' labels, for axes of "
+                         f"the grid ({', '.join(grid)}), got {labels!r}"[:300])
     _metrics.check_axis_names(kwargs.get("metrics"), grid)
     missing = [name for name in _REQUIRED if name not in kwargs and name not in grid]
     if missing:
@@ -319,7 +341,8 @@ def sweep(
                 results[i] = res
     finally:
         bar.close()
-    axes = {name: coordinate_labels(name, values) for name, values in grid.items()}
+    axes = {name: _given_labels(name, labels[name], values) if labels and name in labels
+            else coordinate_labels(name, values) for name, values in grid.items()}
     result = SweepResult(axes=axes, results=tuple(results))
     for res in result.results:
         if res.num_diverged:

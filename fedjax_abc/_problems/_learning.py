@@ -281,6 +281,15 @@ def from_model(model, loss, features, labels, *, l2: float = 1e-3, weighting: st
       ...                            fa.problems.cross_entropy, X, y, l2=0.1, convex=True)
       >>> p.dim, p.certified
       (6, True)
+
+      The model's own parameters, flattened, are a starting point (x0 of shape (d,)), and
+      ``problem.loss.model.unravel(x)`` is the module at any point x:
+
+      >>> x0 = p.loss.model.init(jax.random.key(1))
+      >>> res = fa.simulate(p, num_sampled=2, local_steps=2, stepsize=0.1, rounds=10, x0=x0,
+      ...                   key=jax.random.key(2), trials=4)
+      >>> x0.shape, res.x_final.shape, type(p.loss.model.unravel(res.x_final[0])).__name__
+      ((6,), (4, 6), 'Linear')
     """
     if not isinstance(model, eqx.Module):
         raise ValueError(f"model must be an equinox.Module, got {type(model).__name__}")
