@@ -7,7 +7,7 @@
   :class:`Natural`; biased :class:`TopK`, :class:`Sign`; :class:`NoCompression`;
   :class:`AbstractCompressor` for your own;
 - memory as client state: :class:`ErrorFeedback`, :class:`EF21`;
-- privacy: :class:`Clip`, :class:`GaussianNoise`, :func:`dp_fedavg` (DP-FedAvg's clipping
+- privacy: :class:`Clip`, :class:`GaussianNoise`, :class:`DPFedAvg` and :func:`dp_fedavg` (DP-FedAvg's clipping
   and noise), :class:`AdaptiveClipping` (its clip norm following a quantile of the update
   norms, a state of the server's);
 - :func:`chain`: several in order;
@@ -27,7 +27,7 @@ from fedjax_abc._algorithms._compress import (
     TopK,
     index_bits,
 )
-from fedjax_abc._algorithms._privacy import AdaptiveClipping, GaussianNoise, dp_fedavg
+from fedjax_abc._algorithms._privacy import AdaptiveClipping, DPFedAvg, GaussianNoise, dp_fedavg
 from fedjax_abc._algorithms._transforms import (
     AbstractTransform,
     Chain,
@@ -38,6 +38,6 @@ from fedjax_abc._algorithms._transforms import (
 )
 
 __all__ = ["AbstractCompressor", "AbstractTransform", "AdaptiveClipping", "Chain", "Clip",
-           "CompressedOracle", "EF21", "ErrorFeedback", "GaussianNoise", "Natural",
+           "CompressedOracle", "DPFedAvg", "EF21", "ErrorFeedback", "GaussianNoise", "Natural",
            "NoCompression", "QSGD", "RandK", "Sign", "TopK", "TransformInfo", "chain",
            "dp_fedavg", "index_bits", "no_info"]

@@ -146,7 +146,7 @@ except ValueError as e:
 c = 0.3
 sampler = fa.UniformWithoutReplacement(10)
 zs = [0.0, 1.0, 4.0]
-sw = fa.sweep(problem, grid={"transform.transforms.1.stddev": [z * c for z in zs]},
+sw = fa.sweep(problem, grid={"transform.noise_multiplier": zs},
               transform=T.dp_fedavg(c, 1.0), sampler=sampler,
               **{k: v for k, v in sim_kw.items() if k != "num_sampled"})
 adaptive = fa.simulate(problem, sampler=sampler, transform=T.AdaptiveClipping(

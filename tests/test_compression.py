@@ -207,9 +207,31 @@ def test_a_sweep_over_a_transform_parameter_matches_separate_runs():
         one = fa.simulate(p, transform=T.QSGD(s), **kw)
         np.testing.assert_array_equal(res.x, one.x)
         np.testing.assert_array_equal(res.metrics["bits"], one.metrics["bits"])
-    sw = fa.sweep(p, grid={"transform.transforms.1.stddev": [0.0, 0.01]},
+    sw = fa.sweep(p, grid={"transform.noise_multiplier": [0.0, 0.02]},
                   transform=T.dp_fedavg(0.5, 1.0), **kw)
     one = fa.simulate(p, transform=T.chain(T.Clip(0.5), T.GaussianNoise(0.01, shared=True)), **kw)
     np.testing.assert_array_equal(sw.results[1].x, one.x)
     with pytest.raises(ValueError, match="needs a transform= to vary"):
         fa.sweep(p, grid={"transform.levels": [1]}, **kw)
+
+
+def test_dp_fedavg_is_clip_then_shared_noise_and_keeps_z_over_a_clip_sweep():
+    """DPFedAvg(c, z) has the bits of chain(Clip(c), GaussianNoise(z c, shared=True)) in
+    float64 (the published DP-FedAvg runs), and a sweep over c keeps the noise multiplier."""
+    p = fa.problems.quadratics(jax.random.key(0), n=8, d=3)
+    kw = dict(num_sampled=3, stepsize=5e-2, rounds=10, x0=np.ones(3), trials=4,
+              key=jax.random.key(1), local_steps=2)
+    for c, z in [(0.3, 1.7), (0.05, 0.0), (2.0, 0.9)]:
+        by_hand = T.chain(T.Clip(c), T.GaussianNoise(z * c, shared=True))
+        np.testing.assert_array_equal(fa.simulate(p, transform=T.dp_fedavg(c, z), **kw).x,
+                                      fa.simulate(p, transform=by_hand, **kw).x)
+    sw = fa.sweep(p, grid={"transform.clip_norm": [0.1, 0.4]}, transform=T.dp_fedavg(0.2, 1.5),
+                  **kw)
+    for res, c in zip(sw.results, [0.1, 0.4]):  # to rounding: z c is batched in the sweep
+        np.testing.assert_allclose(res.x, fa.simulate(p, transform=T.dp_fedavg(c, 1.5),
+                                                      **kw).x, rtol=1e-13, atol=1e-15)
+    assert sw.results[0].config["transform"] == "DPFedAvg(clip_norm=0.1, noise_multiplier=1.5)"
+    with pytest.raises(ValueError, match=r"transform.noise_multiplier' value -1.0: "
+                                         r"noise_multiplier \(z\) must be >= 0"):
+        fa.sweep(p, grid={"transform.noise_multiplier": [1.0, -1.0]},
+                 transform=T.dp_fedavg(0.2, 1.5), **kw)

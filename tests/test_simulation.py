@@ -164,8 +164,12 @@ def test_a_metric_with_data_is_a_component():
 def test_the_config_describes_every_setting(problem):
     res = fa.simulate(problem, num_sampled=3, local_steps=fa.GeometricSteps(0.5, 4), rounds=4,
                       x0=0.0, transform=fa.transforms.dp_fedavg(0.5, 1.1), **CALL)
-    assert res.config["transform"] == ("Chain(transforms=[Clip(norm=0.5), "
-                                       "GaussianNoise(stddev=0.55, shared=True)])")
+    assert res.config["transform"] == "DPFedAvg(clip_norm=0.5, noise_multiplier=1.1)"
+    chained = fa.simulate(problem, num_sampled=3, local_steps=2, rounds=4, x0=0.0,
+                          transform=fa.transforms.chain(fa.transforms.Clip(0.5),
+                                                        fa.transforms.QSGD(2)), **CALL)
+    assert chained.config["transform"] == ("Chain(transforms=[Clip(norm=0.5), "
+                                           "QSGD(levels=2, value_bits=32)])")
     assert res.config["local_steps"] == "GeometricSteps(max_steps=4, p=0.5, shared=False)"
 
 

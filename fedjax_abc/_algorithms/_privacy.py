@@ -22,10 +22,10 @@ from jaxtyping import Array, Float
 
 from fedjax_abc._algorithms._checks import (_concrete, check_leaf, nonnegative_scalar,
                                             positive_scalar)
-from fedjax_abc._algorithms._transforms import AbstractTransform, Chain, Clip, clip_to
+from fedjax_abc._algorithms._transforms import AbstractTransform, clip_to
 from fedjax_abc._problems._oracles import normals_from_words
 
-__all__ = ["AdaptiveClipping", "GaussianNoise", "dp_fedavg"]
+__all__ = ["AdaptiveClipping", "DPFedAvg", "GaussianNoise", "dp_fedavg"]
 
 
 class GaussianNoise(AbstractTransform):
@@ -173,19 +173,54 @@ class AdaptiveClipping(AbstractTransform):
                                         - self.target_quantile.astype(server.dtype)))
 
 
-def dp_fedavg(clip_norm, noise_multiplier) -> Chain:
+class DPFedAvg(AbstractTransform):
     """DP-FedAvg's transform: Clip(c), then the round's sum noised by N(0, z^2 c^2 I).
 
-    ``chain(Clip(c), GaussianNoise(z c, shared=True))``. Use it with FedAvg and the paper's
-    sampler, ``Bernoulli(q)`` or ``Poisson(q)``; ``fa.theory.dp_epsilon`` gives the
-    privacy budget of the same sampler and noise multiplier. Stats: ``clipped``.
+    Each participant's update is clipped to norm c (:class:`Clip`) and gets its share of
+    the round's noise, N(0, z^2 c^2 / m_t I) (:class:`GaussianNoise` with ``shared=True``
+    and stddev z c): the same numbers as ``chain(Clip(c), GaussianNoise(z c, shared=True))``
+    in float64. Its parameters are the mechanism's own, the clip norm and the noise
+    multiplier, so that a sweep over c (``"transform.clip_norm"``) keeps the privacy level
+    z, as ``fa.theory.dp_epsilon`` computes it. Stats: ``clipped``.
+
+    Attributes:
+      clip_norm: c > 0. noise_multiplier: z >= 0 (0: clipping alone). Both array leaves.
+    """
+
+    clip_norm: Float[Array, ""]
+    noise_multiplier: Float[Array, ""]
+
+    def __init__(self, clip_norm, noise_multiplier):
+        self.clip_norm = positive_scalar("clip_norm (c)", clip_norm)
+        self.noise_multiplier = nonnegative_scalar("noise_multiplier (z)", noise_multiplier)
+
+    def __check_init__(self):
+        check_leaf("clip_norm (c)", self.clip_norm, 0.0, strict=True)
+        check_leaf("noise_multiplier (z)", self.noise_multiplier, 0.0, strict=False)
+
+    def num_words(self, d):
+        return d
+
+    def apply(self, words, update, state, info):
+        dtype = update.dtype
+        update, clipped = clip_to(update, self.clip_norm.astype(dtype))
+        stddev = (self.noise_multiplier * self.clip_norm).astype(dtype)
+        noise = normals_from_words(words, update.shape[-1], dtype)
+        return update + _shared(stddev, info) * noise, state, {"clipped": clipped.astype(dtype)}
+
+
+def dp_fedavg(clip_norm, noise_multiplier) -> DPFedAvg:
+    """DP-FedAvg's transform with clip norm c and noise multiplier z (:class:`DPFedAvg`).
+
+    Use it with FedAvg and the paper's sampler, ``Bernoulli(q)`` or ``Poisson(q)``;
+    ``fa.theory.dp_epsilon`` gives the privacy budget of the same sampler and noise
+    multiplier. A sweep over ``"transform.noise_multiplier"`` or ``"transform.clip_norm"``
+    compiles once.
 
     Example:
       >>> import fedjax_abc as fa
       >>> t = fa.transforms.dp_fedavg(clip_norm=0.5, noise_multiplier=1.1)
-      >>> float(t.transforms[1].stddev)
-      0.55
+      >>> float(t.clip_norm), float(t.noise_multiplier)
+      (0.5, 1.1)
     """
-    c = positive_scalar("clip_norm (c)", clip_norm)
-    z = nonnegative_scalar("noise_multiplier (z)", noise_multiplier)
-    return Chain(Clip(c), GaussianNoise(z * c, shared=True))
+    return DPFedAvg(clip_norm, noise_multiplier)

@@ -268,9 +268,10 @@ def sweep(
         ``"sampler.<field>"`` / ``"transform.<field>"`` for one array field of that
         component (e.g. ``"algorithm.mu"`` with ``algorithm=FedProx(0.0)``,
         ``"algorithm.server_stepsize"`` of the default FedAvg, ``"oracle.C"``,
-        ``"transform.levels"`` of QSGD); a dotted path reaches into nested components, an
-        integer into a chain (``"transform.transforms.1.stddev"`` of ``dp_fedavg``'s
-        noise). Values are given as to ``simulate``.
+        ``"transform.levels"`` of QSGD, ``"transform.noise_multiplier"`` of ``dp_fedavg``);
+        a dotted path reaches into nested components, an integer into a chain
+        (``"transform.transforms.1.stddev"`` of ``chain(Clip(c), GaussianNoise(s))``).
+        Values are given as to ``simulate``.
       progress: True for one progress bar over the whole grid (rounds x grid points), a
         ``callback(rounds_done, total, secs)`` or a progress meter (as for ``simulate``).
       labels: axis name -> the coordinate labels of its values (strings or numbers, one a

@@ -147,9 +147,13 @@ def run(settings: common.Settings, progress: common.Progress | None = None) -> d
             c = P["clip"]
             callback = progress.task(f"{alg} DP-FedAvg, {len(zs)} noise multipliers",
                                      work * len(zs))
+            # DP-FedAvg as the chain it is, swept over the noise's stddev z c: the
+            # published runs' program (a sweep of dp_fedavg's z multiplies z c batched,
+            # which agrees to rounding)
+            dp = fa.transforms.chain(fa.transforms.Clip(c),
+                                     fa.transforms.GaussianNoise(c, shared=True))
             sw = fa.sweep(problem, grid={"transform.transforms.1.stddev": [z * c for z in zs]},
-                          algorithm=algorithm, transform=fa.transforms.dp_fedavg(c, 1.0),
-                          progress=callback, **kw)
+                          algorithm=algorithm, transform=dp, progress=callback, **kw)
             progress.finish_task()
             doc["privacy"][alg] = {}
             for z, res in zip(zs, sw.results):  # z = 0: clipping alone, no epsilon
