@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from typing import Optional, Sequence
@@ -412,6 +413,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
+    previous = signal.signal(signal.SIGINT, _interrupt_once)
     try:
         _start_up()
         if args.command == "reproduce":
@@ -435,6 +437,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         message = " ".join(str(err).split())
         print(f"{PROG}: error: {message}", file=sys.stderr)
         return 1
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _interrupt_once(signum, frame):
+    """Ctrl-C: the command stops where Python next runs (checkpoints are saved on the way
+    out, and it says how to resume); a second Ctrl-C ends the process at once (SIGINT's
+    default action), also inside a compilation that does not return to Python until done."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

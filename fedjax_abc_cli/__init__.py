@@ -25,11 +25,25 @@ def _standalone_cli():
     return module
 
 
+INTERRUPTED = 130  # the exit status after Ctrl-C
+
+
 def main(argv=None) -> int:
-    """Entry point of ``fedjax-abc``; returns the exit status."""
+    """Entry point of ``fedjax-abc``; returns the exit status.
+
+    As the command (``argv`` None), an interrupted run ends its process at once after its
+    message (``os._exit``, the output flushed): the interpreter's clean-up would otherwise
+    race with the threads XLA may still run and could end in a segmentation fault.
+    """
+    command = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in argv):
         return _standalone_cli().main(argv)
     from fedjax_abc.cli import main as run
 
-    return run(argv)
+    status = run(argv)
+    if command and status == INTERRUPTED:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status

@@ -290,3 +290,36 @@ def test_progress_of_a_grid_names_what_it_counts():
     progress.task("part 1/1", 100.0, unit="rounds (grid total)")(300, 600, 1.0)
     line = progress.line()
     assert "rounds (grid total) 300/600" in line and "50.0%" in line
+
+
+COMMAND = "import sys, fedjax_abc_cli; sys.exit(fedjax_abc_cli.main())"
+
+
+def _command(args, tmp_path):
+    return subprocess.Popen([sys.executable, "-c", COMMAND, *args, "--out", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow  # a command interrupted while it runs, then twice while it starts
+def test_ctrl_c_ends_the_command_cleanly(tmp_path):
+    import signal
+
+    proc = _command(["compare", "--participation", "--quick"], tmp_path / "a")
+    seen = []
+    for line in proc.stderr:  # its progress: the run has started
+        seen.append(line)
+        if len(seen) == 3:
+            proc.send_signal(signal.SIGINT)
+            break
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, "".join(seen) + err
+    assert "interrupted" in err and "Segmentation" not in err
+    # twice while it imports and compiles: the second ends the process at once
+    proc = _command(["compare", "--participation", "--quick"], tmp_path / "b")
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    start = time.perf_counter()
+    proc.communicate(timeout=60)
+    assert proc.returncode in (130, -signal.SIGINT) and time.perf_counter() - start < 30

@@ -130,6 +130,12 @@ def layout(components: Components) -> tuple:
     return _layout(*jax.tree_util.tree_flatten(components))
 
 
+def _layout(leaves: list, treedef) -> tuple:
+    return (treedef,) + tuple(
+        (np.shape(a), np.dtype(a.dtype).str) if isinstance(a, (jax.Array, np.ndarray))
+        else (type(a), _hashable(a)) for a in leaves)
+
+
 def _hashable(value):
     try:
         hash(value)
@@ -355,12 +361,6 @@ def _as_arrays(leaves: list, spec: Spec) -> list:
             leaf = cast_floating(leaf, dtype)
         out[i] = leaf
     return out
-
-
-def _layout(leaves: list, treedef) -> tuple:
-    return (treedef,) + tuple(
-        (np.shape(a), np.dtype(a.dtype).str) if isinstance(a, (jax.Array, np.ndarray))
-        else (type(a), _hashable(a)) for a in leaves)
 
 
 def _recheck_all(obj) -> None:
