@@ -43,6 +43,7 @@ from fedjax_abc._engine._result import (
     load,
     summarize,
 )
+from fedjax_abc._problems._moments import ParticipationMoments
 from fedjax_abc._problems._samplers import (
     AbstractSampler,
     Bernoulli,
@@ -105,6 +106,7 @@ __all__ = [
     "GaussianOracle",
     "GeometricSteps",
     "MinibatchOracle",
+    "ParticipationMoments",
     "PerClientSteps",
     "PmfSteps",
     "Problem",

@@ -235,3 +235,43 @@ def test_dp_fedavg_is_clip_then_shared_noise_and_keeps_z_over_a_clip_sweep():
                                          r"noise_multiplier \(z\) must be >= 0"):
         fa.sweep(p, grid={"transform.noise_multiplier": [1.0, -1.0]},
                  transform=T.dp_fedavg(0.2, 1.5), **kw)
+
+
+class Quarters(T.AbstractCompressor):
+    """A user's compressor: each coordinate kept with probability 1/4 and scaled by 4
+    (unbiased; E (C(v)_j - v_j)^2 = (9/4 + 3/4) v_j^2: omega = 3); one word a coordinate,
+    d values sent."""
+
+    def num_words(self, d):
+        return d
+
+    def compress(self, words, v):
+        keep = (words & 3) == 0
+        return jnp.where(keep, 4 * v, 0), 32 * v.shape[-1]
+
+    def omega(self, d):
+        return 3.0
+
+    def error(self, v):
+        return 3.0 * float(v @ v)
+
+
+def test_a_users_compressor_gets_its_theory_and_a_run():
+    v = np.array([3.0, -1.0, 0.5, 2.0])
+    assert fa.theory.compressor_omega(Quarters(), 4) == 3.0
+    assert fa.theory.compressor_delta(Quarters(), 4) == 0.25  # 1 / (1 + omega) by default
+    assert fa.theory.compression_error(Quarters(), v) == 3.0 * float(v @ v)
+    words = np.random.default_rng(3).integers(0, 2 ** 32, (20000, 4), dtype=np.uint32)
+    sent = np.asarray(jax.vmap(lambda w: Quarters().compress(w, jnp.asarray(v))[0])(words))
+    sq = np.sum((sent - v) ** 2, axis=1)  # Monte Carlo of E ||C(v) - v||^2
+    assert abs(sq.mean() - 3.0 * (v @ v)) < 5 * sq.std(ddof=1) / np.sqrt(sq.size)
+    se = sent.std(axis=0, ddof=1) / np.sqrt(len(words))
+    assert np.all(np.abs(sent.mean(axis=0) - v) < 5 * se)  # unbiased
+    p = fa.problems.quadratics(jax.random.key(0), n=6, d=4)
+    res = fa.simulate(p, num_sampled=2, local_steps=2, stepsize=0.05, rounds=5, x0=np.ones(4),
+                      key=jax.random.key(1), trials=3, transform=Quarters())
+    assert np.all(res.metrics["bits"][:, -1] == 5 * 2 * 32 * 4)  # T S d values of 32 bits
+    with pytest.raises(ValueError, match=r"no closed-form omega for Opaque \(a compressor "
+                                         r"gives one through its omega method\)"):
+        fa.theory.compressor_omega(type("Opaque", (Quarters,), {"omega": lambda s, d: None})(),
+                                   4)

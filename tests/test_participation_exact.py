@@ -242,3 +242,50 @@ def test_no_closed_form_errors():
         fa.theory.stationary_availability(1.0, 0.5)
     np.testing.assert_allclose(fa.theory.stationary_availability(LEAVE, BACK),
                                BACK / (LEAVE + BACK), rtol=RTOL, atol=ATOL)
+
+
+# --- a user's own sampler gets the theory by giving its closed form -------------------------
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+
+class Pair(fa.AbstractSampler):
+    """Clients 0 and 1 every round, averaged: A = (v_0 + v_1) / 2, no randomness."""
+
+    distinct_slots = True
+
+    def num_slots(self, n):
+        return 2
+
+    def __call__(self, key, n):
+        return jnp.array([0, 1], jnp.int32), jnp.ones(2)
+
+    def participation_moments(self, n, round=None):
+        on = np.zeros(n)
+        on[:2] = 1.0
+        m1 = on / 2
+        return fa.ParticipationMoments(on, np.outer(on, on), m1, np.outer(m1, m1))
+
+
+class Opaque(Pair):
+    """The same sampler, without its closed form."""
+
+    def participation_moments(self, n, round=None):
+        return None
+
+
+def test_a_users_sampler_gets_its_theory_and_a_run():
+    n, v = 5, vectors(5)
+    err = fa.theory.sampling_error(Pair(), v)
+    by_hand = float(np.sum(((v[0] + v[1]) / 2 - v.mean(axis=0)) ** 2))  # A is deterministic
+    assert err.mse == pytest.approx(by_hand, rel=1e-12) and err.variance == pytest.approx(0.0)
+    inc = fa.theory.inclusion_probabilities(Pair(), n)
+    np.testing.assert_array_equal(inc.first, [1, 1, 0, 0, 0])
+    with pytest.raises(ValueError, match=r"no closed form for the participation of Opaque: a "
+                                         r"sampler gives one through its participation_moments"):
+        fa.theory.sampling_error(Opaque(), v)
+    p = fa.problems.quadratics(jax.random.key(0), n=n, d=3)
+    res = fa.simulate(p, sampler=Pair(), local_steps=1, stepsize=0.1, rounds=3, x0=np.zeros(3),
+                      key=jax.random.key(1), trials=2)
+    assert res.x_final.shape == (2, 3) and np.all(np.isfinite(res.x_final))

@@ -17,6 +17,8 @@ and ``gather`` send the same messages.
 from __future__ import annotations
 
 import abc
+import math
+from typing import Optional
 
 import equinox as eqx
 import jax
@@ -61,6 +63,24 @@ class AbstractCompressor(AbstractTransform):
     def compress(self, words: Array, v: Array) -> tuple[Array, Array]:
         """(C(v), the bits of the message) for one update v of shape (d,)."""
 
+    def omega(self, d: int) -> Optional[float]:
+        """The variance factor of an unbiased compressor on d-vectors, sup_v
+        E ||C(v) - v||^2 / ||v||^2, in closed form; None where none is known or the
+        compressor is biased (the default). ``fa.theory.compressor_omega`` reads it."""
+        return None
+
+    def delta(self, d: int) -> Optional[float]:
+        """The contraction on d-vectors, ||C(v) - v||^2 <= (1 - delta) ||v||^2 (in
+        expectation); by default 1 / (1 + omega), an unbiased compressor scaled by
+        1 / (1 + omega), where omega is known, else None (``fa.theory.compressor_delta``)."""
+        omega = self.omega(d)
+        return None if omega is None else 1.0 / (1.0 + omega)
+
+    def error(self, v: np.ndarray) -> Optional[float]:
+        """E ||C(v) - v||^2 at the float64 vector v, exactly (over the compressor's
+        randomness); None where no closed form is known (``fa.theory.compression_error``)."""
+        return None
+
     def apply(self, words, update, state, info):
         sent, bits = self.compress(words, update)
         return sent, state, {"bits": _bits(bits, update)}
@@ -79,6 +99,15 @@ class NoCompression(AbstractCompressor):
 
     def __check_init__(self):
         check_count("value_bits", self.value_bits)
+
+    def omega(self, d):
+        return 0.0
+
+    def delta(self, d):
+        return 1.0
+
+    def error(self, v):
+        return 0.0
 
     def compress(self, words, v):
         return v, v.shape[-1] * self.value_bits
@@ -112,6 +141,12 @@ class RandK(AbstractCompressor):
         check_k("RandK", self.k, d)
         return UniformWithoutReplacement(self.k).num_words(d)
 
+    def omega(self, d):
+        return d / check_k("RandK", self.k, d) - 1.0
+
+    def error(self, v):
+        return self.omega(v.size) * float(v @ v)
+
     def compress(self, words, v):
         d = v.shape[-1]
         check_k("RandK", self.k, d)
@@ -139,6 +174,14 @@ class TopK(AbstractCompressor):
         check_count("TopK's k", self.k)
         check_count("value_bits", self.value_bits)
 
+    def delta(self, d):
+        return check_k("TopK", self.k, d) / d
+
+    def error(self, v):
+        keep = np.argsort(-np.abs(v), kind="stable")[:check_k("TopK", self.k, v.size)]
+        rest = np.delete(v, keep)
+        return float(rest @ rest)
+
     def compress(self, words, v):
         d = v.shape[-1]
         check_k("TopK", self.k, d)
@@ -162,6 +205,12 @@ class Sign(AbstractCompressor):
 
     def __check_init__(self):
         check_count("value_bits", self.value_bits)
+
+    def delta(self, d):
+        return 1.0 / d
+
+    def error(self, v):
+        return float(v @ v) - float(np.sum(np.abs(v))) ** 2 / v.size
 
     def compress(self, words, v):
         d = v.shape[-1]
@@ -206,6 +255,18 @@ class QSGD(AbstractCompressor):
     def num_words(self, d):
         return d
 
+    def omega(self, d):
+        s = float(self.levels)
+        return min(d / s ** 2, math.sqrt(d) / s)
+
+    def error(self, v):
+        s, norm = float(self.levels), math.sqrt(float(v @ v))
+        if norm == 0:
+            return 0.0
+        r = s * np.abs(v) / norm
+        p = r - np.floor(r)
+        return float((norm / s) ** 2 * np.sum(p * (1 - p)))
+
     def compress(self, words, v):
         s = self.levels.astype(v.dtype)
         norm = jnp.sqrt(jnp.sum(v * v))
@@ -238,6 +299,15 @@ class Natural(AbstractCompressor):
 
     def num_words(self, d):
         return d
+
+    def omega(self, d):
+        return 0.125
+
+    def error(self, v):
+        a = np.abs(v)
+        _, e = np.frexp(a)
+        low = np.ldexp(1.0, e - 1)
+        return float(np.sum(np.where(a > 0, (2 * low - a) * (a - low), 0.0)))
 
     def compress(self, words, v):
         mag = jnp.abs(v)

@@ -34,6 +34,8 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from fedjax_abc._problems._args import check_count
+from fedjax_abc._problems._moments import (ParticipationMoments, available_set, multinomial,
+                                          rows_moments)
 from fedjax_abc._problems._samplers import AbstractSampler
 
 __all__ = ["AbstractAvailability", "Cyclic", "Dropout", "ImportanceSampler", "MarkovAvailability", "Poisson",
@@ -155,6 +157,21 @@ class Poisson(AbstractSampler):
     def validate(self, n):
         _check_clients("Poisson probs", self.probs, n)
 
+    def participation_moments(self, n, round=None):
+        p = np.broadcast_to(np.asarray(self.probs, np.float64), (n,))
+        if not self.unbiased:
+            return available_set(p, n)
+        m2 = np.full((n, n), 1.0 / n ** 2)
+        np.fill_diagonal(m2, 1.0 / (n ** 2 * p))
+        pi2 = np.outer(p, p)
+        np.fill_diagonal(pi2, p)
+        return ParticipationMoments(p.copy(), pi2, np.full(n, 1.0 / n), m2)
+
+    def available_probabilities(self, n):
+        if self.unbiased:
+            return None  # weighted 1 / (n p_i), not averaged
+        return np.broadcast_to(np.asarray(self.probs, np.float64), (n,)).copy()
+
     def num_slots(self, n):
         return n
 
@@ -216,6 +233,9 @@ class ImportanceSampler(AbstractSampler):
         if self.probs.shape != (n,):
             raise ValueError(f"ImportanceSampler probs must have one entry per client (n={n}), "
                              f"got shape {self.probs.shape}")
+
+    def participation_moments(self, n, round=None):
+        return multinomial(np.asarray(self.probs, np.float64), self.num_sampled, self.unbiased)
 
     def num_slots(self, n):
         return self.num_sampled
@@ -323,6 +343,11 @@ class Cyclic(AbstractAvailability):
             return self.groups
         return jnp.asarray(np.arange(n) * self.num_groups // n, jnp.int32)
 
+    def participation_moments(self, n, round=None):
+        g = np.asarray(self.group_ids(n))
+        rows = (g[None, :] == np.arange(self.num_groups)[:, None]).astype(np.float64)
+        return rows_moments(rows, self.num_sampled, round)
+
     def validate(self, n):
         if self.groups is not None and self.groups.shape != (n,):
             raise ValueError(f"Cyclic groups must have one entry per client (n={n}), got shape "
@@ -387,6 +412,9 @@ class TraceAvailability(AbstractAvailability):
         """P, the number of rows of the trace."""
         return int(self.available.shape[0])
 
+    def participation_moments(self, n, round=None):
+        return rows_moments(np.asarray(self.available, np.float64), self.num_sampled, round)
+
     def validate(self, n):
         if self.available.shape[1] != n:
             raise ValueError(f"TraceAvailability available must have n={n} columns (one per "
@@ -441,6 +469,9 @@ class MarkovAvailability(AbstractAvailability):
         """Each client's stationary availability p_return / (p_leave + p_return), (n,)."""
         a = self.p_return / (self.p_leave + self.p_return)
         return jnp.broadcast_to(a, (n,))
+
+    def participation_moments(self, n, round=None):
+        return available_set(np.asarray(self.stationary(n), np.float64), self.num_sampled)
 
     def availability_words(self, n):
         return n
@@ -503,6 +534,24 @@ class Dropout(AbstractSampler):
     def validate(self, n):
         self.sampler.validate(n)
         _check_clients("deliver", self.deliver, n)
+
+    def participation_moments(self, n, round=None):
+        q = np.broadcast_to(np.asarray(self.deliver, np.float64), (n,))
+        inner = self.sampler
+        if inner.normalised():
+            available = inner.available_probabilities(n)
+            if available is None:
+                raise ValueError(f"no closed form for Dropout over the normalised "
+                                 f"{type(inner).__name__} (survivors of a selection averaged)")
+            return available_set(available * q, n)  # every available client takes part
+        m = inner.participation_moments(n, round)
+        if m is None:
+            return None
+        pi2 = m.pi2 * np.outer(q, q)
+        np.fill_diagonal(pi2, m.pi * q)
+        m2 = m.m2.copy()
+        np.fill_diagonal(m2, np.diag(m.m2) / q)
+        return ParticipationMoments(m.pi * q, pi2, m.m1, m2)
 
     def num_slots(self, n):
         return self.sampler.num_slots(n)
@@ -586,6 +635,20 @@ class SizeWeighted(AbstractSampler):
         if self.sizes.shape != (n,):
             raise ValueError(f"sizes must have one entry per client (n={n}), got shape "
                              f"{self.sizes.shape}")
+
+    def participation_moments(self, n, round=None):
+        r = np.asarray(self.relative_sizes(n), np.float64)
+        inner = self.sampler
+        m = inner.participation_moments(n, round)
+        if m is None:
+            return None
+        if not inner.normalised():
+            return ParticipationMoments(m.pi, m.pi2, m.m1 * r, m.m2 * np.outer(r, r))
+        available = inner.available_probabilities(n)
+        if available is not None and np.all(available == 1):  # everyone, every round
+            return ParticipationMoments(m.pi, m.pi2, r / n, np.outer(r, r) / n ** 2)
+        raise ValueError(f"no closed form for SizeWeighted over the normalised "
+                         f"{type(inner).__name__} (a ratio of random sums)")
 
     def num_slots(self, n):
         return self.sampler.num_slots(n)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import abc
 import functools
-from typing import ClassVar
+from typing import ClassVar, Optional
 
 import equinox as eqx
 import jax
@@ -25,6 +25,7 @@ import numpy as np
 from jaxtyping import Array, Float, Int
 
 from fedjax_abc._problems._args import check_count
+from fedjax_abc._problems._moments import ParticipationMoments, available_set, multinomial
 
 __all__ = [
     "AbstractSampler",
@@ -110,6 +111,21 @@ class AbstractSampler(eqx.Module):
         """How many uint32 random words ``from_words`` needs."""
         return 2
 
+    def participation_moments(self, n: int,
+                              round: Optional[int] = None) -> Optional[ParticipationMoments]:
+        """One round's inclusion probabilities and weight moments over n clients, in closed
+        form (:class:`~fedjax_abc.ParticipationMoments`), or None where none is known (the
+        default): ``fa.theory.inclusion_probabilities``, ``weight_moments`` and
+        ``sampling_error`` read them. ``round``: the round t of a stateful sampler's
+        cycle; None for the long run (the mean over the cycle, the stationary law)."""
+        return None
+
+    def available_probabilities(self, n: int) -> Optional[np.ndarray]:
+        """Where every available client takes part, averaged with weight 1, each available
+        independently: those probabilities, shape (n,); None otherwise (the default). Lets
+        a wrapper (:class:`~fedjax_abc.Dropout`) compose its own closed form."""
+        return None
+
     def from_words(self, words: Array, n: int) -> tuple[Int[Array, " m"], Float[Array, " m"]]:
         """The round's slots from ``num_words(n)`` random words (default: a key of two)."""
         return self(jax.random.wrap_key_data(words[:2]), n)
@@ -160,6 +176,9 @@ class UniformWithoutReplacement(AbstractSampler):
         _check_size(self.num_sampled)
         if self.num_sampled < 1:
             raise ValueError(f"num_sampled (S={self.num_sampled}) must be >= 1")
+
+    def participation_moments(self, n, round=None):
+        return available_set(np.ones(n), self.num_sampled)
 
     def num_slots(self, n):
         return self.num_sampled
@@ -220,6 +239,12 @@ class FullParticipation(AbstractSampler):
 
     distinct_slots: ClassVar[bool] = True
 
+    def participation_moments(self, n, round=None):
+        return available_set(np.ones(n), n)
+
+    def available_probabilities(self, n):
+        return np.ones(n)
+
     def num_slots(self, n):
         return n
 
@@ -242,6 +267,9 @@ class WithReplacement(AbstractSampler):
         _check_size(self.num_sampled)
         if self.num_sampled < 1:
             raise ValueError(f"num_sampled (S={self.num_sampled}) must be >= 1")
+
+    def participation_moments(self, n, round=None):
+        return multinomial(np.full(n, 1.0 / n), self.num_sampled, False)
 
     def num_slots(self, n):
         return self.num_sampled
@@ -299,6 +327,12 @@ class Bernoulli(AbstractSampler):
     def __check_init__(self):  # also for a value put in by eqx.tree_at (a sweep's axis)
         if not isinstance(self.p, jax.core.Tracer) and not 0.0 < float(self.p) <= 1.0:
             _bad_probability(float(self.p))
+
+    def participation_moments(self, n, round=None):
+        return available_set(self.available_probabilities(n), n)
+
+    def available_probabilities(self, n):
+        return np.full(n, float(self.p))
 
     def num_slots(self, n):
         return n

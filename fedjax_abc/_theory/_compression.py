@@ -1,5 +1,9 @@
 """The compressors' constants in closed form, and the ABC constants of a compressed oracle.
 
+Each compressor gives its own constants (its ``omega``, ``delta`` and ``error`` methods,
+None where it knows none); the functions here check the arguments and read them, so that
+a compressor of your own gets them by defining the methods.
+
 - :func:`compressor_omega`: the variance factor omega of an unbiased compressor,
   E ||C(v) - v||^2 <= omega ||v||^2 for every v (RandK d/k - 1, QSGD min(d/s^2, sqrt(d)/s),
   Natural 1/8);
@@ -11,13 +15,11 @@
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
 
-from fedjax_abc._algorithms._compress import (NoCompression, Natural, QSGD, RandK, Sign,
-                                              TopK, check_k)
+from fedjax_abc._algorithms._compress import AbstractCompressor
 from fedjax_abc._problems._args import check_count
 
 __all__ = ["CompressedABC", "compressed_abc", "compression_error", "compressor_delta",
@@ -28,12 +30,16 @@ def _dim(d) -> int:
     return check_count("d (the dimension)", d)
 
 
-def _k(c, d: int) -> int:
-    return check_k(type(c).__name__, c.k, d)
+def _compressor(c) -> AbstractCompressor:
+    if not isinstance(c, AbstractCompressor):
+        raise ValueError(f"compressor must be a fedjax_abc.transforms compressor, got "
+                         f"{type(c).__name__}")
+    return c
 
 
 def compressor_omega(compressor, d: int) -> float:
-    """omega of an unbiased compressor on d-vectors: sup_v E ||C(v) - v||^2 / ||v||^2.
+    """omega of an unbiased compressor on d-vectors: sup_v E ||C(v) - v||^2 / ||v||^2, as
+    the compressor gives it (its ``omega``; a compressor of your own by defining it).
 
     RandK(k): d/k - 1 (attained by every v); QSGD(s): min(d/s^2, sqrt(d)/s) (Alistarh et
     al. 2017, Lemma 3.1); Natural: 1/8 (Horvath et al. 2019); NoCompression: 0.
@@ -43,25 +49,20 @@ def compressor_omega(compressor, d: int) -> float:
       >>> fa.theory.compressor_omega(fa.transforms.RandK(5), 20)
       3.0
     """
-    d = _dim(d)
-    c = compressor
-    if isinstance(c, NoCompression):
-        return 0.0
-    if isinstance(c, RandK):
-        return d / _k(c, d) - 1.0
-    if isinstance(c, QSGD):
-        s = float(c.levels)
-        return min(d / s ** 2, math.sqrt(d) / s)
-    if isinstance(c, Natural):
-        return 0.125
-    if isinstance(c, (TopK, Sign)):
+    d, c = _dim(d), _compressor(compressor)
+    omega = c.omega(d)
+    if omega is not None:
+        return float(omega)
+    if c.delta(d) is not None:
         raise ValueError(f"{type(c).__name__} is biased: it has no variance factor omega; "
                          "see compressor_delta")
-    raise ValueError(f"no closed-form omega for {type(c).__name__}")
+    raise ValueError(f"no closed-form omega for {type(c).__name__} (a compressor gives one "
+                     "through its omega method)")
 
 
 def compressor_delta(compressor, d: int) -> float:
-    """delta of a contraction on d-vectors: ||C(v) - v||^2 <= (1 - delta) ||v||^2.
+    """delta of a contraction on d-vectors: ||C(v) - v||^2 <= (1 - delta) ||v||^2, as the
+    compressor gives it (its ``delta``).
 
     TopK(k): k/d; Sign (scaled): 1/d (||v||_1^2 >= ||v||^2); an unbiased compressor
     scaled by 1/(1 + omega) is a contraction with delta = 1/(1 + omega), returned for
@@ -72,19 +73,17 @@ def compressor_delta(compressor, d: int) -> float:
       >>> fa.theory.compressor_delta(fa.transforms.TopK(5), 20)
       0.25
     """
-    d = _dim(d)
-    c = compressor
-    if isinstance(c, TopK):
-        return _k(c, d) / d
-    if isinstance(c, Sign):
-        return 1.0 / d
-    if isinstance(c, NoCompression):
-        return 1.0
-    return 1.0 / (1.0 + compressor_omega(c, d))
+    d, c = _dim(d), _compressor(compressor)
+    delta = c.delta(d)
+    if delta is None:
+        raise ValueError(f"no closed-form delta for {type(c).__name__} (a compressor gives "
+                         "one through its delta or omega method)")
+    return float(delta)
 
 
 def compression_error(compressor, v) -> float:
-    """E ||C(v) - v||^2 at the vector v, exactly (over the compressor's randomness).
+    """E ||C(v) - v||^2 at the vector v, exactly (over the compressor's randomness), as the
+    compressor gives it (its ``error``).
 
     RandK: (d/k - 1) ||v||^2; QSGD: (||v|| / s)^2 sum_j p_j (1 - p_j), p_j the fractional
     part of s |v_j| / ||v||; Natural: sum_j (2^(a_j+1) - |v_j|) (|v_j| - 2^a_j) with
@@ -98,34 +97,12 @@ def compression_error(compressor, v) -> float:
     v = np.asarray(v, dtype=np.float64)
     if v.ndim != 1 or v.size == 0:
         raise ValueError(f"v must be a non-empty vector, got shape {v.shape}")
-    d = v.size
-    c = compressor
-    sq = float(v @ v)
-    if isinstance(c, NoCompression):
-        return 0.0
-    if isinstance(c, RandK):
-        return (d / _k(c, d) - 1.0) * sq
-    if isinstance(c, QSGD):
-        s = float(c.levels)
-        norm = math.sqrt(sq)
-        if norm == 0:
-            return 0.0
-        r = s * np.abs(v) / norm
-        p = r - np.floor(r)
-        return float((norm / s) ** 2 * np.sum(p * (1 - p)))
-    if isinstance(c, Natural):
-        a = np.abs(v)
-        _, e = np.frexp(a)
-        low = np.ldexp(1.0, e - 1)
-        return float(np.sum(np.where(a > 0, (2 * low - a) * (a - low), 0.0)))
-    if isinstance(c, TopK):
-        k = _k(c, d)
-        keep = np.argsort(-np.abs(v), kind="stable")[:k]
-        rest = np.delete(v, keep)
-        return float(rest @ rest)
-    if isinstance(c, Sign):
-        return sq - float(np.sum(np.abs(v))) ** 2 / d
-    raise ValueError(f"no closed form of E||C(v) - v||^2 for {type(c).__name__}")
+    c = _compressor(compressor)
+    error = c.error(v)
+    if error is None:
+        raise ValueError(f"no closed form of E||C(v) - v||^2 for {type(c).__name__} (a "
+                         "compressor gives one through its error method)")
+    return float(error)
 
 
 class CompressedABC(NamedTuple):
