@@ -193,3 +193,19 @@ def test_scaffnews_p_and_its_law_are_one_value(problem):
                         local_steps=fa.algorithms.Scaffnew(0.9).local_steps(8), x0=x0, **kw,
                         **CALL)
     assert np.array_equal(both.run(x0=x0, **CALL).x_final, fresh.x_final)
+
+
+class _Named(fa.ExactOracle):
+    label: str = "mine"  # a field that is not an array: a static value of the layout
+
+
+def test_a_components_plain_fields_and_a_problem_axis(problem):
+    x0 = np.asarray(problem.x_star) + 1.0
+    sim = fa.Simulation(problem, num_sampled=3, local_steps=2, rounds=6, oracle=_Named())
+    assert sim.run(x0=x0, **CALL).equals(sim.run(x0=x0, **CALL))
+    other = fa.problems.huber_offsets(jax.random.key(9), n=N, d_max=20.0)
+    sw = fa.sweep(sim, grid={"problem": [problem, other]}, x0=x0, key=CALL["key"], trials=5,
+                  stepsize=2e-2)
+    one = fa.simulate(other, num_sampled=3, local_steps=2, rounds=6, oracle=_Named(), x0=x0,
+                      **CALL)
+    assert np.array_equal(sw.results[1].x_final, one.x_final)

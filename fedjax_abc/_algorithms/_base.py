@@ -35,12 +35,13 @@ leaves, so a new value (``FedProx(mu=0.2)``) compiles nothing new; they are chec
 from __future__ import annotations
 
 import abc
+import dataclasses
 from typing import Any, Callable, ClassVar, NamedTuple, Optional, Union
 
 import equinox as eqx
 from jaxtyping import Array
 
-__all__ = ["AbstractAlgorithm", "AbstractServerState", "LocalInfo", "RoundInfo", "recheck"]
+__all__ = ["AbstractAlgorithm", "AbstractServerState", "LocalInfo", "RoundInfo", "recheck", "recheck_all"]
 
 
 class RoundInfo(NamedTuple):
@@ -170,3 +171,16 @@ def recheck(module: eqx.Module) -> None:
         check = cls.__dict__.get("__check_init__")
         if check is not None:
             check(module)
+
+
+def recheck_all(obj) -> None:
+    """:func:`recheck` of every module in ``obj``: it, its fields, tuples and lists of them,
+    outermost first (a component with a value put deep inside it, a run's components)."""
+    cls = type(obj)
+    if issubclass(cls, eqx.Module):
+        recheck(obj)
+        for f in dataclasses.fields(cls):
+            recheck_all(object.__getattribute__(obj, f.name))
+    elif cls is tuple or cls is list:
+        for item in obj:
+            recheck_all(item)

@@ -121,12 +121,13 @@ def warn_one_device(devices) -> None:
     cores and nobody chose the devices (no :func:`use_cpu_cores`, ``jax_num_cpu_devices`` or
     device count in ``XLA_FLAGS``): once a process under Python's default warning filter,
     the warning being raised from this one place."""
-    if len(devices) != 1 or devices[0].platform != "cpu" or usable_cores() < 2:
+    if len(devices) != 1 or devices[0].platform != "cpu":
         return
-    if jax.config.jax_num_cpu_devices != -1 or \
+    cores = usable_cores()
+    if cores < 2 or jax.config.jax_num_cpu_devices != -1 or \
             "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", ""):
         return
-    warnings.warn(f"fedjax_abc runs on one CPU device of {usable_cores()} usable cores: call "
+    warnings.warn(f"fedjax_abc runs on one CPU device of {cores} usable cores: call "
                   "fa.use_cpu_cores() right after the imports, before any JAX computation, to "
                   "shard the trials over every core (the same numbers)", UserWarning,
                   stacklevel=1)

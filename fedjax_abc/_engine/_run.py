@@ -17,13 +17,12 @@ import os
 from typing import Any, NamedTuple, Optional, Union
 
 import equinox as eqx
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from fedjax_abc._algorithms._base import AbstractAlgorithm, recheck
+from fedjax_abc._algorithms._base import AbstractAlgorithm, recheck_all
 from fedjax_abc._algorithms._transforms import AbstractTransform
 from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine import _memory, _round
@@ -44,8 +43,7 @@ from fedjax_abc._problems._samplers import (AbstractSampler, FullParticipation,
                                             UniformWithoutReplacement)
 
 __all__ = ["Components", "Parts", "Run", "Spec", "build", "checked", "checked_every",
-           "checked_path", "current", "for_call", "layout"]
-
+           "checked_path", "current", "for_call", "layout", "local_work", "settings"]
 
 
 def _check_int(name: str, value, low: int = 1) -> int:
@@ -130,9 +128,12 @@ def layout(components: Components) -> tuple:
     return _layout(*jax.tree_util.tree_flatten(components))
 
 
+_ARRAY = "array"  # marks an array leaf's entry in a layout: (_ARRAY, shape, dtype)
+
+
 def _layout(leaves: list, treedef) -> tuple:
     return (treedef,) + tuple(
-        (np.shape(a), np.dtype(a.dtype).str) if isinstance(a, (jax.Array, np.ndarray))
+        (_ARRAY, np.shape(a), np.dtype(a.dtype).str) if isinstance(a, (jax.Array, np.ndarray))
         else (type(a), _hashable(a)) for a in leaves)
 
 
@@ -350,9 +351,9 @@ def _as_arrays(leaves: list, spec: Spec) -> list:
     spec has for it (the run's, as :func:`build` casts them; a metric's data its own)."""
     out = list(leaves)
     for i, (leaf, was) in enumerate(zip(leaves, spec.layout[1:])):
-        if not isinstance(was[1], str) or not np.issubdtype(np.dtype(was[1]), np.floating):
+        if was[0] != _ARRAY or not np.issubdtype(np.dtype(was[2]), np.floating):
             continue  # a static value, or an integer array: kept as it is
-        dtype = np.dtype(was[1])
+        dtype = np.dtype(was[2])
         if isinstance(leaf, float):
             leaf = np.asarray(leaf, dtype)
         if isinstance(leaf, (jax.Array, np.ndarray)) and jnp.issubdtype(leaf.dtype, jnp.floating) \
@@ -363,17 +364,22 @@ def _as_arrays(leaves: list, spec: Spec) -> list:
     return out
 
 
-def _recheck_all(obj) -> None:
-    """Runs every ``__check_init__`` of every module in ``obj`` (its fields, tuples and lists
-    of them) again, as ``recheck`` does for one module."""
-    cls = type(obj)
-    if issubclass(cls, eqx.Module):
-        recheck(obj)
-        for f in dataclasses.fields(cls):
-            _recheck_all(object.__getattribute__(obj, f.name))
-    elif cls is tuple or cls is list:
-        for item in obj:
-            _recheck_all(item)
+def local_work(components: Components, spec: Spec) -> Union[int, AbstractLocalSteps]:
+    """Q (the spec's), or the components' law of local steps."""
+    return spec.local_steps if components.local_steps is None else components.local_steps
+
+
+def settings(components: Components, spec: Spec) -> dict:
+    """The arguments of :func:`build` (``simulate``'s shape-setting ones) that make these
+    components and spec: the components as they are, the sampler given as itself."""
+    c = components
+    return dict(problem=c.problem, num_sampled=None, local_steps=local_work(c, spec),
+                rounds=spec.rounds, record_every=spec.record_every, mode=spec.mode,
+                sampler=c.sampler, oracle=c.oracle, algorithm=c.algorithm, dtype=spec.dtype,
+                trial_chunk=spec.trial_chunk, record_x=spec.record_x,
+                devices=None if spec.devices is None else list(spec.devices),
+                metrics=dict(zip(spec.metric_names, c.metrics)) or None,
+                generator=spec.generator, transform=c.transform)
 
 
 def current(components: Components, spec: Spec) -> tuple[Components, Spec]:
@@ -389,17 +395,10 @@ def current(components: Components, spec: Spec) -> tuple[Components, Spec]:
         cast = _as_arrays(leaves, spec)
         if any(a is not b for a, b in zip(cast, leaves)):
             leaves, components = cast, treedef.unflatten(cast)
-    _recheck_all(components)
+    recheck_all(components)
     if _layout(leaves, treedef) != spec.layout:
-        c = cast_floating(components, DTYPES[spec.dtype])
-        return build(c.problem, None, spec.local_steps if c.local_steps is None else c.local_steps,
-                     spec.rounds, spec.record_every, spec.mode, c.sampler, c.oracle, c.algorithm,
-                     spec.dtype, spec.trial_chunk, spec.record_x,
-                     None if spec.devices is None else list(spec.devices),
-                     dict(zip(spec.metric_names, c.metrics)) or None, spec.generator,
-                     c.transform)
-    steps = components.local_steps
-    method(components.algorithm, "check_local_steps")(spec.local_steps if steps is None else steps)
+        return build(**settings(components, spec))  # build casts them as it casts any
+    method(components.algorithm, "check_local_steps")(local_work(components, spec))
     return components, spec
 
 
@@ -439,14 +438,13 @@ def for_call(components: Components, spec: Spec, stepsize, x0, trials, key, firs
     if spec.devices is None:
         warn_one_device(devices)
     jdtype = DTYPES[spec.dtype]
-    steps = spec.local_steps if components.local_steps is None else components.local_steps
     config = _config(components, spec, devices, dict(
         trials=R, trial_chunk=chunk, key=list(key_words), first_trial=first_trial,
         stepsize=float(alphas[0]) if np.all(alphas == alphas[0]) else "schedule"))
     return Run(
         problem=_run_problem(problem, _native_loops()), oracle=components.oracle,
         sampler=components.sampler, algorithm=components.algorithm, alphas=alphas, x0=x0,
-        key=key, local_steps=steps, rounds=T, trials=R, record_every=k, mode=spec.mode,
+        key=key, local_steps=local_work(components, spec), rounds=T, trials=R, record_every=k, mode=spec.mode,
         dtype=jdtype, chunk=chunk, record_x=spec.record_x, devices=devices, config=config,
         fill_devices=spec.devices is not None, first_trial=first_trial,
         metric_names=spec.metric_names, metrics=components.metrics, generator=spec.generator,
@@ -458,12 +456,11 @@ def _config(components: Components, spec: Spec, devices: list, call: dict) -> di
     """The settings a result records (``SimResult.config``), in their order, with the call's
     own (``call``: trials, trial_chunk, stepsize, key, first_trial)."""
     c = components
-    steps = spec.local_steps if c.local_steps is None else c.local_steps
     config = dict(
         problem=c.problem.name, n=c.problem.num_clients, d=c.problem.dim,
         num_sampled=getattr(c.sampler, "num_sampled", None), sampler=type(c.sampler).__name__,
         oracle=type(c.oracle).__name__, algorithm=describe(c.algorithm),
-        local_steps=_describe_steps(steps), rounds=spec.rounds, trials=call["trials"],
+        local_steps=_describe_steps(local_work(c, spec)), rounds=spec.rounds, trials=call["trials"],
         record_every=spec.record_every, mode=spec.mode, dtype=spec.dtype,
         trial_chunk=call["trial_chunk"], stepsize=call["stepsize"], key=call["key"],
         devices=[str(dv) for dv in devices], jax_version=jax.__version__)

@@ -39,6 +39,7 @@ from fedjax_abc._engine._progress import (AbstractProgressMeter, NoProgressMeter
 from fedjax_abc._engine._run import Components, Spec
 from fedjax_abc._engine._run import Run as _Run
 from fedjax_abc._engine._run import build as _build
+from fedjax_abc._engine._run import local_work as _local_work
 from fedjax_abc._engine._run import checked_every as _checked_every
 from fedjax_abc._engine._run import checked_path as _checked_path
 from fedjax_abc._engine._run import for_call as _for_call
@@ -368,8 +369,7 @@ class Simulation(eqx.Module):
     @property
     def local_steps(self) -> Union[int, AbstractLocalSteps]:
         """Q, or the law of local steps (per-client counts too)."""
-        steps = self.components.local_steps
-        return self.spec.local_steps if steps is None else steps
+        return _local_work(self.components, self.spec)
 
     def run(self, *, key: jax.Array, x0, stepsize: Union[float, Callable, np.ndarray],
             trials: int = 1, first_trial: int = 0,

@@ -26,9 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedjax_abc._algorithms._base import AbstractAlgorithm, recheck
+from fedjax_abc._algorithms._base import recheck_all
 from fedjax_abc._algorithms._fedavg import FedAvg
-from fedjax_abc._algorithms._transforms import AbstractTransform
 from fedjax_abc._engine import _memory, _metrics
 from fedjax_abc._engine._chunk import Grid, components, run_chunk, stack
 from fedjax_abc._engine._plan import closed_form_gradient, make_plan
@@ -37,12 +36,10 @@ from fedjax_abc._engine._progress import AbstractProgressMeter, Reporting, progr
 from fedjax_abc._engine._run import Run as _Run
 from fedjax_abc._engine._run import checked as _checked
 from fedjax_abc._engine._names import coordinate_labels
-from fedjax_abc._engine._run import current
+from fedjax_abc._engine._run import current, settings
 from fedjax_abc._engine._simulate import Simulation, _assemble, _warn_divergence
-from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import Problem
-from fedjax_abc._problems._samplers import (AbstractSampler, FullParticipation,
-                                            UniformWithoutReplacement)
+from fedjax_abc._problems._samplers import FullParticipation, UniformWithoutReplacement
 
 __all__ = ["sweep", "GRID_NAMES", "with_field"]
 
@@ -122,21 +119,10 @@ def with_field(component, name: str, field: str, value):
         raise ValueError(f"grid axis '{name}.{field}': values must be finite, got {value!r}")
     changed = eqx.tree_at(lambda c: _get(c, field), component, jnp.asarray(new, old.dtype))
     try:  # the checks its constructor would make of this value
-        for part in _modules_on(changed, field):
-            recheck(part)
+        recheck_all(changed)
     except ValueError as e:
         raise ValueError(f"grid axis '{name}.{field}' value {value!r}: {e}") from None
     return changed
-
-
-def _modules_on(component, field: str) -> list:
-    """The modules along a dotted path of fields, the component first."""
-    parts, value = [component], component
-    for part in field.split(".")[:-1]:
-        value = value[int(part)] if isinstance(value, tuple) else getattr(value, part)
-        if isinstance(value, eqx.Module):
-            parts.append(value)
-    return parts
 
 
 def _given_labels(name: str, given, values: list) -> tuple:
@@ -219,23 +205,17 @@ def _from_simulation(sim: Simulation, grid: Mapping, kwargs: dict) -> tuple[Prob
     if given:
         raise ValueError(f"sweep of a Simulation takes only the per-call arguments (key, x0, "
                          f"stepsize, trials); {given} are the Simulation's: build it with them")
-    components, spec = current(sim.components, sim.spec)
-    c = components
-    args = dict(sampler=c.sampler, oracle=c.oracle, algorithm=c.algorithm,
-                transform=c.transform, rounds=spec.rounds, record_every=spec.record_every,
-                mode=spec.mode, dtype=spec.dtype, trial_chunk=spec.trial_chunk,
-                record_x=spec.record_x, generator=spec.generator,
-                local_steps=spec.local_steps if c.local_steps is None else c.local_steps,
-                devices=None if spec.devices is None else list(spec.devices),
-                metrics=dict(zip(spec.metric_names, c.metrics)) or None)
+    args = settings(*current(sim.components, sim.spec))
+    problem = args.pop("problem")
+    args.pop("num_sampled")  # None: the sampler is given
     if "num_sampled" in grid:  # S on an axis: the default sampler is the axis's
-        if not isinstance(c.sampler, (UniformWithoutReplacement, FullParticipation)):
+        if not isinstance(args["sampler"], (UniformWithoutReplacement, FullParticipation)):
             raise ValueError(f"grid axis 'num_sampled' replaces the sampler, but the Simulation "
-                             f"has a {type(c.sampler).__name__}; vary 'sampler' instead")
+                             f"has a {type(args['sampler']).__name__}; vary 'sampler' instead")
         del args["sampler"]
     for name in grid:  # a setting on an axis: the axis's values replace the Simulation's
         args.pop(name, None)
-    return c.problem, dict(args, **kwargs)
+    return problem, dict(args, **kwargs)
 
 
 def sweep(

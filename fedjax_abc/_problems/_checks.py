@@ -74,6 +74,10 @@ def _global_generators() -> tuple:
             float(state["gauss"]), random.getstate())
 
 
+_GENERATOR_MAKERS = ("default_rng", "Generator", "RandomState")
+_GENERATORS = (np.random.Generator, np.random.RandomState, random.Random)
+
+
 class _GeneratorMade(Exception):
     """A NumPy or Python random generator was made while a component was traced."""
 
@@ -97,10 +101,6 @@ def _no_generators():
             setattr(module, name, value)
 
 
-_GENERATOR_MAKERS = ("default_rng", "Generator", "RandomState")
-_GENERATORS = (np.random.Generator, np.random.RandomState, random.Random)
-
-
 def _held_generator(obj, depth: int = 0):
     """The dotted field of ``obj`` (a module's fields, to a few levels) holding a NumPy or
     Python random generator, or None."""
@@ -114,6 +114,8 @@ def _held_generator(obj, depth: int = 0):
         if inner is not None:
             return f"{f.name}.{inner}"
     return None
+
+
 _DRAWN_ONCE = ("the draw is made once and repeats every round; draw from the random words (or "
                "key) it is given")
 
