@@ -123,6 +123,17 @@ def build_algorithm(name):
             "FedAdam": lambda: fa.algorithms.FedOpt(optax.adam(1e-3))}[name]()
 
 
+def build_sampler(spec):
+    """The package's sampler of a case: None (S uniformly without replacement) or
+    ``"bernoulli:P"``."""
+    if spec is None:
+        return None
+    import fedjax_abc as fa
+
+    kind, value = spec.split(":")
+    return {"bernoulli": fa.Bernoulli}[kind](float(value))
+
+
 def make_call(case):
     """A function ``call(seed) -> x_T`` running the case once."""
     import jax
@@ -138,6 +149,9 @@ def make_call(case):
     if impl == "fedjax_abc":
         keys = {}
         algorithm = build_algorithm(case.get("algorithm"))
+        sampler = build_sampler(case.get("sampler"))
+        if sampler is not None:
+            common = dict(common, num_sampled=None, sampler=sampler)
 
         def call(seed):
             key = keys.setdefault(seed, jax.random.key(seed))

@@ -51,6 +51,8 @@ def _row_cells(r):
         impl += f" {'separate' if r.get('separate') else 'sweep'} x{r['grid']}"
     if r.get("generator"):
         impl += f" {r['generator']}"
+    if r.get("sampler"):
+        impl += f" {r['sampler']}"
     if r.get("cores"):
         impl += f" on {r['cores']} core{'s' if r['cores'] > 1 else ''}"
     if r.get("cpu_devices"):

@@ -22,7 +22,7 @@ import importlib.util
 import os
 
 WORKLOADS = ("table2", "algorithms", "fig1", "quadratics", "trials", "clients", "memory",
-             "sweep", "learning", "steps")
+             "sweep", "learning", "steps", "participation")
 # The algorithms of fedjax_abc.algorithms on the Table II workload (package only).
 ALGORITHMS = ("FedAvg", "FedProx", "Scaffold", "FedAdam")
 QUICK_WORKLOADS = ("table2", "memory")  # what --quick runs unless --only says otherwise
@@ -207,7 +207,20 @@ def cases(quick: bool = False, only=None):
         out += learning_cases(quick)
     if "steps" in selected:
         out += steps_cases(quick)
+    if "participation" in selected:
+        out += participation_cases(quick)
     return out
+
+
+def participation_cases(quick: bool):
+    """A random number of participants at its cost: Bernoulli(0.01) on n = 1000 quadratic
+    clients (d = 100, Q = 5) against S = 10 uniformly without replacement, gather mode, both
+    recorded once (at t = T): gather computes Bernoulli's capacity (32 slots), not n. The
+    Bernoulli case's S is its mean number of participants, p n."""
+    T, R = (10, 16) if quick else (100, 100)
+    return [_case("participation", "fedjax_abc", "gather", "float64", "quadratics", 1000, 10, 5,
+                  T, R, d=100, record_every=T, **extra)  # S: Bernoulli's mean p n
+            for extra in ({}, {"sampler": "bernoulli:0.01"})]
 
 
 def steps_cases(quick: bool):

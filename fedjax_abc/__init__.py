@@ -51,6 +51,7 @@ from fedjax_abc._problems._samplers import (
     UniformWithoutReplacement,
     WithReplacement,
     sample_mask,
+    tail_capacity,
 )
 from fedjax_abc._problems._participation import (
     AbstractAvailability,
@@ -124,6 +125,7 @@ __all__ = [
     "make_problem",
     "problems",
     "sample_mask",
+    "tail_capacity",
     "simulate",
     "stepsize_array",
     "sweep",

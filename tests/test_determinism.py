@@ -9,6 +9,9 @@
 - a new key, stepsize, x0 or problem data of the same shapes compiles nothing.
 """
 
+from typing import ClassVar
+
+import equinox as eqx
 import jax
 import numpy as np
 import pytest
@@ -269,3 +272,86 @@ def test_records_do_not_depend_on_the_number_of_trials_at_paper_size():
     b = fa.simulate(p, trials=50, **kw)
     for name in ("x_final", "gap", "grad_norm_sq"):
         np.testing.assert_array_equal(getattr(a, name)[:50], getattr(b, name), err_msg=name)
+
+
+# ---------------------------------------------- random-size participation: the capacity
+
+
+class Capped(fa.AbstractSampler):
+    """Another sampler with its capacity set by hand (overflow forced in most rounds)."""
+
+    inner: fa.AbstractSampler
+    cap: int = eqx.field(static=True)
+
+    distinct_slots: ClassVar[bool] = True
+
+    def num_slots(self, n):
+        return self.inner.num_slots(n)
+
+    def num_words(self, n):
+        return self.inner.num_words(n)
+
+    def normalised(self):
+        return self.inner.normalised()
+
+    def capacity(self, n):
+        return self.cap
+
+    def __call__(self, key, n):
+        return self.inner(key, n)
+
+    def from_words(self, words, n):
+        return self.inner.from_words(words, n)
+
+
+CAPPED_RUNS = {  # algorithm, transform: client states, statistics, a query, a server state
+    "fedavg_qsgd": (fa.algorithms.FedAvg(), fa.transforms.QSGD(4)),
+    "scaffold_error_feedback": (fa.algorithms.Scaffold(),
+                                fa.transforms.ErrorFeedback(fa.transforms.TopK(1))),
+    "mime": (fa.algorithms.Mime(), None),
+    "adaptive_clipping": (fa.algorithms.FedAvg(), fa.transforms.AdaptiveClipping(1.0)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CAPPED_RUNS))
+def test_participants_in_chunks_give_the_sums_of_all_slots(name):
+    """Bernoulli(0.3) on n = 40 (about 12 participants) computed 5 at a time: several chunks
+    every round, the last one overlapping the one before. Gather and mask give, bit for bit,
+    the numbers of every slot summed at once (capacity None): none dropped or counted twice."""
+    algorithm, transform = CAPPED_RUNS[name]
+    p = fa.problems.huber_offsets(jax.random.key(0), n=40, d_max=10.0)
+    kw = dict(algorithm=algorithm, transform=transform, local_steps=2, stepsize=0.05,
+              rounds=6, x0=p.x_star + 3.0, trials=3, key=jax.random.key(1), record_every=3)
+    plain = fa.simulate(p, sampler=fa.Bernoulli(0.3), mode="mask", **kw)
+    for mode in ("mask", "gather"):
+        assert_same(plain, fa.simulate(p, sampler=Capped(fa.Bernoulli(0.3), 5), mode=mode, **kw))
+    assert np.unique(plain.x_final).size > 1
+
+
+def test_bernoulli_gather_computes_its_capacity_and_equals_mask():
+    """Bernoulli(0.01) on n = 1000: gather runs 32 slots a round (not 1000), with the numbers
+    of mask bit for bit (pairwise sums beyond 64 slots, the same in both); an unbiased
+    Poisson too (its weights scale the update)."""
+    p = fa.problems.huber_offsets(jax.random.key(1), n=1000, d_max=10.0)
+    assert fa.Bernoulli(0.01).capacity(1000) == 32
+    kw = dict(local_steps=2, stepsize=0.05, rounds=8, x0=p.x_star + 3.0, trials=4,
+              key=jax.random.key(2), record_every=4)
+    for sampler in (fa.Bernoulli(0.01), fa.Poisson(np.full(1000, 0.01)),
+                    Capped(fa.Bernoulli(0.05), 4)):
+        a = fa.simulate(p, sampler=sampler, mode="mask", **kw)
+        b = fa.simulate(p, sampler=sampler, mode="gather", **kw)
+        assert_same(a, b)
+        assert np.all(np.any(a.x != a.x[:, :1], axis=1))  # the rounds moved x
+
+
+def test_a_sweep_over_p_takes_the_largest_capacity():
+    """A grid over Bernoulli's p is one program whose capacity is the largest point's; each
+    point's numbers are its own simulate's."""
+    p = fa.problems.huber_offsets(jax.random.key(1), n=400, d_max=10.0)
+    sim = fa.Simulation(p, sampler=fa.Bernoulli(0.01), local_steps=2, rounds=6, mode="gather")
+    kw = dict(stepsize=0.05, x0=p.x_star + 3.0, key=jax.random.key(3))
+    res = fa.sweep(sim, grid={"sampler.p": [0.01, 0.05]}, trials=3, **kw)
+    for j, q in enumerate((0.01, 0.05)):
+        one = fa.simulate(p, sampler=fa.Bernoulli(q), local_steps=2, rounds=6, trials=3,
+                          mode="mask", **kw)
+        np.testing.assert_allclose(res.gap[j], one.gap, rtol=1e-12, atol=0)

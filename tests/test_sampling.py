@@ -222,3 +222,33 @@ def test_batched_slots_follow_a_subclass_from_words():
     plain, _ = fa.UniformWithoutReplacement(S).from_words_batched(jax.numpy.asarray(words), n)
     got, _ = _Reversed(S).from_words_batched(jax.numpy.asarray(words), n)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(plain)[::-1])
+
+
+def _poisson_binomial_sf(p, c):
+    """P(X > c) for X a sum of independent Bernoulli(p_i): the exact law by convolution."""
+    law = np.array([1.0])
+    for q in p:
+        law = np.convolve(law, [1 - q, q])
+    return law[c + 1:].sum()
+
+
+@pytest.mark.parametrize("n, p", [(1000, 0.01), (1000, 0.1), (10_000, 0.001), (200, 0.05)])
+def test_tail_capacity_holds_all_but_one_round_in_a_million(n, p):
+    """The capacity from Bernstein's bound against the exact binomial tail: overflow below
+    1e-6, and not wasteful (at most twice the exact 1 - 1e-6 quantile)."""
+    from fedjax_abc._problems._samplers import OVERFLOW_PROBABILITY, tail_capacity
+
+    C = tail_capacity(p, n)
+    assert stats.binom.sf(C, n, p) <= OVERFLOW_PROBABILITY
+    assert C <= 2 * stats.binom.isf(OVERFLOW_PROBABILITY, n, p)
+    assert fa.Bernoulli(p).capacity(n) == C
+
+
+def test_tail_capacity_of_unequal_probabilities():
+    rng = np.random.default_rng(0)
+    probs = rng.uniform(0.0, 0.1, 300)
+    C = fa.Poisson(probs).capacity(300)
+    assert _poisson_binomial_sf(probs, C) <= 1e-6 < _poisson_binomial_sf(probs, C // 2)
+    assert fa.Dropout(fa.Poisson(probs), 0.5).capacity(300) == C  # dropping keeps the bound
+    assert fa.Poisson(np.full(10, 0.5)).capacity(10) is None  # more than half of n: all slots
+    assert fa.UniformWithoutReplacement(3).capacity(10) is None

@@ -35,7 +35,8 @@ __all__ = ["AbstractChunk", "Grid", "OneRun", "Program", "components", "run_chun
 class Program(NamedTuple):
     """What a compiled segment does besides its arrays' shapes (static: a new value is a new
     program): the mode, whether x_t is recorded, the blocks between records, the words'
-    hash, the client block and the devices the trials are sharded over."""
+    hash, the client block, the devices the trials are sharded over and the sampler's
+    capacity (``_round.batched_round``)."""
 
     mode: str
     record_x: bool
@@ -43,6 +44,7 @@ class Program(NamedTuple):
     generator: str
     client_block: Optional[int]
     groups: int
+    capacity: Optional[int] = None
 
 
 def _start_state(parts: Parts, program: Program, x0):
@@ -84,7 +86,8 @@ def _segment(parts: Parts, program: Program, state, trial_ids, key, t0, stepsize
         state_next = _round.run_rounds(parts.problem, parts.oracle, parts.sampler,
                                        parts.algorithm, state_t, trial_keys, t0 + j * b, alphas,
                                        parts.local_steps, program.mode, program.generator,
-                                       program.client_block, parts.transform)
+                                       program.client_block, parts.transform,
+                                       program.capacity)
         x_next = state_next.server.x
         if per_record == 1:
             values = record(x_next) + _totals(state_next)
@@ -255,11 +258,11 @@ class OneRun(AbstractChunk):
             self.run.dtype)
 
     def start(self, plan, x_c):
-        return _run_start(self.run.parts(), _program(self.run, plan, 1), x_c)
+        return _run_start(self.run.parts(), _program((self.run,), plan, 1), x_c)
 
     def segment(self, plan, seg, state, ids, stepsizes):
         r = self.run
-        return _run_segment(r.parts(), _program(r, plan, seg.per_record), state, ids, r.key,
+        return _run_segment(r.parts(), _program((r,), plan, seg.per_record), state, ids, r.key,
                             np.int32(seg.start), stepsizes)
 
     def first_segment(self, plan, seg, start, stepsizes):
@@ -268,7 +271,7 @@ class OneRun(AbstractChunk):
             x0 = r.x0[0].astype(r.dtype)
         else:
             x0 = _put([_chunk_rows(r, plan, start)], [r.dtype], plan.sharding)[0]
-        return _run_first(r.parts(), _program(r, plan, seg.per_record), x0,
+        return _run_first(r.parts(), _program((r,), plan, seg.per_record), x0,
                           np.array(r.key_words + (r.first_trial + start,), np.uint32),
                           stepsizes, plan.per_call, plan.sharding)
 
@@ -299,19 +302,24 @@ class Grid(AbstractChunk):
                          for r in self.runs]).astype(self.run.dtype)
 
     def start(self, plan, x_c):
-        return _run_grid_start(self.axes, self.stacked, _program(self.run, plan, 1), x_c)
+        return _run_grid_start(self.axes, self.stacked, _program(self.runs, plan, 1), x_c)
 
     def segment(self, plan, seg, state, ids, stepsizes):
         r = self.run
-        return _run_grid_segment(self.axes, self.stacked, _program(r, plan, seg.per_record),
+        return _run_grid_segment(self.axes, self.stacked,
+                                 _program(self.runs, plan, seg.per_record),
                                  state, ids, r.key, jnp.asarray(seg.start, jnp.int32),
                                  jnp.asarray(stepsizes))
 
 
-def _program(run: Run, plan: Plan, per_record: int) -> Program:
-    """The :class:`Program` of a run's segment under ``plan``."""
+def _program(runs: tuple, plan: Plan, per_record: int) -> Program:
+    """The :class:`Program` of a segment of ``runs`` (one, or a grid's points) under
+    ``plan``: the capacity is the largest of theirs (None if any has none)."""
+    run = runs[0]
+    capacities = [r.capacity for r in runs]
+    capacity = None if None in capacities else max(capacities)
     return Program(run.mode, run.record_x, per_record, run.generator, plan.client_block,
-                   plan.groups)
+                   plan.groups, capacity)
 
 
 def _rows_sharding(sharding, lead: int):

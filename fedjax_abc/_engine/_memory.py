@@ -212,7 +212,7 @@ def check_run(run, plan) -> None:
         trials=run.trials, records=num_records(run.rounds, run.record_every), dim=d,
         itemsize=np.dtype(run.dtype).itemsize, record_x=run.record_x, rounds=run.rounds,
         per_call=plan.per_call, call_records=plan.segment + 1,
-        participants=n if run.mode == "mask" else method(run.sampler, "num_slots")(n),
+        participants=run.participants,
         local_steps=run.max_steps,
         noise_words=method(run.oracle, "num_words")((run.max_steps, d)),
         server_bytes=sizes.server_bytes, client_bytes=sizes.client_bytes,

@@ -146,7 +146,8 @@ def fedavg_round(problem, oracle, sampler, x: Array, t, stepsize, trial_key: Arr
     k_t = round_key_data(trial_key, t, generator)
     state = init_state(algorithm, x[None], problem.num_clients)
     state = batched_round(problem, oracle, sampler, algorithm, state, k_t[:, None], stepsize,
-                          local_steps, mode, generator)
+                          local_steps, mode, generator,
+                          capacity=sampler.capacity(problem.num_clients))
     return state.server.x[0]
 
 
@@ -164,15 +165,79 @@ def _at_slots(tree, idx: Array):
     return jax.tree_util.tree_map(lambda a: _take(a, idx), tree)
 
 
-def _weighted_mean(messages, w: Array, total: Array):
-    """sum_j w_j m_j / sum_j w_j over the slots of every leaf (m, R, ...) -> (R, ...)."""
+def _weighted(messages, w: Array):
+    """w_j m_j for every slot j of every leaf (m, R, ...)."""
+    return jax.tree_util.tree_map(
+        lambda a: w.reshape(w.shape + (1,) * (a.ndim - 2)).astype(a.dtype) * a, messages)
+
+
+def _divided(sums, total: Array):
+    """Every leaf (R, ...) of ``sums`` over the trials' total weights (R,) (1 where 0)."""
     safe = jnp.where(total > 0, total, 1)
+    return jax.tree_util.tree_map(
+        lambda a: a / safe.reshape(safe.shape + (1,) * (a.ndim - 1)).astype(a.dtype), sums)
 
-    def mean(a):
-        wa = w.reshape(w.shape + (1,) * (a.ndim - 2)).astype(a.dtype)
-        return ordered_sum(wa * a) / safe.reshape(safe.shape + (1,) * (a.ndim - 2)).astype(a.dtype)
 
-    return jax.tree_util.tree_map(mean, messages)
+def _contributions(messages, stats: dict, w: Array, totals: dict):
+    """What every slot adds to the round's sums: (w_j m_j, w_j, the statistics of the slots
+    with a positive weight, the same cast to the running totals' dtype)."""
+    kept = {name: jnp.where(w > 0, value, 0) for name, value in stats.items()}
+    return (_weighted(messages, w), w, kept,
+            {name: kept[name].astype(totals[name].dtype) for name in totals})
+
+
+def _compact(idx: Array, w: Array) -> tuple[Array, Array]:
+    """The slots (m, R) reordered in every trial: those with a nonzero weight first, in slot
+    order, then the rest (a permutation of each trial's slots)."""
+    take = w != 0
+    first = jnp.cumsum(take, axis=0, dtype=jnp.int32) - 1
+    rest = first[-1:] + jnp.cumsum(~take, axis=0, dtype=jnp.int32)
+    order = _put(jnp.zeros_like(first), jnp.where(take, first, rest),
+                 jnp.broadcast_to(jnp.arange(idx.shape[0], dtype=jnp.int32)[:, None],
+                                  idx.shape))
+    return _take(idx, order), _take(w, order)
+
+
+def _chunk(idx: Array, w: Array, capacity: int, k):
+    """Chunk k of compacted slots (m, R): slots k C, ..., k C + C - 1 (C = capacity); the
+    last chunk ends at m, its slots of chunk k - 1 weightless (counted there)."""
+    start = jnp.minimum(k * capacity, idx.shape[0] - capacity)
+    fresh = (start + jnp.arange(capacity)) >= k * capacity
+    return (jax.lax.dynamic_slice_in_dim(idx, start, capacity, 0),
+            jnp.where(fresh[:, None], jax.lax.dynamic_slice_in_dim(w, start, capacity, 0), 0))
+
+
+def _fold(total: Array, a: Array) -> Array:
+    """total + the slots of a (C, R, ...) added one by one (pairwise sums beyond 64 slots,
+    as :func:`ordered_sum`): with the participants first, the same sum in every program that
+    adds them in this order, however many chunks they took."""
+    if a.shape[0] > 64:
+        return total + ordered_sum(a)
+    for j in range(a.shape[0]):
+        total = total + a[j]
+    return total
+
+
+def _chunked_sums(chunk_fn, idx: Array, w: Array, capacity: int, carry):
+    """Sums over compacted slots (m, R) (:func:`_compact`), ``capacity`` slots at a time,
+    until every trial's participants are in: ``chunk_fn(idx_c, w_c, carry)`` gives a chunk's
+    contributions (leaves (C, R, ...)) and the next carry. Returns (their sums, carry)."""
+    m = idx.shape[0]
+    needed = jnp.max(jnp.sum(w != 0, axis=0, dtype=jnp.int32))  # the most of any trial
+    first, _ = jax.eval_shape(chunk_fn, idx[:capacity], w[:capacity], carry)
+    zeros = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape[1:], a.dtype), first)
+
+    def more(state):
+        k = state[0]
+        return (k * capacity < needed) & (k * capacity < m)
+
+    def chunk(state):
+        k, sums, carry = state
+        contributions, carry = chunk_fn(*_chunk(idx, w, capacity, k), carry)
+        return k + 1, jax.tree_util.tree_map(_fold, sums, contributions), carry
+
+    _, sums, carry = jax.lax.while_loop(more, chunk, (jnp.zeros((), jnp.int32), zeros, carry))
+    return sums, carry
 
 
 def _keep_where(take: Array, new, old):
@@ -283,7 +348,8 @@ def _sample(sampler, sampler_words: Array, n: int, state):
 def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_data: Array,
                   stepsize, local_steps, mode: str,
                   generator: str = "threefry", client_block: Optional[int] = None,
-                  sampler_words: Optional[Array] = None, transform=None) -> RoundState:
+                  sampler_words: Optional[Array] = None, transform=None,
+                  capacity: Optional[int] = None) -> RoundState:
     """One round of R trials: their state and k_t (2, R) -> the state at t + 1.
 
     The trials are the innermost ``vmap`` and the second axis of every per-client array: a
@@ -297,7 +363,10 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
     clients (slots) run their local steps at once, None for all (see :func:`_over_clients`).
     ``sampler_words``: the sampler's words of the round, (num_words, R), if already hashed
     from k_t (see :func:`run_rounds`); None hashes them here. ``transform``: the message
-    transform, or None.
+    transform, or None. ``capacity``: the sampler's :meth:`capacity` (a Python int) or None;
+    below the number of slots m, each trial's participants go first and the round computes
+    (``gather``) or adds up (``mask``) its slots that many at a time, as many times as the
+    trial with the most participants needs: the same sums in both modes.
     """
     if mode not in MODES:
         raise ValueError(f"mode ({mode!r}) must be one of {MODES}")
@@ -305,8 +374,12 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
     if sampler_words is None:
         sampler_words = _sampler_words(sampler, n, key_data, generator)
     idx, w, sampler_state = _sample(sampler, sampler_words, n, state.sampler)  # (m, R) each
+    if capacity is not None and capacity >= idx.shape[0]:
+        capacity = None
+    if capacity is not None:
+        idx, w = _compact(idx, w)
     server = _received(problem, algorithm, state.server, state.clients, idx, w, mode,
-                       client_block)
+                       client_block, capacity)
     x = server.x
     per_client = (state.clients, state.transform)
     count = ordered_sum((w > 0).astype(x.dtype)) if transform is not None else \
@@ -321,37 +394,50 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
         return message, (client, tstate), stats
 
     R = x.shape[0]
+    totals = state.totals
+
+    def contributions(slot_messages, slot_stats, slot_w):
+        return _contributions(slot_messages, slot_stats, slot_w.astype(x.dtype), totals)
+
+    def gathered(slot_idx, slot_w, per_client):  # the slots' clients run, their states put
+        messages, new_slots, stats = _over_clients(
+            lambda i, c: jax.vmap(local, in_axes=(0, 0, 0, 1, 0, 0))(
+                i, server, c, key_data, count, tserver),
+            (slot_idx, _at_slots(per_client, slot_idx)), client_block)  # (m or C, R, ...)
+        if jax.tree_util.tree_leaves(per_client):
+            new_slots = _keep_where(slot_w > 0, new_slots, _at_slots(per_client, slot_idx))
+            per_client = jax.tree_util.tree_map(lambda c, s: _put(c, slot_idx, s), per_client,
+                                                new_slots)
+        return contributions(messages, stats, slot_w), per_client
+
     if mode == "mask":  # every client, for every trial (the same client data for all trials)
         messages, new_clients, stats = _over_clients(
             lambda i, c: jax.vmap(local, in_axes=(None, 0, 0, 1, 0, 0))(
                 i, server, c, key_data, count, tserver),
             (jnp.arange(n, dtype=jnp.int32), per_client), client_block)  # (n, R, ...)
-        messages, stats = _at_slots((messages, stats), idx)  # the sampled: (m, R, ...)
+        if capacity is None:
+            sums = jax.tree_util.tree_map(ordered_sum, contributions(
+                *_at_slots((messages, stats), idx), w))  # the sampled: (m, R, ...)
+        else:
+            sums, _ = _chunked_sums(lambda i, cw, _: (contributions(
+                *_at_slots((messages, stats), i), cw), ()), idx, w, capacity, ())
         if jax.tree_util.tree_leaves(per_client):
             weight = _add(jnp.zeros((n, R), w.dtype), idx, w)
             per_client = _keep_where(weight > 0, new_clients, per_client)
-    else:  # the sampled clients only, slot by slot
-        messages, new_slots, stats = _over_clients(
-            lambda i, c: jax.vmap(local, in_axes=(0, 0, 0, 1, 0, 0))(
-                i, server, c, key_data, count, tserver),
-            (idx, _at_slots(per_client, idx)), client_block)  # (m, R, ...)
-        if jax.tree_util.tree_leaves(per_client):
-            new_slots = _keep_where(w > 0, new_slots, _at_slots(per_client, idx))
-            per_client = jax.tree_util.tree_map(lambda c, s: _put(c, idx, s), per_client,
-                                                new_slots)
-    totals = state.totals
-    w = w.astype(x.dtype)  # (m, R)
-    total = ordered_sum(w)
-    if stats:
-        totals = {name: totals[name] + ordered_sum(jnp.where(w > 0, stats[name], 0).astype(
-            totals[name].dtype)) for name in totals}
+    elif capacity is None:  # the sampled clients only, slot by slot
+        contributed, per_client = gathered(idx, w, per_client)
+        sums = jax.tree_util.tree_map(ordered_sum, contributed)
+    else:  # the participants only, capacity slots at a time
+        sums, per_client = _chunked_sums(gathered, idx, w, capacity, per_client)
+    message_sum, total, stat_sums, stat_totals = sums
+    if totals:
+        totals = {name: totals[name] + stat_totals[name] for name in totals}
     if jax.tree_util.tree_leaves(tserver):  # after a round with participants, from its sums
-        sums = {name: ordered_sum(jnp.where(w > 0, value, 0)) for name, value in stats.items()}
         new_tserver = jax.vmap(lambda s, sm, m: transform.server_update(
-            s, sm, TransformInfo(m, n, s)))(tserver, sums, count)
+            s, sm, TransformInfo(m, n, s)))(tserver, stat_sums, count)
         check_same(f"{type(transform).__name__}.server_update", tserver, new_tserver)
         tserver = _keep_where(total > 0, new_tserver, tserver)
-    mean = _weighted_mean(messages, w, total)
+    mean = _divided(message_sum, total)
     normalised = sampler.normalised()
     new_server = jax.vmap(lambda s, m, tw: algorithm.server_update(
         s, m, RoundInfo(tw, n, stepsize, steps_of(local_steps),
@@ -362,11 +448,12 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
 
 
 def _received(problem, algorithm, server, clients, idx: Array, w: Array, mode: str,
-              client_block: Optional[int]):
+              client_block: Optional[int], capacity: Optional[int] = None):
     """The server state after the round's first communication (``algorithm.query``): every
     client's query in ``mask`` mode (the sampled ones' are kept), the sampled clients' in
     ``gather`` mode, their weighted mean handed to ``algorithm.receive``. ``server`` as it
-    is when the algorithm's ``query`` gives None."""
+    is when the algorithm's ``query`` gives None. ``capacity``: as in
+    :func:`batched_round` (the slots compacted)."""
     def query(i, s, c):
         data = problem.client(i)
         return algorithm.query(s, c, lambda z: problem.local_grad(data, z))
@@ -375,16 +462,25 @@ def _received(problem, algorithm, server, clients, idx: Array, w: Array, mode: s
     one_client = jax.tree_util.tree_map(lambda a: a[0, 0], clients)
     if jax.eval_shape(query, jnp.zeros((), jnp.int32), one_server, one_client) is None:
         return server
+    dtype = server.x.dtype
     if mode == "mask":
         queries = _over_clients(lambda i, c: jax.vmap(query, in_axes=(None, 0, 0))(i, server, c),
                                 (jnp.arange(problem.num_clients, dtype=jnp.int32), clients),
                                 client_block)
-        queries = _at_slots(queries, idx)
+
+        def contributions(slot_idx, slot_w, carry):
+            return (_weighted(_at_slots(queries, slot_idx), slot_w.astype(dtype)),
+                    slot_w.astype(dtype)), carry
     else:
-        queries = _over_clients(lambda i, c: jax.vmap(query)(i, server, c),
-                                (idx, _at_slots(clients, idx)), client_block)
-    w = w.astype(server.x.dtype)
-    mean = _weighted_mean(queries, w, ordered_sum(w))
+        def contributions(slot_idx, slot_w, carry):
+            slot_queries = _over_clients(lambda i, c: jax.vmap(query)(i, server, c),
+                                         (slot_idx, _at_slots(clients, slot_idx)), client_block)
+            return (_weighted(slot_queries, slot_w.astype(dtype)), slot_w.astype(dtype)), carry
+    if capacity is None:
+        sums = jax.tree_util.tree_map(ordered_sum, contributions(idx, w, ())[0])
+    else:
+        sums, _ = _chunked_sums(contributions, idx, w, capacity, ())
+    mean = _divided(*sums)
     received = jax.vmap(algorithm.receive)(server, mean)
     check_same(f"{type(algorithm).__name__}.receive", server, received)
     return received
@@ -411,11 +507,11 @@ def ordered_sum(a: Array) -> Array:
 def run_rounds(problem, oracle, sampler, algorithm, state: RoundState, trial_key_data: Array, t0,
                stepsizes: Array, local_steps, mode: str,
                generator: str = "threefry", client_block: Optional[int] = None,
-               transform=None) -> RoundState:
+               transform=None, capacity: Optional[int] = None) -> RoundState:
     """Rounds t0, ..., t0 + K - 1 of R trials with stepsizes alpha_{t0..t0+K-1}, shape (K,).
 
     state: the trials' :class:`RoundState`; trial_key_data: (2, R), the key data of each
-    trial's key (a column each); local_steps, client_block, transform: see
+    trial's key (a column each); local_steps, client_block, transform, capacity: see
     :func:`batched_round`.
     """
     def keys(t):
@@ -436,7 +532,7 @@ def run_rounds(problem, oracle, sampler, algorithm, state: RoundState, trial_key
         t, alpha = inputs
         state_next = batched_round(problem, oracle, sampler, algorithm, state_t, k_t, alpha,
                                    local_steps, mode, generator, client_block, words_t,
-                                   transform)
+                                   transform, capacity)
         return (state_next, k_next, sampler_words(k_next), keys(t + 2)), None
 
     ts = t0 + jnp.arange(stepsizes.shape[0], dtype=jnp.int32)

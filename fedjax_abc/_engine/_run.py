@@ -219,11 +219,23 @@ class Run:
         return _round.steps_of(self.local_steps)
 
     @property
+    def capacity(self) -> Optional[int]:
+        """The sampler's capacity for the problem's n clients (``AbstractSampler.capacity``)."""
+        return method(self.sampler, "capacity")(self.problem.num_clients)
+
+    @property
+    def participants(self) -> int:
+        """How many clients a round computes at once: n in ``mask`` mode, the sampler's
+        capacity or its number of slots in ``gather`` mode."""
+        n = self.problem.num_clients
+        if self.mode == "mask":
+            return n
+        return self.capacity or method(self.sampler, "num_slots")(n)
+
+    @property
     def trial_work(self) -> int:
         """One trial's work, client-steps times d (see ``_plan.trial_work``)."""
-        n = self.problem.num_clients
-        participants = n if self.mode == "mask" else method(self.sampler, "num_slots")(n)
-        return trial_work(self.rounds, participants, self.max_steps, self.problem.dim)
+        return trial_work(self.rounds, self.participants, self.max_steps, self.problem.dim)
 
     @property
     def record_names(self) -> tuple:

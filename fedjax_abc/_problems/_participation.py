@@ -19,7 +19,8 @@ sum has expectation 1, and the server scales its update by their sum (``RoundInf
 ``unit_weights()`` says whether every participant's weight is 1 (algorithms that track a
 mean of client states need it). The stateful samplers carry their state (a round counter, the
 availabilities) from round to round; their arrays (probabilities, group ids, traces) are
-data, so new values of the same shape compile nothing.
+data, so new values of the same shape compile nothing (in ``mode="gather"``, Poisson
+probabilities that change its :meth:`~fedjax_abc.AbstractSampler.capacity` compile anew).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from jaxtyping import Array, Bool, Float, Int
 from fedjax_abc._problems._args import check_count
 from fedjax_abc._problems._moments import (ParticipationMoments, available_set, multinomial,
                                           rows_moments)
-from fedjax_abc._problems._samplers import AbstractSampler
+from fedjax_abc._problems._samplers import AbstractSampler, tail_capacity
 
 __all__ = ["AbstractAvailability", "Cyclic", "Dropout", "ImportanceSampler", "MarkovAvailability", "Poisson",
            "SizeWeighted", "TraceAvailability", "uniform_among"]
@@ -174,6 +175,10 @@ class Poisson(AbstractSampler):
 
     def num_slots(self, n):
         return n
+
+    def capacity(self, n):
+        p = _concrete(self.probs)
+        return None if p is None else tail_capacity(p, n)
 
     def num_words(self, n):
         return n
@@ -556,6 +561,9 @@ class Dropout(AbstractSampler):
     def num_slots(self, n):
         return self.sampler.num_slots(n)
 
+    def capacity(self, n):  # dropping participants leaves the inner sampler's bound
+        return self.sampler.capacity(n)
+
     def num_words(self, n):
         return self.sampler.num_words(n) + n
 
@@ -652,6 +660,9 @@ class SizeWeighted(AbstractSampler):
 
     def num_slots(self, n):
         return self.sampler.num_slots(n)
+
+    def capacity(self, n):  # the same participants, other weights
+        return self.sampler.capacity(n)
 
     def num_words(self, n):
         return self.sampler.num_words(n)

@@ -10,12 +10,18 @@ averages the local models of the slots with these weights (zero-weight slots dro
 - :class:`WithReplacement`: S independent uniform draws, repeats counted twice.
 - :class:`Bernoulli`: each client independently with probability p (a random number of
   participants; a round with none leaves x unchanged).
+
+A sampler with a random number of participants among its m slots may say how many slots
+usually hold them all (:meth:`AbstractSampler.capacity`, :func:`tail_capacity`): the engine
+then computes them that many at a time in ``mode="gather"``, and a rare round with more
+takes more such passes (none is dropped).
 """
 
 from __future__ import annotations
 
 import abc
 import functools
+import math
 from typing import ClassVar, Optional
 
 import equinox as eqx
@@ -34,7 +40,28 @@ __all__ = [
     "UniformWithoutReplacement",
     "WithReplacement",
     "sample_mask",
+    "tail_capacity",
 ]
+
+# The chance that one trial's round has more participants than :func:`tail_capacity` gives.
+OVERFLOW_PROBABILITY = 1e-6
+
+
+def tail_capacity(probs, n: int) -> Optional[int]:
+    """How many slots hold a round's participants but with chance below
+    :data:`OVERFLOW_PROBABILITY`, when client i takes part independently with probability
+    ``probs[i]``: None when that is more than half of n (fewer would save little).
+
+    From Bernstein's inequality for a sum X of independent Bernoulli(p_i):
+    P(X >= mu + t) <= exp(-t^2 / (2 (sigma^2 + t / 3))), mu = sum p_i,
+    sigma^2 = sum p_i (1 - p_i); solved for t at the probability L = log(1 / delta):
+    t = L / 3 + sqrt(L^2 / 9 + 2 sigma^2 L). ``probs``: a NumPy array (or scalar).
+    """
+    p = np.broadcast_to(np.asarray(probs, np.float64), (n,))
+    mu, var = float(p.sum()), float(np.sum(p * (1 - p)))
+    L = math.log(1 / OVERFLOW_PROBABILITY)
+    capacity = max(1, math.ceil(mu + L / 3 + math.sqrt(L * L / 9 + 2 * var * L)))
+    return capacity if 2 * capacity <= n else None
 
 
 _LOW16 = np.uint32(0xFFFF)
@@ -124,6 +151,18 @@ class AbstractSampler(eqx.Module):
         """Where every available client takes part, averaged with weight 1, each available
         independently: those probabilities, shape (n,); None otherwise (the default). Lets
         a wrapper (:class:`~fedjax_abc.Dropout`) compose its own closed form."""
+        return None
+
+    def capacity(self, n: int) -> Optional[int]:
+        """How many of the ``num_slots(n)`` slots ``mode="gather"`` computes at once (a
+        Python int), or None (the default): all of them.
+
+        A sampler whose participants are a random few of many slots (zero weight for the
+        rest: :class:`Bernoulli`, :class:`~fedjax_abc.Poisson`) returns a count that holds
+        them in all but rare rounds (:func:`tail_capacity`). The engine puts each trial's
+        participants first (in slot order) and computes them ``capacity`` at a time until
+        every trial's are done: the cost follows the participants, the results are those of
+        all slots. None where the sampler's parameters are traced (unknown)."""
         return None
 
     def from_words(self, words: Array, n: int) -> tuple[Int[Array, " m"], Float[Array, " m"]]:
@@ -302,11 +341,13 @@ class Bernoulli(AbstractSampler):
     It has the law of :class:`~fedjax_abc.Poisson` with equal probabilities and
     ``unbiased=False`` (from other draws); ``Poisson(p, unbiased=True)`` weights each
     participant 1 / (n p) instead,
-    which makes the round's update an unbiased estimate of the full mean. ``mode="gather"``
-    computes all n clients (n slots), as ``mask`` does.
+    which makes the round's update an unbiased estimate of the full mean. It has n slots (one
+    per client, weight 0 or 1); ``mode="gather"`` computes the participants only, a few
+    more than p n at a time (:meth:`capacity`), with the same results as ``mode="mask"``.
 
     Attributes:
-      p: the participation probability in (0, 1] (an array leaf: a new p compiles nothing).
+      p: the participation probability in (0, 1] (an array leaf: a new p compiles nothing,
+        except in ``mode="gather"`` one that changes :meth:`capacity`).
 
     Example:
       >>> import jax, fedjax_abc as fa
@@ -336,6 +377,11 @@ class Bernoulli(AbstractSampler):
 
     def num_slots(self, n):
         return n
+
+    def capacity(self, n):
+        if isinstance(self.p, jax.core.Tracer):
+            return None
+        return tail_capacity(float(self.p), n)
 
     def __call__(self, key, n):
         p = jnp.asarray(self.p, float)  # float32 if x64 was switched off after construction
