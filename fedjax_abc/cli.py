@@ -3,7 +3,7 @@
     fedjax-abc reproduce {fig1,table2,table2_hypotheses,fig3,remark4,lemmas,thm1,thm2,thm3,all} [--trials R] [--rounds T]
                          [--seed K] [--out DIR] [--quick] [--precision {float64,float32}]
                          [--checkpoint DIR | --no-checkpoint] [--set KEY=VALUE ...]
-    fedjax-abc report --results DIR --out docs/reproduction.md
+    fedjax-abc report --results DIR [--out FILE] [--reference DIR]
     fedjax-abc compare [--tuned | --fixed | --participation | --tradeoffs] [--out DIR] [--trials R]
                        [--rounds T] [--seed K] [--quick] [--quiet]
     fedjax-abc run GRID.toml [--out DIR] [--trials R] [--rounds T] [--quiet]
@@ -127,15 +127,19 @@ def build_parser() -> argparse.ArgumentParser:
     ckpt.add_argument("--no-checkpoint", action="store_true", help="save no checkpoints")
 
     rpt = sub.add_parser(
-        "report", help="write docs/reproduction.md from the JSON results",
+        "report", help="write the reproduction report (Markdown) from the JSON results",
         description="Generate the reproduction report (Markdown) from the JSON files written by "
                     "'reproduce': our numbers beside the paper's, the paper's qualitative claims "
                     "checked, the figures embedded.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     rpt.add_argument("--results", default="results", metavar="DIR",
                      help="folder with the <name>.json files")
-    rpt.add_argument("--out", default=os.path.join("docs", "reproduction.md"), metavar="FILE",
-                     help="Markdown file to write (figures are linked by relative path)")
+    rpt.add_argument("--out", default=None, metavar="FILE",
+                     help="Markdown file to write (figures are linked by relative path; default: "
+                          "reproduction.md in the results folder)")
+    rpt.add_argument("--reference", default=None, metavar="DIR",
+                     help="results to compare every number with (default: the repository's "
+                          "docs/results, where the package has them; 'none' for no comparison)")
 
     cmp = sub.add_parser(
         "compare", help="thirteen algorithms, each tuned, on problem 27 and Synthetic(1, 1)",
@@ -297,14 +301,23 @@ def reproduce(args, argv: Sequence[str]) -> int:
                                overrides=args.set_pairs)
     _output_folder(args.out)
     names = EXPERIMENTS if args.experiment == "all" else (args.experiment,)
+    overall = None
+    if len(names) > 1:
+        from fedjax_abc.repro import runtime
+        overall = common.Overall(names, runtime.MEASURED_SECONDS[
+            "quick" if args.quick else "paper"])
     for name in names:
         run, write = _runner(name)
-        progress = common.Progress(name, enabled=not args.quiet)
+        progress = common.Progress(name, enabled=not args.quiet, overall=overall)
         start = time.perf_counter()
+        if overall is not None:
+            overall.begin(name)
         try:
             doc = run(settings, progress)
         finally:
             progress.close()
+        if overall is not None:
+            overall.finish(name)
         doc["config"]["wall_seconds"] = time.perf_counter() - start
         doc["config"]["timings"] = progress.timings
         paths = write(doc, args.out)
@@ -313,9 +326,12 @@ def reproduce(args, argv: Sequence[str]) -> int:
         if not args.quiet:
             print(f"{name}: {time.perf_counter() - start:.1f} s, wrote "
                   + ", ".join(os.path.basename(p) for p in paths), file=sys.stderr)
+    if overall is not None and not args.quiet:
+        print(f"all {len(names)} experiments: {common.clock(time.perf_counter() - overall.start)}",
+              file=sys.stderr)
     if not args.quiet:
-        print(f"next: {PROG} report --results {args.out} --out docs/reproduction.md writes the "
-              "report beside the paper's numbers", file=sys.stderr)
+        print(f"next: {PROG} report --results {args.out} writes {args.out}/reproduction.md, the "
+              "report beside the paper's numbers and the shipped results", file=sys.stderr)
     return 0
 
 
@@ -364,7 +380,13 @@ def report(args) -> int:
     from fedjax_abc.repro import report as report_module
     if not os.path.isdir(args.results):
         raise RuntimeError(f"no results folder {args.results!r}; run 'fedjax-abc reproduce' first")
-    path = report_module.write_report(args.results, args.out)
+    from fedjax_abc.repro import shipped
+    reference = shipped.reference_folder() if args.reference is None else (
+        None if args.reference == "none" else args.reference)
+    if reference is not None and not os.path.isdir(reference):
+        raise RuntimeError(f"no reference results folder {reference!r}")
+    out = args.out or os.path.join(args.results, "reproduction.md")
+    path = report_module.write_report(args.results, out, reference)
     print(path)
     return 0
 

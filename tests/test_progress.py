@@ -164,3 +164,36 @@ def test_the_meter_interface_is_abstract():
 
     with pytest.raises(TypeError):
         Half()
+
+
+# ------------------------------------------------------ reproduce all: the overall line
+
+
+def test_overall_time_left_follows_the_pace_so_far():
+    """A machine 3x slower than the reference in every experiment: after the first one the
+    time left is the reference's remaining seconds times 3, within 2x while the second runs."""
+    from fedjax_abc.repro.common import Overall, clock
+
+    now = [0.0]
+    overall = Overall("abc", {"a": 10.0, "b": 20.0, "c": 70.0, "d": 5.0}, clock=lambda: now[0])
+    overall.begin("a")
+    assert overall.status(0.0) == "all 0/3"  # nothing done: no estimate
+    now[0] = 30.0
+    overall.finish("a")
+    overall.begin("b")
+    assert overall.status(0.0) == f"all 1/3, ~{clock(270.0)} left"
+    now[0] = 60.0  # b half done, at the same pace
+    assert overall.status(0.5) == f"all 1/3, ~{clock(240.0)} left"
+    now[0] = 45.0  # b half done at twice the pace: the pace of all done so far counts
+    assert overall.status(0.5) == f"all 1/3, ~{clock(80 * 45.0 / 20.0)} left"
+    unknown = Overall(["x", "y"], {})  # no reference durations: the count alone
+    unknown.begin("x")
+    assert unknown.status(0.5) == "all 0/2"
+
+
+def test_every_experiment_of_reproduce_all_has_a_measured_duration():
+    from fedjax_abc import cli
+    from fedjax_abc.repro import runtime
+
+    for scale in ("paper", "quick"):
+        assert set(runtime.MEASURED_SECONDS[scale]) == set(cli.EXPERIMENTS), scale

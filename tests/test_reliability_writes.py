@@ -119,7 +119,7 @@ def test_save_figure_failing_keeps_the_old_png_and_closes_the_figure(tmp_path):
 
 def test_write_report_failing_keeps_the_old_report(tmp_path, monkeypatch):
     out = _old_file(tmp_path, "reproduction.md")
-    monkeypatch.setattr(_report, "render", lambda results, out: BAD_TEXT)
+    monkeypatch.setattr(_report, "render", lambda results, out, reference=None: BAD_TEXT)
     with pytest.raises(UnicodeEncodeError):
         _report.write_report(str(tmp_path / "results"), str(out))
     _unchanged(out)

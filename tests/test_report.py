@@ -129,3 +129,42 @@ def test_offsets_search_finds_only_the_paper_draw_nearby():
 def test_offsets_search_full():
     found = offs.search_draw(seeds=range(10001))
     assert [(f.convention, f.seed) for f in found] == [(offs.PAPER_DRAW.convention, offs.PAPER_DRAW.seed)]
+
+
+# ------------------------------------------------------------- against the shipped results
+
+
+def test_shipped_comparison_counts_same_rounding_and_different(tmp_path):
+    from fedjax_abc.repro import shipped
+
+    (tmp_path / "ref").mkdir()
+    (tmp_path / "ours").mkdir()
+    ref = _write(tmp_path / "ref", [_fig1(), _table2(z=2.0)])
+    same_fig1, t2 = _fig1(), _table2(z=2.0)
+    t2["config"]["trials"] = 50  # a setting that makes the numbers incomparable is named
+    res = _write(tmp_path / "ours", [same_fig1, t2])
+    ours, theirs = _report.load(str(res)), _report.load(str(ref))
+    c = shipped.compare_documents(ours["fig1"], theirs["fig1"])
+    assert c["settings"] == [] and c["compared"] > 10 and c["same"] == c["compared"]
+    assert c["where"] is None
+
+    doc = json.loads(json.dumps(ours["fig1"]))
+    doc["mean_gap"]["4"][1] *= 1 + 1e-12  # rounding
+    doc["final_gap"]["8"]["mean"] *= 1.01  # a change
+    c = shipped.compare_documents(doc, theirs["fig1"])
+    assert (c["rounding"], c["different"]) == (1, 1)
+    assert c["where"] == "final_gap.8.mean" and c["largest"] == pytest.approx(0.01 / 1.01)
+    assert shipped.compare_documents(ours["table2"], theirs["table2"])["settings"] == ["trials"]
+
+    text = _report.render(str(res), str(tmp_path / "r.md"), reference=str(ref))
+    assert "## Against the shipped results" in text
+    assert "| fig1 | none |" in text and "| table2 | trials |" in text
+    assert "Against the shipped" not in _report.render(str(ref), str(tmp_path / "r.md"),
+                                                       reference=str(ref))
+
+
+def test_the_shipped_results_are_found_beside_the_package():
+    from fedjax_abc.repro import shipped
+
+    folder = shipped.reference_folder()
+    assert folder is not None and folder.endswith("docs/results")

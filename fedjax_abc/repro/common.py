@@ -290,7 +290,8 @@ def rerun_command(settings: Settings, experiment: str) -> str:
 # ------------------------------------------------------------------------------ progress
 
 
-def _clock(seconds: float) -> str:
+def clock(seconds: float) -> str:
+    """Seconds as m:ss (h:mm:ss from an hour), "?" when not finite."""
     if not math.isfinite(seconds):
         return "?"
     seconds = int(round(seconds))
@@ -299,15 +300,59 @@ def _clock(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
+class Overall:
+    """Several experiments run one after another (``reproduce all``): how many are done and
+    the time left for all of them.
+
+    ``names``: the experiments in the order they run; ``expected``: experiment -> its
+    seconds in a reference run (``runtime.MEASURED_SECONDS``; one without counts 0). The
+    time left is the reference seconds still to come times this run's pace so far (seconds
+    taken over reference seconds done, the running experiment counted by its fraction of
+    work done): a machine twice as slow, or a scale twice as large, in every experiment
+    alike is foreseen once the first experiments have run.
+    """
+
+    def __init__(self, names: Sequence[str], expected: dict,
+                 clock: Callable[[], float] = time.perf_counter):
+        self.expected = {name: float(expected.get(name, 0.0)) for name in names}
+        self.clock = clock
+        self.start = clock()
+        self.finished = []
+        self.current = None
+
+    def begin(self, name: str) -> None:
+        self.current = name
+
+    def finish(self, name: str) -> None:
+        self.finished.append(name)
+        self.current = None
+
+    def status(self, fraction: float) -> str:
+        """``all k/N, ~m:ss left`` with the running experiment ``fraction`` done."""
+        head = f"all {len(self.finished)}/{len(self.expected)}"
+        done = sum(self.expected[name] for name in self.finished)
+        if self.current is not None:
+            done += self.expected[self.current] * min(max(fraction, 0.0), 1.0)
+        elapsed = self.clock() - self.start
+        if done <= 0 or elapsed <= 0:
+            return head
+        left = (sum(self.expected.values()) - done) * elapsed / done
+        return f"{head}, ~{clock(max(left, 0.0))} left"
+
+
 class Progress:
     """One progress line per experiment on stderr: run, rounds done, rate, time left.
 
     ``plan(work)`` sets the total work (client-steps); ``task(desc, work)`` returns a
     ``simulate(progress=...)`` callback for one run. A background thread rewrites the line
     every ``interval`` seconds (also while a run compiles), so nothing is silent for long.
+    ``overall``: the :class:`Overall` of a run of several experiments (its status ends
+    every line), or None.
     """
 
-    def __init__(self, label: str, enabled: bool = True, stream=None, interval: Optional[float] = None):
+    def __init__(self, label: str, enabled: bool = True, stream=None, interval: Optional[float] = None,
+                 overall: Optional[Overall] = None):
+        self.overall = overall
         self.label = label
         self.enabled = enabled
         self.stream = sys.stderr if stream is None else stream
@@ -387,16 +432,17 @@ class Progress:
             rounds = f"{self.unit} {r_done:,}/{r_total:,}"
         else:
             rounds = "between runs" if desc.endswith(", done") else "compiling or running"
+        whole = f" | {self.overall.status(frac)}" if self.overall is not None else ""
         if done <= 0:  # nothing counted yet: compiling, no rate or time left to show
             return (f"{self.label} [{desc}] {rounds} | {100 * frac:5.1f}% | compiling"
-                    f" | {_clock(elapsed)} elapsed")
+                    f" | {clock(elapsed)} elapsed{whole}")
         rate = done / elapsed
         # exponential smoothing: one slow or fast interval moves the estimate by a third
         self.smooth_rate = rate if self.smooth_rate is None else (
             self.smooth_rate + (rate - self.smooth_rate) / 3)
         left = (self.total - done) / self.smooth_rate if self.total else float("inf")
         return (f"{self.label} [{desc}] {rounds} | {100 * frac:5.1f}% | {rate:.2e} client-steps/s"
-                f" | {_clock(elapsed)} elapsed, ~{_clock(max(left, 0.0))} left")
+                f" | {clock(elapsed)} elapsed, ~{clock(max(left, 0.0))} left{whole}")
 
     def _write(self, text: str, final: bool = False):
         if self.tty:
@@ -419,7 +465,7 @@ class Progress:
             elapsed = time.perf_counter() - self.start
             stopped = sys.exc_info()[0] is not None  # closed by a finally: the run was stopped
             word = "stopped after" if stopped else "done in"
-            text = f"{self.label}: {word} {_clock(elapsed)}" + (f" ({message})" if message else "")
+            text = f"{self.label}: {word} {clock(elapsed)}" + (f" ({message})" if message else "")
             self._write(text, final=True)
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import numpy as np
 
 from fedjax_abc.repro import checks as chk
-from fedjax_abc.repro import common, paper, runtime
+from fedjax_abc.repro import common, paper, runtime, shipped
 
 ORDER = ("fig1", "table2", "table2_hypotheses", "fig3", "remark4", "lemmas", "thm1", "thm2", "thm3")
 # The report's verdict words, one legend for every claim (the scorecard repeats it).
@@ -1114,8 +1114,10 @@ def scorecard_lines(card: list) -> list[str]:
     return lines + [""]
 
 
-def render(results: str, out: str) -> str:
-    """The report's Markdown for the results in ``results``, to be written at ``out``."""
+def render(results: str, out: str, reference: Optional[str] = None) -> str:
+    """The report's Markdown for the results in ``results``, to be written at ``out``;
+    with ``reference`` (another results folder, not ``results`` itself) a section that
+    compares every number with the reference's (:mod:`~fedjax_abc.repro.shipped`)."""
     docs = load(results)
     if not docs:
         raise ValueError(f"no result files (fig1.json, table2.json, ...) in {results!r}")
@@ -1133,6 +1135,8 @@ def render(results: str, out: str) -> str:
         scale = doc["config"].get("scale", "paper")
         card[before:] = [c._replace(scale=scale) for c in card[before:]]
     lines = _overview(docs, results, out) + scorecard_lines(card) + body
+    if reference is not None and os.path.abspath(reference) != res_abs:
+        lines += shipped.section(docs, load(reference), _shown(reference, out_dir))
     missing = [n for n in ORDER if n not in docs]
     if missing:
         lines += [f"Not run: {', '.join(missing)}.", ""]
@@ -1142,10 +1146,17 @@ def render(results: str, out: str) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_report(results: str, out: str) -> str:
+def _shown(folder: str, out_dir: str) -> str:
+    """A folder as the report names it: relative to the report's folder when below a
+    common root, else absolute."""
+    rel = os.path.relpath(os.path.abspath(folder), out_dir)
+    return rel if not rel.startswith(".." + os.sep + "..") else os.path.abspath(folder)
+
+
+def write_report(results: str, out: str, reference: Optional[str] = None) -> str:
     """Writes the report to ``out`` (atomically: a failure leaves the old one) and returns
-    the path."""
-    text = render(results, out)
+    the path; ``reference``: see :func:`render`."""
+    text = render(results, out, reference)
     with common.atomic_open(out) as fh:
         fh.write(text)
     return out
