@@ -229,3 +229,55 @@ def test_the_package_exports_its_own_names_only():
     extra = [n for n in dir(fa) if not n.startswith("_") and n not in fa.__all__
              and not own(getattr(fa, n))]  # its own submodules (fa.cli once imported) aside
     assert extra == [] and not hasattr(fa, "jax")  # no module it imports leaks out
+
+
+def _concrete_component_checks(path: pathlib.Path) -> list:
+    """isinstance checks on a concrete component class (an oracle, sampler, algorithm,
+    transform, model or law of local steps that is not abstract) in a module."""
+    import importlib
+
+    import fedjax_abc as fa
+    from fedjax_abc._problems._local_work import AbstractLocalSteps
+    from fedjax_abc._problems._models import AbstractModel
+
+    bases = (fa.AbstractOracle, fa.AbstractSampler, fa.algorithms.AbstractAlgorithm,
+             fa.transforms.AbstractTransform, AbstractModel, AbstractLocalSteps)
+    tree = ast.parse(path.read_text())
+    imported = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("fedjax_abc"):
+            for alias in node.names:
+                imported[alias.asname or alias.name] = (node.module, alias.name)
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance"
+                and len(node.args) == 2):
+            continue
+        kinds = node.args[1].elts if isinstance(node.args[1], ast.Tuple) else [node.args[1]]
+        for kind in kinds:
+            if isinstance(kind, ast.Name) and kind.id in imported:
+                cls = getattr(importlib.import_module(imported[kind.id][0]), imported[kind.id][1])
+                if isinstance(cls, type) and issubclass(cls, bases) and \
+                        not cls.__name__.startswith("Abstract"):
+                    found.append(f"{path.name}: isinstance(..., {kind.id})")
+    return found
+
+
+def test_the_theory_reads_components_not_their_classes():
+    """fa.theory asks a component for its closed forms (an oracle's variance, a sampler's
+    moments, a model's curvature): a user's component of its own is read the same way."""
+    theory = sorted((PKG / "_theory").glob("*.py"))
+    assert theory
+    found = [hit for path in theory for hit in _concrete_component_checks(path)]
+    assert found == [], found
+
+
+def test_the_component_class_test_can_fail():
+    bad = ROOT / "tests" / "_isinstance_probe.py"
+    try:
+        bad.write_text("from fedjax_abc._problems._oracles import GaussianOracle, AbstractOracle\n"
+                       "def f(o):\n    return isinstance(o, (AbstractOracle, GaussianOracle))\n")
+        assert _concrete_component_checks(bad) == [
+            "_isinstance_probe.py: isinstance(..., GaussianOracle)"]
+    finally:
+        bad.unlink()

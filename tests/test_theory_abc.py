@@ -102,6 +102,23 @@ def test_custom_oracle_monte_carlo_constants(huber):
         th.oracle_variance(huber, oracle, domain=pts, method="exact")
 
 
+class UniformOracleWithVariance(UniformOracle):
+    """The same oracle telling its closed-form variance: read exactly, no Monte Carlo."""
+
+    def variance(self, problem, i, x):
+        client = problem.client(i)
+        return jnp.maximum(problem.local_value(client, x) - client.local_min, 0)
+
+
+def test_an_oracle_that_gives_its_variance_is_read_exactly(huber):
+    pts = np.linspace(-5.0, 25.0, 7)[:, None]
+    v = th.oracle_variance(huber, UniformOracleWithVariance(), domain=pts)
+    assert v.exact and np.all(v.stderr == 0)
+    np.testing.assert_allclose(v.variance, v.gap, rtol=1e-12, atol=1e-12)
+    assert th.abc_constants(huber, UniformOracleWithVariance(), domain=pts).C == \
+        pytest.approx(1.0, abs=1e-9)
+
+
 def test_relaxed_growth_fails_for_oracle26(sh):
     for eta_sq in (0.0, 1.0, 10.0):
         sig = [th.relaxed_growth_sigma_sq(sh, eta_sq, (-R, R), 2001).sigma_sq

@@ -30,7 +30,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import math
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Optional
 
 import equinox as eqx
 import jax
@@ -115,9 +115,13 @@ class AbstractModel(abc.ABC):
         Newton's method and certified; otherwise by L-BFGS, the best value found).
       closed_form: whether ``weighted_grad`` and ``hessian`` are closed forms (otherwise
         autodiff of ``sample_losses``).
+      curvature: c such that a row's loss Hessian is at most c (x~ x~^T) (x) I in the
+        Loewner order (x~ the row with a 1 appended): a bound on the smoothness from the data
+        alone (``fa.theory.smoothness_bound``); None where no such bound is known.
     """
 
     closed_form: ClassVar[bool] = False
+    curvature: ClassVar[Optional[float]] = None
 
     @property
     @abc.abstractmethod
@@ -165,6 +169,7 @@ class SoftmaxRegression(AbstractModel):
     num_classes: int
     convex: ClassVar[bool] = True
     closed_form: ClassVar[bool] = True
+    curvature: ClassVar[Optional[float]] = 0.5  # the softmax's Jacobian is at most I / 2
 
     def __post_init__(self):
         check_count("SoftmaxRegression num_features (p)", self.num_features)
@@ -250,6 +255,7 @@ class LogisticRegression(AbstractModel):
     num_classes: ClassVar[int] = 2
     convex: ClassVar[bool] = True
     closed_form: ClassVar[bool] = True
+    curvature: ClassVar[Optional[float]] = 0.25  # sigma' <= 1/4
 
     def __post_init__(self):
         check_count("LogisticRegression num_features (p)", self.num_features)

@@ -75,6 +75,15 @@ class AbstractOracle(eqx.Module):
         """The noise of one client's round from ``num_words(shape)`` random uint32 words."""
         return self.noise(jax.random.wrap_key_data(words[:2]), shape, dtype)
 
+    def variance(self, problem, i: Array, x: Array) -> Array:
+        """E||g_i(x; xi) - grad f_i(x)||^2 of client i at x in closed form (a scalar).
+
+        An oracle that knows it overrides this (``fa.theory.oracle_variance`` then gives it
+        exactly; :func:`has_exact_variance`); the default raises NotImplementedError, and the
+        theory estimates the variance by Monte Carlo.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no closed-form variance")
+
     def step_noise(self, noise, step: Array, shape: tuple[int, ...], dtype) -> Any:
         """Local step ``step``'s part of a round's noise (default: slice the leading axis).
 
@@ -83,6 +92,12 @@ class AbstractOracle(eqx.Module):
         returned.
         """
         return jax.tree_util.tree_map(lambda a: a[step], noise)
+
+
+def has_exact_variance(oracle: AbstractOracle) -> bool:
+    """Whether the oracle's class gives its variance in closed form (overrides
+    :meth:`AbstractOracle.variance`)."""
+    return type(oracle).variance is not AbstractOracle.variance
 
 
 def _size(shape) -> int:
@@ -158,6 +173,9 @@ class ExactOracle(AbstractOracle):
     def gradient(self, problem, client, x, noise):
         return problem.local_grad(client, x)
 
+    def variance(self, problem, i, x):
+        return jnp.zeros((), x.dtype)
+
 
 def _check_constants(C, D) -> None:
     """GaussianOracle's C and D: finite numbers >= 0 (ValueError naming both)."""
@@ -203,6 +221,11 @@ class GaussianOracle(AbstractOracle):
         f, g = problem.local_value_and_grad(client, x)
         var = self.C * nonnegative(like_model(f, x) - client.local_min) + self.D
         return g + noise * jnp.sqrt(var / x.shape[-1])
+
+    def variance(self, problem, i, x):
+        client = problem.client(i)
+        return self.C * jnp.maximum(problem.local_value(client, x) - client.local_min, 0) + \
+            self.D
 
 
 class _PackedSigns(eqx.Module):
@@ -284,3 +307,7 @@ class RademacherOracle(AbstractOracle):
             f = like_model(f, x)
         m = self.magnitude(problem, client, x, f)
         return g + noise * m / jnp.sqrt(jnp.asarray(x.shape[-1], g.dtype))
+
+    def variance(self, problem, i, x):
+        client = problem.client(i)
+        return self.magnitude(problem, client, x, problem.local_value(client, x)) ** 2

@@ -4,12 +4,12 @@ Reference: "On Federated Averaging with Partial Participation under a General Va
 Condition", Section I (eq. 2, 4), Assumption 2 (eq. 8), Section IV-A (oracle 26: C = 1,
 D = 1/2) and IV-B (C = 1, D = 0).
 
-The variance E||g_i(x; xi) - grad f_i(x)||^2 is exact for the package's oracles
-(:class:`~fedjax_abc.RademacherOracle`: m_i(x)^2; :class:`~fedjax_abc.GaussianOracle`:
-C (f_i - f_i*) + D; :class:`~fedjax_abc.ExactOracle`: 0; :class:`~fedjax_abc.MinibatchOracle`:
-the sampling variance of the mini-batch mean, from the per-sample gradients) and a Monte
-Carlo mean with its
-standard error for any other oracle (through ``oracle.noise`` and ``oracle.gradient``).
+The variance E||g_i(x; xi) - grad f_i(x)||^2 is exact for an oracle that gives it in closed
+form (its ``variance(problem, i, x)``: :class:`~fedjax_abc.RademacherOracle`: m_i(x)^2;
+:class:`~fedjax_abc.GaussianOracle`: C (f_i - f_i*) + D; :class:`~fedjax_abc.ExactOracle`:
+0; :class:`~fedjax_abc.MinibatchOracle`: the sampling variance of the mini-batch mean, from
+the per-sample gradients) and a Monte Carlo mean with its standard error for any other
+oracle (through ``oracle.noise`` and ``oracle.gradient``).
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedjax_abc._problems._minibatch import MinibatchOracle
-from fedjax_abc._problems._oracles import AbstractOracle, ExactOracle, GaussianOracle, RademacherOracle
+from fedjax_abc._problems._oracles import AbstractOracle, has_exact_variance
 from fedjax_abc._problems._problem import Problem, cast_floating
 from fedjax_abc._theory._grid import (as_points, check_int, check_nonneg, local_values_and_grads,
                                      point_batch)
@@ -63,26 +62,8 @@ class OracleVariance(NamedTuple):
 
 
 @eqx.filter_jit
-def _exact_variance(problem, oracle, points):
-    n = problem.num_clients
-
-    def at(x):
-        def client(i):
-            c = problem.client(i)
-            f = problem.local_value(c, x)
-            if isinstance(oracle, RademacherOracle):
-                return oracle.magnitude(problem, c, x, f) ** 2
-            if isinstance(oracle, GaussianOracle):
-                return oracle.C * jnp.maximum(f - c.local_min, 0) + oracle.D
-            return jnp.zeros_like(f)
-
-        return jax.vmap(client)(jnp.arange(n, dtype=jnp.int32))
-
-    return jax.lax.map(at, points, batch_size=1024)
-
-
-@eqx.filter_jit
-def _minibatch_variance(problem, oracle, points, batch):
+def _exact_variance(problem, oracle, points, batch):
+    """The oracle's closed-form variance (its ``variance``) of every client at every point."""
     n = problem.num_clients
 
     def at(x):
@@ -157,7 +138,7 @@ def oracle_variance(problem: Problem, oracle: Optional[AbstractOracle] = None, *
         raise ValueError("domain is required: (lo, hi) for a 1-D problem or points (K, d)")
     if method not in ("auto", "exact", "monte_carlo"):
         raise ValueError(f"method ({method!r}) must be 'auto', 'exact' or 'monte_carlo'")
-    known = type(oracle) in (RademacherOracle, GaussianOracle, ExactOracle, MinibatchOracle)
+    known = has_exact_variance(oracle)
     if method == "exact" and not known:
         raise ValueError(f"no exact variance for {type(oracle).__name__}; use method='monte_carlo'")
     exact = known and method != "monte_carlo"
@@ -167,12 +148,9 @@ def oracle_variance(problem: Problem, oracle: Optional[AbstractOracle] = None, *
     problem64 = problem.astype(jnp.float64)
     oracle64 = cast_floating(oracle, jnp.float64)
     pts = jnp.asarray(points, jnp.float64)
-    if exact and isinstance(oracle, MinibatchOracle):
-        batch = max(1, point_batch(problem) // 128)  # 128 per-sample gradients at a time
-        var = np.asarray(_minibatch_variance(problem64, oracle64, pts, batch), np.float64)
-        se = np.zeros_like(var)
-    elif exact:
-        var = np.asarray(_exact_variance(problem64, oracle64, pts), np.float64)
+    if exact:  # points at a time: a mini-batch oracle's forms 128 per-sample gradients each
+        batch = max(1, point_batch(problem, 1024 * 128) // 128)
+        var = np.asarray(_exact_variance(problem64, oracle64, pts, batch), np.float64)
         se = np.zeros_like(var)
     else:
         if key is None:

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedjax_abc._problems._models import ClientData, LogisticRegression, SoftmaxRegression
+from fedjax_abc._problems._models import ClientData
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._theory._grid import as_points, check_int, point_batch
 
@@ -63,11 +63,11 @@ def smoothness_bound(problem: Problem) -> Smoothness:
     """
     data = problem.params
     model = getattr(problem.loss, "model", None)
-    if not isinstance(data, ClientData) or not isinstance(model, (SoftmaxRegression,
-                                                                  LogisticRegression)):
-        raise ValueError("smoothness_bound needs a softmax or logistic regression problem; use "
-                         "smoothness_estimate for other models")
-    c = 0.5 if isinstance(model, SoftmaxRegression) else 0.25
+    c = getattr(model, "curvature", None)
+    if not isinstance(data, ClientData) or c is None:
+        raise ValueError("smoothness_bound needs a model whose loss curvature is bounded from "
+                         "the data (softmax or logistic regression); use smoothness_estimate "
+                         "for other models")
     X = np.asarray(data.features, np.float64)
     counts = np.asarray(data.count)
     Ls = []
