@@ -1,6 +1,7 @@
 """Run sizes: absurd ones fail at once, runs that cannot fit are refused before any work with
 what to change, and every T gets a useful number of records by default."""
 
+import os
 import time
 
 import jax
@@ -177,3 +178,41 @@ def test_records_are_counted_as_recorded():
     for T in range(1, 40):
         for k in range(1, T + 1):
             assert num_records(T, k) == len(recorded_rounds(T, k)), (T, k)
+
+
+_PEAK_SCRIPT = """
+import resource, sys
+import jax, numpy as np
+jax.config.update("jax_enable_x64", True)
+import fedjax_abc as fa
+fa.use_cpu_cores()
+p = fa.problems.quadratics(jax.random.key(0), n=10, d=20)
+fa.simulate(p, num_sampled=2, local_steps=1, stepsize=0.01, rounds=20, x0=np.zeros(20),
+            trials=4, key=jax.random.key(1), record_every=1, mode="gather", record_x=True)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+fa.simulate(p, num_sampled=2, local_steps=1, stepsize=0.01, rounds=1000, x0=np.zeros(20),
+            trials=500, key=jax.random.key(1), record_every=1, mode="gather",
+            record_x=sys.argv[1] == "x")
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
+"""
+
+
+def test_the_check_counts_what_recorded_iterates_cost_the_host():
+    """x_t of 500 trials x 1001 records x d = 20 (80 MB), sharded over the cores, raise the
+    process's peak by no more than the estimate's results (the records twice: a copy and
+    the joined arrays); while the device's copies stayed alive to the end, three copies
+    were (240 MB)."""
+    import subprocess
+    import sys
+
+    def peak(arg):
+        out = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT, arg], capture_output=True,
+                             text=True, check=True, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+        return int(out.stdout.split()[-1])
+
+    x_bytes = 500 * 1001 * 20 * 8
+    est = _memory.estimate(trials=500, records=1001, dim=20, itemsize=8, record_x=True,
+                           rounds=1000)
+    extra = peak("x") - peak("no")
+    assert extra > x_bytes  # the measurement sees the records at all
+    assert extra <= 2 * x_bytes + 32e6 <= est.results + 32e6, (extra, est.results)  # 3x: 240e6

@@ -372,6 +372,9 @@ def run_chunk(chunk: AbstractChunk, plan: Plan, c: int, progress, done_before: i
         # the final iterates with the last's
         last = i == len(segments) - 1
         got = _host(first + list(rec) + ([state.server.x] if last else []))
+        # the device's copies go now: the host holds a segment's records once, not twice,
+        # while they are joined (the memory check counts the records twice, see _memory)
+        rec = whole = None
         if first:
             records = {name: (np.expand_dims(r, time_axis),) for name, r in zip(names, got)}
             got = got[len(first):]
