@@ -209,3 +209,24 @@ def test_a_components_plain_fields_and_a_problem_axis(problem):
     one = fa.simulate(other, num_sampled=3, local_steps=2, rounds=6, oracle=_Named(), x0=x0,
                       **CALL)
     assert np.array_equal(sw.results[1].x_final, one.x_final)
+
+
+def test_numbers_of_trials_of_one_call_shape_share_a_program(problem):
+    """What the docstring promises: trials padded to 8 a device; 1 to 8 trials (one device)
+    share one program, and so do 12 and 16 where the call's devices stay the same."""
+    from conftest import count_compilations
+
+    sim = fa.Simulation(problem, num_sampled=2, local_steps=3, rounds=7, mode="gather")
+    kw = dict(stepsize=0.01, x0=np.asarray(problem.x_star) + 1.0, key=jax.random.key(0))
+    sim.run(trials=1, **kw)
+    with count_compilations() as again:
+        sim.run(trials=8, **kw)
+        sim.run(trials=5, **kw)
+    assert again == []
+    sim.run(trials=16, **kw)
+    with count_compilations() as again:
+        sim.run(trials=12, **kw)
+    assert again == []
+    with count_compilations() as more:
+        sim.run(trials=40, **kw)
+    assert more  # another shape: compiled

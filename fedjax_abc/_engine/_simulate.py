@@ -299,8 +299,12 @@ class Simulation(eqx.Module):
     ``Simulation(problem, local_steps=..., rounds=..., ...)`` takes every argument of
     :func:`simulate` except the per-call ones, which :meth:`run` takes: the key, x0, the
     trials, the stepsize, the first trial, progress and a checkpoint. :func:`simulate` is
-    ``Simulation(...).run(...)``. A second ``run`` with a new key, x0, number of trials or
-    stepsize of the same T compiles nothing new and checks only what it was given.
+    ``Simulation(...).run(...)``. A second ``run`` with a new key, x0 or stepsize of the same
+    T compiles nothing new and checks only what it was given. A new number of trials compiles
+    nothing where it keeps the shape of one call: its trials padded to a multiple of 8 per
+    device (16 float32 trials per device in mask mode), on as many devices as before (one
+    for up to 8 trials; more only where the call's work keeps each busy). So 1 to 8 trials
+    share one program; each new shape compiles once.
 
     A Simulation is a value: ``run`` runs its components as they are. An array leaf changed
     with ``eqx.tree_at`` (``lambda s: s.algorithm.mu``, a sampler's probabilities, a
