@@ -6,7 +6,8 @@
     fedjax-abc report --results DIR [--out FILE] [--reference DIR]
     fedjax-abc compare [--tuned | --fixed | --participation | --tradeoffs] [--out DIR] [--trials R]
                        [--rounds T] [--seed K] [--quick] [--quiet]
-    fedjax-abc run GRID.toml [--out DIR] [--trials R] [--rounds T] [--quiet]
+    fedjax-abc run GRID.toml [--out DIR] [--trials R] [--rounds T] [--part I --of N] [--quiet]
+    fedjax-abc merge GRID.toml [--out DIR] [--trials R] [--rounds T]
 
 Also ``python -m fedjax_abc``. Errors in the options print one line and exit with status 2;
 errors while running print one line and exit with status 1.
@@ -43,6 +44,16 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _count_from_zero(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
     return value
 
 
@@ -212,7 +223,27 @@ def build_parser() -> argparse.ArgumentParser:
                      help="trials per grid point (default: the file's)")
     grd.add_argument("--rounds", type=_positive_int, default=None, metavar="T",
                      help="rounds (default: the file's)")
+    grd.add_argument("--part", type=_count_from_zero, default=None, metavar="I",
+                     help="run only the parts c with c mod N = I (one task of a job array; "
+                          "default in a Slurm job array: its task's index and count); the "
+                          "task that saves the last part joins them all")
+    grd.add_argument("--of", type=_positive_int, default=None, metavar="N",
+                     help="how many tasks share the grid's parts (with --part)")
     grd.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+    mrg = sub.add_parser(
+        "merge", help="join the saved parts of a grid run by several tasks",
+        description="Join the parts of GRID.toml saved in --out by tasks of 'run --part I --of "
+                    "N' (each checked to be this grid's, same settings and version) into "
+                    "result.nc, summary.csv and the plots: what one process writes, bit for "
+                    "bit. Names the parts not saved yet and writes nothing then.")
+    mrg.add_argument("grid", metavar="GRID.toml", help="the grid file")
+    mrg.add_argument("--out", default=None, metavar="DIR",
+                     help="the tasks' output folder (default: results/<name of the grid>)")
+    mrg.add_argument("--trials", type=_trials, default=None, metavar="R",
+                     help="trials per grid point, as given to the tasks")
+    mrg.add_argument("--rounds", type=_positive_int, default=None, metavar="T",
+                     help="rounds, as given to the tasks")
     return parser
 
 
@@ -221,15 +252,24 @@ def run_grid(args) -> int:
     from fedjax_abc.repro import grid as grid_module
     spec = grid_module.load_spec(args.grid, trials=args.trials, rounds=args.rounds)
     out = args.out or os.path.join("results", spec.name)
+    merge = args.command == "merge"
+    part, of = (None, None) if merge else grid_module.task_share(args.part, args.of)
     _output_folder(out)
-    progress = common.Progress(spec.name, enabled=not args.quiet)
+    progress = common.Progress(spec.name, enabled=not (merge or args.quiet))
     start = time.perf_counter()
     try:
-        done = grid_module.run_grid(spec, out, progress)
+        done = grid_module.run_grid(spec, out, progress, part, of, merge)
     finally:
         progress.close()
-    print(f"{spec.name}: {len(done['result'])} grid points ({done['parts']} parts, "
-          f"{done['resumed']} resumed) in {time.perf_counter() - start:.1f} s; wrote "
+    took = f"{time.perf_counter() - start:.1f} s"
+    share = f"task {part} of {of}: " if of is not None else ""
+    if done["result"] is None:
+        print(f"{spec.name}: {share}{done['ran']} parts run in {took}; parts "
+              f"{grid_module._ranges(done['missing'])} of {done['parts']} wait for other "
+              f"tasks ('{PROG} merge {args.grid}' joins them once saved)")
+        return 0
+    print(f"{spec.name}: {share}{len(done['result'])} grid points ({done['parts']} parts, "
+          f"{done['resumed']} resumed) in {took}; wrote "
           + ", ".join(os.path.relpath(p, out) for p in done["paths"]) + f" into {out}")
     return 0
 
@@ -442,7 +482,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return reproduce(args, argv)
         if args.command == "compare":
             return compare(args, argv)
-        if args.command == "run":
+        if args.command in ("run", "merge"):
             return run_grid(args)
         return report(args)
     except KeyboardInterrupt:

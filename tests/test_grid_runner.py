@@ -70,3 +70,64 @@ def test_bad_grid_files_are_refused(tmp_path, capsys):
     bad.write_text('trials = 8\nbogus = 1\n')
     assert cli.main(["run", str(bad), "--quiet"]) == 1
     assert "unknown keys ['bogus']" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------ a job array over the parts
+
+ARRAY_GRID = """name = "array"
+seed = 0
+trials = 8
+rounds = 12
+record_every = 4
+local_steps = 2
+mode = "gather"
+x0_offset = 3.0
+
+[problem]
+name = "huber_offsets"
+n = 10
+d_max = 20.0
+seed = 0
+
+[grid]
+num_sampled = [2, 3, 5]
+stepsize = [1e-3, 4e-3]
+"""
+
+
+def test_a_job_array_merges_to_the_one_process_result(tmp_path, capsys, monkeypatch):
+    """A 3 x 2 grid (three parts) run as two tasks: the first leaves parts for the other,
+    merge names them and writes nothing; the second task's last part joins them: the
+    single process's result.nc, bit for bit. A Slurm array's variables set the share."""
+    path = tmp_path / "array.toml"
+    path.write_text(ARRAY_GRID)
+    whole, shared = tmp_path / "whole", tmp_path / "shared"
+    assert cli.main(["run", str(path), "--out", str(whole), "--quiet"]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "1")  # ids 1..2: task 0 of 2 runs parts 0 and 2
+    monkeypatch.setenv("SLURM_ARRAY_TASK_MIN", "1")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "2")
+    assert cli.main(["run", str(path), "--out", str(shared), "--quiet"]) == 0
+    assert "parts 1 of 3 wait for other tasks" in capsys.readouterr().out
+    assert sorted(os.listdir(shared / "parts")) == ["0.nc", "2.nc"]
+    assert cli.main(["merge", str(path), "--out", str(shared)]) == 1
+    assert "parts 1 of 3 are not saved yet" in capsys.readouterr().err
+    assert not (shared / "result.nc").exists()
+    monkeypatch.delenv("SLURM_ARRAY_TASK_ID")
+    assert cli.main(["run", str(path), "--out", str(shared), "--part", "1", "--of", "2",
+                     "--quiet"]) == 0
+    assert "3 parts, 2 resumed" in capsys.readouterr().out
+    assert fa.load(shared / "result.nc").equals(fa.load(whole / "result.nc"))
+    os.remove(shared / "result.nc")
+    assert cli.main(["merge", str(path), "--out", str(shared)]) == 0
+    assert fa.load(shared / "result.nc").equals(fa.load(whole / "result.nc"))
+
+
+@pytest.mark.parametrize("part, of, env, message", [
+    (None, 2, {}, "together"), (2, 2, {}, "must be in"),
+    (None, None, {"SLURM_ARRAY_TASK_ID": "x", "SLURM_ARRAY_TASK_COUNT": "2"}, "integers"),
+])
+def test_a_bad_task_share_is_one_line(part, of, env, message):
+    with pytest.raises(ValueError, match=message):
+        grid.task_share(part, of, env)
+    assert grid.task_share(None, None, {}) == (None, None)

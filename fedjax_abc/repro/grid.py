@@ -51,6 +51,16 @@ command skips the saved parts: an interrupted grid resumes at the part where it 
 Each part stores a fingerprint (SHA-256 of the grid's settings, the fedjax_abc version and
 the part's place in the grid): a part written by another grid file, other settings or
 another version is refused, never reported under this grid's labels.
+
+Several processes or machines: ``fedjax-abc run GRID.toml --out DIR --part I --of N`` runs
+the parts c with c mod N = I (inside a Slurm job array, ``--part`` and ``--of`` default to
+the task's index and the array's size); whichever task saves the last part joins them all,
+and ``fedjax-abc merge GRID.toml --out DIR`` joins them later (naming the parts not saved
+yet, writing nothing then). Every part is computed as in one process, so the joined
+result.nc is that process's, bit for bit. A Slurm array over a shared folder::
+
+    #SBATCH --array=0-3 --cpus-per-task=2
+    fedjax-abc run GRID.toml --out results/grid --quiet
 """
 
 from __future__ import annotations
@@ -368,8 +378,34 @@ def _saved_part(path: str, fingerprint: str, parts: str):
     return fa.load(path)
 
 
-def run_grid(spec: GridSpec, out: str, progress=None) -> dict:
+def task_share(part: Optional[int], of: Optional[int], environ=os.environ) -> tuple:
+    """(I, N): this task's share of a grid's parts, from ``--part I --of N`` or, where both
+    are None, from a Slurm job array (``SLURM_ARRAY_TASK_ID`` less ``SLURM_ARRAY_TASK_MIN``,
+    ``SLURM_ARRAY_TASK_COUNT``); (None, None) for the whole grid. ValueError (one line) on
+    a bad share."""
+    if part is None and of is None and "SLURM_ARRAY_TASK_ID" in environ:
+        try:
+            part = int(environ["SLURM_ARRAY_TASK_ID"]) - int(environ.get("SLURM_ARRAY_TASK_MIN", 0))
+            of = int(environ["SLURM_ARRAY_TASK_COUNT"])
+        except (KeyError, ValueError):
+            raise ValueError("a Slurm job array needs SLURM_ARRAY_TASK_ID and "
+                             "SLURM_ARRAY_TASK_COUNT as integers; or pass --part I --of N") \
+                from None
+    if (part is None) != (of is None):
+        raise ValueError("give --part I and --of N together")
+    if part is not None and not 0 <= part < of:
+        raise ValueError(f"--part ({part}) must be in [0, --of) = [0, {of})")
+    return part, of
+
+
+def run_grid(spec: GridSpec, out: str, progress=None, part: Optional[int] = None,
+             of: Optional[int] = None, merge: bool = False) -> dict:
     """Runs (or resumes) a grid and writes its outputs into ``out``.
+
+    ``part``, ``of``: run only the parts c with c mod N = I (one task of a job array; the
+    others' saved parts are read where present), and join them all once every part is
+    saved. ``merge``: run nothing, join the saved parts (ValueError naming the missing
+    ones). The joined result is the one a single process writes, bit for bit.
 
     Args:
       spec: from :func:`load_spec`.
@@ -377,8 +413,9 @@ def run_grid(spec: GridSpec, out: str, progress=None) -> dict:
       progress: a :class:`fedjax_abc.repro.common.Progress` or None.
 
     Returns:
-      dict: ``result`` (the SweepResult) and ``paths`` (files written), ``resumed`` (parts
-      loaded from an earlier run).
+      dict: ``result`` (the SweepResult, None while parts are missing), ``paths`` (files
+      written), ``resumed`` (parts loaded from an earlier run or another task), ``parts``
+      (how many the grid has), ``ran`` (this call's) and ``missing`` (those not saved yet).
     """
     import fedjax_abc as fa
     from fedjax_abc._engine import _labelled
@@ -406,27 +443,39 @@ def run_grid(spec: GridSpec, out: str, progress=None) -> dict:
         clients = take.get("num_sampled", doc.get("num_sampled", doc["problem"].get("n", 1)))
         return float(n_data * doc["trials"] * doc["rounds"] * steps * clients)
 
+    mine = [c for c in range(len(combos)) if not merge and (of is None or c % of == part)]
     if progress is not None:
-        progress.plan(sum(work(dict(zip(shape_axes, combo))) for combo in combos))
-    parts, resumed = [], 0
+        progress.plan(sum(work(dict(zip(shape_axes, combos[c]))) for c in mine))
+    parts, resumed, missing, written = [], 0, [], []
     for c, combo in enumerate(combos):
         path = os.path.join(out, "parts", f"{c}.nc")
         point = dict(zip(shape_axes, combo))
         desc = ", ".join(f"{a}={_label(grid[a][i], a, i)}" for a, i in point.items()) or "all"
         fingerprint = part_fingerprint(doc, point)
         if os.path.exists(path):
-            part = _saved_part(path, fingerprint, os.path.join(out, "parts"))
+            one = _saved_part(path, fingerprint, os.path.join(out, "parts"))
             resumed += 1
-        else:
+        elif c in mine:
             callback = None
             if progress is not None:
                 callback = progress.task(f"part {c + 1}/{len(combos)}: {desc}",
                                          work(point), unit="rounds (grid total)")
-            part = _run_part(doc, point, data_axes, callback)
-            _labelled.save(part, path, attrs={"grid_part": fingerprint})
+            one = _run_part(doc, point, data_axes, callback)
+            _labelled.save(one, path, attrs={"grid_part": fingerprint})
+            written.append(path)
             if progress is not None:
                 progress.finish_task()
-        parts.append(part)
+        else:  # another task's, not saved yet
+            missing.append(c)
+            continue
+        parts.append(one)
+    done = dict(result=None, paths=written, resumed=resumed, parts=len(combos),
+                ran=len(written), missing=missing)
+    if missing:
+        if merge:
+            raise ValueError(f"{out}: parts {_ranges(missing)} of {len(combos)} are not saved "
+                             f"yet (parts/<i>.nc); run their tasks, then merge again")
+        return done
     axes = {a: tuple(_label(v, a, i) for i, v in enumerate(grid[a])) for a in shape_axes}
     axes.update(parts[0].axes)
     axes = {a: axes[a] for a in grid}  # the file's order
@@ -435,7 +484,19 @@ def run_grid(spec: GridSpec, out: str, progress=None) -> dict:
     paths = [result.save(os.path.join(out, "result.nc"))]
     paths.append(_summary_csv(result, os.path.join(out, "summary.csv")))
     paths += plots(result, out, spec.name)
-    return dict(result=result, paths=paths, resumed=resumed, parts=len(combos))
+    return dict(done, result=result, paths=paths)
+
+
+def _ranges(numbers: list) -> str:
+    """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""
+    spans, start = [], None
+    for i, c in enumerate(numbers):
+        if start is None:
+            start = c
+        if i + 1 == len(numbers) or numbers[i + 1] != c + 1:
+            spans.append(f"{start}-{c}" if c > start else f"{c}")
+            start = None
+    return ", ".join(spans)
 
 
 def _ordered(parts, shape_axes, data_axes, grid):
