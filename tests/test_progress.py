@@ -51,7 +51,7 @@ def test_a_meter_is_told_init_every_segment_and_close(problem):
     res = fa.simulate(problem, **_kw(problem), progress=Recorder(log))
     _same(res, fa.simulate(problem, **_kw(problem)))
     total = 400 * 3  # rounds x three trial chunks of 4, 4, 2
-    assert log[0] == ("init", total, "fedavg", 0)
+    assert log[0] == ("init", total, "fedavg, 3 chunks of 4 trials", 0)
     steps = [entry for entry in log if entry[0] == "step"]
     assert [s[2] for s in steps] == list(range(len(steps)))  # the state threads through
     done = [s[1] for s in steps]
@@ -91,7 +91,7 @@ def test_a_resumed_run_tells_init_what_ran_before(problem, tmp_path):
     stopped = log[-2][1]
     log2 = []
     res = fa.simulate(problem, **_kw(problem), checkpoint=path, progress=Recorder(log2))
-    assert log2[0] == ("init", 1200, "fedavg", stopped)
+    assert log2[0] == ("init", 1200, "fedavg, 3 chunks of 4 trials", stopped)
     assert [s[1] for s in log2 if s[0] == "step"][-1] == 1200
     _same(res, fa.simulate(problem, **_kw(problem)))
 
@@ -101,7 +101,7 @@ def test_a_sweep_tells_one_meter_about_every_point(problem):
     kw = _kw(problem)
     kw.pop("stepsize")
     res = fa.sweep(problem, grid={"stepsize": [0.01, 0.05]}, progress=Recorder(log), **kw)
-    assert log[0] == ("init", 2 * 1200, "sweep", 0)
+    assert log[0] == ("init", 2 * 1200, "sweep of 2 points x 400 rounds", 0)
     done = [s[1] for s in log if s[0] == "step"]
     assert done[-1] == 2400 and all(a < b for a, b in zip(done, done[1:]))
     _same(res.results[1], fa.simulate(problem, **_kw(problem)))
@@ -111,7 +111,7 @@ def test_the_text_meter_writes_a_line_per_increase(problem, capsys):
     res = fa.simulate(problem, **_kw(problem), progress=fa.TextProgressMeter(0.25))
     _same(res, fa.simulate(problem, **_kw(problem)))
     lines = capsys.readouterr().err.strip().splitlines()
-    pattern = re.compile(r"fedavg: (\d+\.\d)% \((\d+)/1200 rounds\), \d+\.\d s elapsed, "
+    pattern = re.compile(r"fedavg, 3 chunks of 4 trials: (\d+\.\d)% \((\d+)/1200 rounds\), \d+\.\d s elapsed, "
                          r"~(\d+\.\d|nan) s left$")
     matches = [pattern.match(line) for line in lines]
     assert all(matches), lines
@@ -197,3 +197,10 @@ def test_every_experiment_of_reproduce_all_has_a_measured_duration():
 
     for scale in ("paper", "quick"):
         assert set(runtime.MEASURED_SECONDS[scale]) == set(cli.EXPERIMENTS), scale
+
+
+def test_a_run_in_trial_chunks_says_so_in_its_label(problem):
+    log = []
+    kw = _kw(problem)
+    fa.simulate(problem, progress=Recorder(log), **dict(kw, trials=10, trial_chunk=5))
+    assert log[0][1:3] == (2 * kw["rounds"], "fedavg, 2 chunks of 5 trials")

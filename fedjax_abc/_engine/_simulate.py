@@ -266,7 +266,9 @@ def _execute(run: _Run, meter: AbstractProgressMeter, path: Optional[str],
         tracker = _checkpoint.Tracker(path, fingerprint, position,
                                       _memory.checkpoint_bytes(run, plan), every)
     done = position.done
-    bar = Reporting(meter, run.rounds * math.ceil(run.trials / run.chunk), "fedavg",
+    chunks = math.ceil(run.trials / run.chunk)
+    label = "fedavg" if chunks == 1 else f"fedavg, {chunks} chunks of {run.chunk} trials"
+    bar = Reporting(meter, run.rounds * chunks, label,  # rounds of each chunk in turn
                     position.chunk * run.rounds + _checkpoint.resume_round(plan, position))
     try:
         for c in range(position.chunk, math.ceil(run.trials / run.chunk)):

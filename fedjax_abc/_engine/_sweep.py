@@ -312,7 +312,8 @@ def sweep(
     for i, run in enumerate(runs):
         groups.setdefault(_shape_key(run), []).append(i)
     total = sum(r.rounds * math.ceil(r.trials / r.chunk) for r in runs)
-    bar = Reporting(meter, total, "sweep")
+    # the count is every point's rounds (and trial chunks'), one after another
+    bar = Reporting(meter, total, f"sweep of {len(runs)} points x {runs[0].rounds} rounds")
     results: list[Optional[SimResult]] = [None] * len(runs)
     done = 0
     try:
