@@ -7,6 +7,7 @@
     fedjax-abc compare [--tuned | --fixed | --participation | --tradeoffs] [--out DIR] [--trials R]
                        [--rounds T] [--seed K] [--quick] [--quiet]
     fedjax-abc run GRID.toml [--out DIR] [--trials R] [--rounds T] [--part I --of N] [--quiet]
+                   [--submit {slurm,local} [--tasks N] [--wait] [--partition P] [--time-min M] ...]
     fedjax-abc merge GRID.toml [--out DIR] [--trials R] [--rounds T]
 
 Also ``python -m fedjax_abc``. Errors in the options print one line and exit with status 2;
@@ -229,6 +230,25 @@ def build_parser() -> argparse.ArgumentParser:
                           "task that saves the last part joins them all")
     grd.add_argument("--of", type=_positive_int, default=None, metavar="N",
                      help="how many tasks share the grid's parts (with --part)")
+    grd.add_argument("--submit", choices=("slurm", "local"), default=None,
+                     help="run the parts as a job array through submitit (the slurm extra): "
+                          "on Slurm, or as local processes; settings from the options below "
+                          "or the grid file's [slurm] table")
+    grd.add_argument("--tasks", type=_positive_int, default=None, metavar="N",
+                     help="array tasks for --submit (default: one per part)")
+    grd.add_argument("--wait", action="store_true",
+                     help="with --submit slurm: wait for the tasks, report them and join the "
+                          "parts (--submit local always waits)")
+    for flag, key, kind, what in (
+            ("--partition", "partition", str, "the Slurm partition"),
+            ("--time-min", "time_min", int, "each task's time limit in minutes (default 60)"),
+            ("--cpus-per-task", "cpus_per_task", int, "CPU cores a task asks for"),
+            ("--gpus-per-task", "gpus_per_task", int, "GPUs a task asks for"),
+            ("--mem-gb", "mem_gb", int, "memory a task asks for, GB"),
+            ("--array-parallelism", "array_parallelism", int, "tasks running at once")):
+        grd.add_argument(flag, dest=f"slurm_{key}", type=_positive_int if kind is int else str,
+                         default=None, metavar=key.split("_")[0].upper(),
+                         help=f"with --submit: {what} ([slurm] {key} in the grid file)")
     grd.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
     mrg = sub.add_parser(
@@ -253,6 +273,8 @@ def run_grid(args) -> int:
     spec = grid_module.load_spec(args.grid, trials=args.trials, rounds=args.rounds)
     out = args.out or os.path.join("results", spec.name)
     merge = args.command == "merge"
+    if not merge and args.submit is not None:
+        return _submit_grid(args, spec, out)
     part, of = (None, None) if merge else grid_module.task_share(args.part, args.of)
     _output_folder(out)
     progress = common.Progress(spec.name, enabled=not (merge or args.quiet))
@@ -431,35 +453,51 @@ def report(args) -> int:
     return 0
 
 
-CACHE_VARIABLE = "FEDJAX_ABC_JIT_CACHE"
+def _submit_grid(args, spec, out: str) -> int:
+    """``run GRID --submit``: the parts as a job array (see ``fedjax_abc.repro.submit``)."""
+    if args.part is not None or args.of is not None:
+        raise ValueError("--submit shares the parts among its tasks itself: no --part or --of")
+    try:
+        from fedjax_abc.repro import submit
+    except ImportError:
+        raise RuntimeError("--submit needs submitit: pip install -e \".[slurm]\"") from None
+    from fedjax_abc.repro import grid as grid_module
+
+    _output_folder(out)
+    given = {key[len("slurm_"):]: value for key, value in vars(args).items()
+             if key.startswith("slurm_") and value is not None}
+    parameters = submit.executor_parameters(dict(spec.slurm, **given))
+    parts = len(grid_module._parts(spec.doc)[2])
+    tasks = min(args.tasks or parts, parts)
+    jobs = submit.submit(args.grid, out, args.trials, args.rounds, tasks, args.submit,
+                         parameters)
+    print(f"{spec.name}: {tasks} tasks submitted ({args.submit}, jobs "
+          f"{jobs[0].job_id}..{jobs[-1].job_id}) for {parts} parts into {out}")
+    if args.submit == "slurm" and not args.wait:
+        print(f"when they are done: {PROG} merge {args.grid} --out {out}")
+        return 0
+    states = submit.wait(jobs, lambda line: None if args.quiet else print(line, file=sys.stderr))
+    failed = [job for job in jobs if job.state not in ("DONE", "FINISHED", "COMPLETED")]
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {len(jobs)} tasks failed ({states}); their logs "
+                           f"are in {os.path.join(out, 'submitit')}; rerun the same command to "
+                           "run the parts not saved")
+    done = grid_module.run_grid(spec, out, None, merge=True)
+    print(f"{spec.name}: {len(done['result'])} grid points from {parts} parts; wrote "
+          + ", ".join(os.path.relpath(p, out) for p in done["paths"]) + f" into {out}")
+    return 0
 
 
 def jit_cache_folder(environ=os.environ) -> Optional[str]:
-    """The folder of JAX's persistent compilation cache for the command: JAX's own
-    ``JAX_COMPILATION_CACHE_DIR`` where set (JAX reads it itself: None here), else
-    ``FEDJAX_ABC_JIT_CACHE`` (``off``: no cache), else ``~/.cache/fedjax_abc/jit``."""
-    if environ.get("JAX_COMPILATION_CACHE_DIR"):
-        return None
-    folder = environ.get(CACHE_VARIABLE) or os.path.join(os.path.expanduser("~"), ".cache",
-                                                         "fedjax_abc", "jit")
-    return None if folder == "off" else folder
+    """See :func:`fedjax_abc.repro.common.jit_cache_folder`."""
+    from fedjax_abc.repro import common
+    return common.jit_cache_folder(environ)
 
 
 def _start_up() -> None:
-    """JAX as the package's results assume it, as the README's first block sets it up:
-    64-bit mode, and one CPU device per core (or what ``FEDJAX_ABC_CPU_CORES`` says), over
-    which simulate shards the trials (same numbers); compiled programs kept across runs in
-    JAX's persistent cache (:func:`jit_cache_folder`: a second run of a command compiles
-    what took a second or more to compile only once; the same numbers)."""
-    import jax
-
-    import fedjax_abc
-
-    jax.config.update("jax_enable_x64", True)
-    fedjax_abc.use_cpu_cores()
-    folder = jit_cache_folder()
-    if folder is not None:
-        jax.config.update("jax_compilation_cache_dir", folder)
+    """See :func:`fedjax_abc.repro.common.start_up`."""
+    from fedjax_abc.repro import common
+    common.start_up()
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

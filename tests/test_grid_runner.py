@@ -131,3 +131,87 @@ def test_a_bad_task_share_is_one_line(part, of, env, message):
     with pytest.raises(ValueError, match=message):
         grid.task_share(part, of, env)
     assert grid.task_share(None, None, {}) == (None, None)
+
+
+# ------------------------------------------------- submitted through submitit (the slurm extra)
+
+FAKE_SLURM = ROOT / "tests" / "fake_slurm"  # stand-ins for sbatch, sacct, srun and scancel
+try:  # submitit sets up its loggers on sys.stdout/err when imported: here, not in a test's
+    import submitit  # noqa: F401  (capsys closes its streams after the test)
+except ImportError:
+    pass
+
+
+def _array_grid(tmp_path, slurm: str = "") -> pathlib.Path:
+    path = tmp_path / "array.toml"
+    path.write_text(ARRAY_GRID + slurm)
+    return path
+
+
+def _on_fake_slurm(monkeypatch, tmp_path, run: bool):
+    state = tmp_path / "slurm_state"
+    state.mkdir()
+    monkeypatch.setenv("PATH", f"{FAKE_SLURM}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SLURM_STATE", str(state))
+    monkeypatch.setenv("FAKE_SLURM_RUN", "1" if run else "0")
+
+
+def test_submission_asks_slurm_for_what_the_file_and_the_options_say(tmp_path, monkeypatch,
+                                                                       capsys):
+    """submitit's Slurm executor writes the array job: 2 tasks, 2 at once, the [slurm]
+    table's partition and time, the command line's cores; nothing runs here."""
+    pytest.importorskip("submitit")
+    _on_fake_slurm(monkeypatch, tmp_path, run=False)
+    path = _array_grid(tmp_path, '\n[slurm]\npartition = "gpu"\ntime_min = 30\n'
+                                 'cpus_per_task = 1\n')
+    out = tmp_path / "out"
+    assert cli.main(["run", str(path), "--out", str(out), "--submit", "slurm", "--tasks", "2",
+                     "--cpus-per-task", "2", "--array-parallelism", "2"]) == 0
+    assert "2 tasks submitted (slurm, jobs 4242_0..4242_1) for 3 parts" in capsys.readouterr().out
+    script = (out / "submitit" / "4242_submission.sh").read_text()
+    for line in ("#SBATCH --array=0-1%2", "#SBATCH --partition=gpu", "#SBATCH --time=30",
+                 "#SBATCH --cpus-per-task=2"):
+        assert line in script, line
+    assert cli.main(["run", str(path), "--out", str(out), "--submit", "slurm",
+                     "--part", "0", "--of", "2"]) == 1
+    assert "no --part or --of" in capsys.readouterr().err
+
+
+def test_bad_executor_settings_are_one_line(tmp_path):
+    submit = pytest.importorskip("fedjax_abc.repro.submit")
+    with pytest.raises(ValueError, match="unknown key 'queue'"):
+        submit.executor_parameters({"queue": "x"})
+    with pytest.raises(ValueError, match="time_min must be an integer >= 1"):
+        submit.executor_parameters({"time_min": 0})
+    assert submit.executor_parameters({"partition": "a", "gpus_per_task": 1}) == {
+        "slurm_partition": "a", "gpus_per_node": 1}
+
+
+def test_a_preempted_task_is_requeued_as_itself():
+    """submitit calls checkpoint() on preemption or timeout: the same task is submitted
+    again, and it resumes at its first part not saved (the grid's own resume)."""
+    submit = pytest.importorskip("fedjax_abc.repro.submit")
+    task = submit.Task("g.toml", "out", 8, None, 1, 3)
+    again = task.checkpoint()
+    assert again.function == task and again.args == () and again.kwargs == {}
+
+
+@pytest.mark.slow  # two array tasks, each a fresh process importing JAX: about 20-30 s
+@pytest.mark.parametrize("cluster", ["slurm", "local"])
+def test_submitted_tasks_merge_to_the_one_process_result(cluster, tmp_path, monkeypatch,
+                                                         capsys):
+    """The 3-part grid as 2 array tasks through submitit's real Slurm executor (stand-in
+    sbatch and sacct run them as local processes) or its local one: waited for, reported
+    and joined; result.nc is the single process's, bit for bit."""
+    pytest.importorskip("submitit")
+    path = _array_grid(tmp_path)
+    whole, shared = tmp_path / "whole", tmp_path / "shared"
+    assert cli.main(["run", str(path), "--out", str(whole), "--quiet"]) == 0
+    if cluster == "slurm":
+        _on_fake_slurm(monkeypatch, tmp_path, run=True)
+    assert cli.main(["run", str(path), "--out", str(shared), "--submit", cluster, "--tasks",
+                     "2", "--wait"]) == 0
+    captured = capsys.readouterr()
+    assert "6 grid points from 3 parts" in captured.out
+    assert "tasks: 2 done, 0 running, 0 failed of 2" in captured.err
+    assert fa.load(shared / "result.nc").equals(fa.load(whole / "result.nc"))

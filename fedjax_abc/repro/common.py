@@ -300,6 +300,38 @@ def clock(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
+CACHE_VARIABLE = "FEDJAX_ABC_JIT_CACHE"
+
+
+def jit_cache_folder(environ=os.environ) -> Optional[str]:
+    """The folder of JAX's persistent compilation cache for the command: JAX's own
+    ``JAX_COMPILATION_CACHE_DIR`` where set (JAX reads it itself: None here), else
+    ``FEDJAX_ABC_JIT_CACHE`` (``off``: no cache), else ``~/.cache/fedjax_abc/jit``."""
+    if environ.get("JAX_COMPILATION_CACHE_DIR"):
+        return None
+    folder = environ.get(CACHE_VARIABLE) or os.path.join(os.path.expanduser("~"), ".cache",
+                                                         "fedjax_abc", "jit")
+    return None if folder == "off" else folder
+
+
+def start_up() -> None:
+    """JAX as the package's results assume it, as the README's first block sets it up, for
+    the ``fedjax-abc`` command and each task it submits: 64-bit mode, and one CPU device per
+    core (or what ``FEDJAX_ABC_CPU_CORES`` says), over which simulate shards the trials
+    (same numbers); compiled programs kept across runs in JAX's persistent cache
+    (:func:`jit_cache_folder`: a second run of a command compiles what took a second or
+    more to compile only once; the same numbers)."""
+    import jax
+
+    import fedjax_abc
+
+    jax.config.update("jax_enable_x64", True)
+    fedjax_abc.use_cpu_cores()
+    folder = jit_cache_folder()
+    if folder is not None:
+        jax.config.update("jax_compilation_cache_dir", folder)
+
+
 class Overall:
     """Several experiments run one after another (``reproduce all``): how many are done and
     the time left for all of them.

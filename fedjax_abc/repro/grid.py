@@ -87,15 +87,18 @@ else:  # pragma: no cover
 SHAPE_AXES = ("num_sampled", "local_steps", "mode", "algorithm", "sampler", "oracle")
 _TOP = {"name", "seed", "trials", "rounds", "record_every", "local_steps", "stepsize",
         "num_sampled", "mode", "dtype", "x0_offset", "x0", "problem", "algorithm", "oracle",
-        "sampler", "grid"}
+        "sampler", "grid", "slurm"}
 _REQUIRED = ("trials", "rounds", "local_steps", "problem", "grid")
 
 
 @dataclasses.dataclass(frozen=True)
 class GridSpec:
-    """A grid file's contents, checked (``overrides`` applied)."""
+    """A grid file's contents, checked (``overrides`` applied): ``doc`` what the numbers
+    depend on, ``slurm`` the file's ``[slurm]`` table (where the parts run, see
+    :mod:`~fedjax_abc.repro.submit`)."""
 
     doc: dict
+    slurm: dict = dataclasses.field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -121,6 +124,9 @@ def load_spec(path: str, trials: Optional[int] = None, rounds: Optional[int] = N
     missing = [k for k in _REQUIRED if k not in doc]
     if missing:
         raise ValueError(f"{path}: missing {', '.join(missing)}")
+    slurm = doc.pop("slurm", {})
+    if not isinstance(slurm, dict):
+        raise ValueError(f"{path}: [slurm] must be a table of executor settings")
     if trials is not None:
         doc["trials"] = trials
     if rounds is not None:
@@ -137,7 +143,7 @@ def load_spec(path: str, trials: Optional[int] = None, rounds: Optional[int] = N
         raise ValueError(f"{path}: the grid may vary one argument of the problem, not several")
     if "name" not in doc.get("problem", {}):
         raise ValueError(f"{path}: [problem] needs a name (a function of fedjax_abc.problems)")
-    return GridSpec(doc)
+    return GridSpec(doc, slurm)
 
 
 def _check_settings(path: str, doc: dict) -> None:

@@ -1,0 +1,116 @@
+"""A grid's parts as a job array through submitit: ``fedjax-abc run GRID --submit slurm``.
+
+Each array task is ``run --part I --of N`` (:func:`fedjax_abc.repro.grid.run_grid` with a
+share of the parts) in a process of its own: on Slurm through submitit's Slurm executor,
+on a workstation (``--submit local``) through its local executor, the same tasks as local
+processes. A task saves each part when it is done; preempted or timed out, it is requeued
+(submitit's checkpointing) and resumes at its first part not saved. The task that saves
+the last part joins them all; ``fedjax-abc merge`` does it later. submitit is the
+``slurm`` extra.
+
+Executor settings come from the command line or the grid file's ``[slurm]`` table
+(``partition``, ``time_min``, ``cpus_per_task``, ``gpus_per_task``, ``mem_gb``,
+``array_parallelism``), the command line winning; they change where the parts run, not
+their numbers (they are not part of a part's fingerprint). This module imports submitit
+(the ``slurm`` extra): the command imports it only for ``--submit``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Callable, Optional
+
+import submitit
+
+__all__ = ["SETTINGS", "Task", "executor_parameters", "submit", "wait"]
+
+# [slurm] table key -> (submitit parameter, type); cluster-neutral names where submitit has one
+SETTINGS = {
+    "partition": ("slurm_partition", str),
+    "time_min": ("timeout_min", int),
+    "cpus_per_task": ("cpus_per_task", int),
+    "gpus_per_task": ("gpus_per_node", int),
+    "mem_gb": ("mem_gb", int),
+    "array_parallelism": ("slurm_array_parallelism", int),
+}
+
+
+def executor_parameters(table: dict, where: str = "[slurm]") -> dict:
+    """submitit's ``update_parameters`` keywords from a ``[slurm]`` table (ValueError naming
+    an unknown key or a value of the wrong kind)."""
+    out = {}
+    for key, value in table.items():
+        if key not in SETTINGS:
+            raise ValueError(f"{where}: unknown key {key!r}; known: {sorted(SETTINGS)}")
+        name, kind = SETTINGS[key]
+        if kind is int and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"{where} {key} must be an integer >= 1, got {value!r}")
+        if kind is str and (not isinstance(value, str) or not value):
+            raise ValueError(f"{where} {key} must be a name, got {value!r}")
+        out[name] = value
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Task(submitit.helpers.Checkpointable):
+    """One array task: the parts c with c mod N = I of a grid file (picklable); requeued
+    by submitit when preempted or timed out (its saved parts are kept)."""
+
+    grid: str
+    out: str
+    trials: Optional[int]
+    rounds: Optional[int]
+    part: int
+    of: int
+
+    def __call__(self) -> int:
+        from fedjax_abc.repro import common
+        from fedjax_abc.repro import grid as grid_module
+
+        common.start_up()  # as the command sets JAX up
+
+        spec = grid_module.load_spec(self.grid, trials=self.trials, rounds=self.rounds)
+        return grid_module.run_grid(spec, self.out, None, self.part, self.of)["ran"]
+
+
+def submit(grid: str, out: str, trials: Optional[int], rounds: Optional[int], tasks: int,
+           cluster: str, parameters: dict) -> list:
+    """Submits ``tasks`` array tasks sharing the grid's parts; returns submitit's jobs.
+
+    ``cluster``: "slurm" or "local"; ``parameters``: submitit's executor parameters
+    (:func:`executor_parameters`). The executor's files (scripts, logs) go to
+    ``<out>/submitit``.
+    """
+    if cluster not in ("slurm", "local"):
+        raise ValueError(f"--submit must be 'slurm' or 'local', got {cluster!r}")
+    folder = os.path.join(out, "submitit")
+    executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
+    name = os.path.splitext(os.path.basename(grid))[0]
+    parameters = dict({"timeout_min": 60, "name": f"fedjax-abc-{name}"}, **parameters)
+    if cluster == "local":  # the workstation's own settings: no partition, no GPUs asked for
+        parameters = {k: v for k, v in parameters.items()
+                      if k in ("timeout_min", "name", "cpus_per_task")}
+    executor.update_parameters(**parameters)
+    return executor.submit_array([Task(os.path.abspath(grid), os.path.abspath(out), trials,
+                                       rounds, i, tasks) for i in range(tasks)])
+
+
+def wait(jobs: list, report: Callable[[str], None], interval: float = 2.0) -> dict:
+    """Waits for the jobs, reporting ``done d, running r, failed f of N`` when it changes;
+    returns {state: count} at the end (submitit's states)."""
+    last = None
+    while True:
+        states = [job.state for job in jobs]
+        done = sum(s in ("DONE", "FINISHED", "COMPLETED") for s in states)
+        failed = sum(s in ("FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "INTERRUPTED",
+                           "NODE_FAIL") for s in states)
+        running = sum(s in ("RUNNING",) for s in states)
+        line = f"tasks: {done} done, {running} running, {failed} failed of {len(jobs)}"
+        if line != last:
+            report(line)
+            last = line
+        if done + failed == len(jobs):
+            return {s: states.count(s) for s in set(states)}
+        time.sleep(interval)
