@@ -7,6 +7,7 @@ import os
 import pathlib
 
 import jax
+import numpy as np
 import pytest
 
 import fedjax_abc as fa
@@ -215,3 +216,56 @@ def test_submitted_tasks_merge_to_the_one_process_result(cluster, tmp_path, monk
     assert "6 grid points from 3 parts" in captured.out
     assert "tasks: 2 done, 0 running, 0 failed of 2" in captured.err
     assert fa.load(shared / "result.nc").equals(fa.load(whole / "result.nc"))
+
+
+# ------------------------------------------------------------------- the Slurm job scripts
+
+SBATCH = sorted((ROOT / "examples" / "slurm").glob("*.sbatch"))
+
+
+@pytest.mark.parametrize("script", SBATCH, ids=lambda p: p.name)
+def test_a_job_script_parses_and_names_what_exists(script):
+    """bash parses it; its #SBATCH lines come before its first command; its paths are
+    relative to the repository root; the files and options it uses exist."""
+    import subprocess
+
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    lines = [line for line in script.read_text().splitlines() if line.strip()]
+    body = [i for i, line in enumerate(lines) if not line.startswith("#")]
+    assert all(not line.startswith("#SBATCH") for line in lines[body[0]:])
+    text = script.read_text()
+    assert "/home/" not in text and "/work/" not in text and "/tmp/" not in text
+    for path in ("examples/multiprocess.py", "examples/grids/table2_stepsizes.toml"):
+        if path in text:
+            assert (ROOT / path).exists(), path
+    if "fedjax-abc run" in text:
+        args = cli.build_parser().parse_args(["run", "g.toml", "--out", "results/g", "--quiet"])
+        assert args.command == "run" and args.part is None  # the array's variables decide
+    if "multiprocess.py" in text:
+        for option in ("--coordinator", "--processes", "--id", "--shard", "--out"):
+            assert option in text and option in (ROOT / "examples" / "multiprocess.py").read_text()
+
+
+@pytest.mark.slow  # two tasks, each a fresh process importing JAX: about 20 s
+def test_the_array_script_run_as_slurm_would_gives_the_one_process_result(tmp_path):
+    """grid_array.sbatch run by bash twice with a two-task array's variables, from the
+    repository's layout: its result.nc is the single process's, bit for bit."""
+    import shutil
+    import subprocess
+
+    (tmp_path / "examples" / "slurm").mkdir(parents=True)
+    shutil.copy(ROOT / "examples" / "slurm" / "grid_array.sbatch", tmp_path / "examples" / "slurm")
+    path = tmp_path / "array.toml"
+    path.write_text(ARRAY_GRID)
+    for task in (0, 1):
+        env = dict(os.environ, SLURM_ARRAY_TASK_ID=str(task), SLURM_ARRAY_TASK_MIN="0",
+                   SLURM_ARRAY_TASK_COUNT="2", SLURM_CPUS_PER_TASK="1", JAX_PLATFORMS="cpu")
+        subprocess.run(["bash", "examples/slurm/grid_array.sbatch", "array.toml"], cwd=tmp_path,
+                       env=env, check=True)
+    whole = tmp_path / "whole"
+    assert cli.main(["run", str(path), "--out", str(whole), "--quiet"]) == 0
+    a, b = fa.load(tmp_path / "results" / "array" / "result.nc"), fa.load(whole / "result.nc")
+    assert a.axes == b.axes  # the numbers bit for bit (the config names one device, not two)
+    for one, other in zip(a.results, b.results):
+        for name in ("gap", "grad_norm_sq", "x_final"):
+            np.testing.assert_array_equal(getattr(one, name), getattr(other, name))
