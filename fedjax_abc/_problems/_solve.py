@@ -115,7 +115,17 @@ def _newton_blocks(model, Xb, yb, cb, owner, r, x0, k, max_iter):
     return x, f, jnp.max(jnp.abs(g), axis=1), jnp.full((k,), it)
 
 
-_ROWS = 64  # rows per block of the Newton solver
+_ROWS = 64  # rows per block of the Newton solver, at most
+_BLOCK_COST = 8  # a block's own cost in the Hessians' scan, counted in rows
+
+
+def _block_rows(sizes) -> int:
+    """Rows per block: the power of two up to _ROWS that costs least, a block costing its
+    rows (padding included) plus _BLOCK_COST: 64 for clients of a hundred rows, 1 for
+    clients of one row (whose blocks of 64 would be 63 rows of padding)."""
+    sizes = np.asarray(sizes)
+    return min((2 ** j for j in range(int(np.log2(_ROWS)) + 1)),
+               key=lambda rows: (int(np.sum(-(-sizes // rows))) * (rows + _BLOCK_COST), -rows))
 
 
 def _blocks(features, labels, coefs, owners, rows: int = _ROWS):
@@ -144,8 +154,9 @@ def newton(model, features, labels, coefs, owners, r, x0, max_iter: int = 200) -
     """Minimises k = len(r) strongly convex objectives at once by Newton's method (float64).
 
     Objective o is F_o(x) = sum of c_j ell(x; X_j, y_j) over the rows of the entries with
-    owner o, plus (r_o / 2) ||x||^2. The rows are cut into blocks of 64, so the program's
-    shapes depend on the number of blocks only; memory: k d^2 for the Hessians.
+    owner o, plus (r_o / 2) ||x||^2. The rows are cut into blocks (:func:`_block_rows`: 64
+    rows for clients of a hundred rows, fewer for smaller ones), so the program's shapes
+    depend on the number of blocks and their rows only; memory: k d^2 for the Hessians.
 
     Args:
       model: a convex model with ``sample_losses`` and ``hessian``.
@@ -157,7 +168,8 @@ def newton(model, features, labels, coefs, owners, r, x0, max_iter: int = 200) -
     Returns:
       A :class:`Solution`.
     """
-    Xb, yb, cb, ob = _blocks(features, labels, coefs, owners)
+    Xb, yb, cb, ob = _blocks(features, labels, coefs, owners,
+                             _block_rows([len(y) for y in labels]))
     r = np.asarray(r, np.float64)
     # the Cholesky factorisations call OpenBLAS through SciPy; its threads spin and slow it
     # down up to a hundredfold when the cores are busy: one thread is enough for d ~ 10^3
