@@ -6,6 +6,7 @@
 - ``benchmarks/run.py --quick`` runs end to end and writes valid JSON that
   ``benchmarks/report.py`` renders; its passes (alternating order, the fastest kept) are
   checked with a stand-in for the worker.
+- ``benchmarks/report.py`` failing half way keeps the previous Markdown.
 """
 
 import json
@@ -24,6 +25,7 @@ if REPO not in sys.path:
 
 import fedjax_abc as fa  # noqa: E402
 from benchmarks import baselines  # noqa: E402
+from benchmarks import report as bench_report  # noqa: E402
 from benchmarks.baselines import HuberOffsets, Quadratics, SoftplusHuber  # noqa: E402
 
 TRIALS = 400
@@ -295,3 +297,39 @@ def test_runner_names_the_workloads_a_filter_empties():
     assert {c["workload"] for c in todo} == {"table2"}
     assert left_out(chosen, todo) == ["learning"]
     assert left_out(chosen, chosen) == []
+
+
+# -------------------------------------------- the benchmark report is replaced atomically
+
+
+OLD = "previous contents\n"
+BAD_TEXT = "# a report\n" * 1000 + "\udc80"  # a lone surrogate: encoding fails mid-write
+
+
+def _old_file(tmp_path, name, data=OLD):
+    path = tmp_path / name
+    if isinstance(data, bytes):
+        path.write_bytes(data)
+    else:
+        path.write_text(data)
+    return path
+
+
+def _unchanged(path, data=OLD):
+    assert (path.read_bytes() if isinstance(data, bytes) else path.read_text()) == data
+    assert sorted(os.listdir(path.parent)) == [path.name], "a temporary file was left behind"
+
+
+def test_benchmark_report_failing_keeps_the_old_markdown(tmp_path, monkeypatch):
+    src = tmp_path / "latest.json"
+    src.write_text("{}")
+    out_dir = tmp_path / "docs"
+    out_dir.mkdir()
+    out = _old_file(out_dir, "performance.md")
+    monkeypatch.setattr(bench_report, "render", lambda doc: BAD_TEXT)
+    with pytest.raises(UnicodeEncodeError):
+        bench_report.main([str(src), "-o", str(out)])
+    _unchanged(out)
+    monkeypatch.setattr(bench_report, "render", lambda doc: "# ok\n")
+    bench_report.main([str(src), "-o", str(out)])
+    assert out.read_text() == "# ok\n"

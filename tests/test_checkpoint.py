@@ -3,6 +3,10 @@
 Interruptions are made where a user's Ctrl-C lands: in the progress callback (after a
 segment), or inside a segment call (before it returns). The file is checked on disk: an
 atomic ``.npz`` without pickles, kept when complete; a file of another run is refused.
+
+A path that cannot be written, or a disk without room for the file, is refused before the
+run; so are a changed component class and a second run on the path of a running or
+interrupted one; a save never replaces another run's checkpoint.
 """
 
 import json
@@ -329,3 +333,188 @@ def test_cli_help_documents_checkpoint(capsys):
     assert cli.main(["reproduce", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "--checkpoint DIR" in text and "resumes" in text and "<out>/checkpoints" in text
+
+
+# ----------------------------------------- unwritable paths and changed component classes
+
+
+KW = dict(local_steps=2, rounds=8, trials=3, key=jax.random.key(0), record_every=4)
+
+
+@pytest.fixture(scope="module")
+def problem6():
+    return fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=10.0)
+
+
+ORACLE = '''
+import jax
+import fedjax_abc as fa
+
+
+class ScaledNoise(fa.AbstractOracle):
+    def noise(self, key, shape, dtype):
+        return jax.random.normal(key, shape, dtype)
+
+    def gradient(self, problem, client, x, z):
+        return problem.local_grad(client, x) + {} * z
+'''
+
+
+def _module(path, name, text):
+    import importlib.util
+
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _run(problem, oracle, path, **kw):
+    return fa.simulate(problem, num_sampled=2, stepsize=0.05, x0=problem.x_star + 2.0,
+                       oracle=oracle, checkpoint=path, **dict(KW, **kw))
+
+
+def test_unwritable_checkpoint_is_refused_before_the_run(problem6, tmp_path):
+    (tmp_path / "file").write_text("")
+    calls = []
+    with pytest.raises(OSError, match=r"checkpoint \(.*file/c\.npz\) cannot be written"):
+        fa.simulate(problem6, num_sampled=2, stepsize=0.05, x0=problem6.x_star + 2.0,
+                    checkpoint=tmp_path / "file" / "c.npz",
+                    progress=lambda *a: calls.append(a), **KW)
+    assert calls == []  # refused before the first round
+    # a folder that does not exist yet is made
+    res = fa.simulate(problem6, num_sampled=2, stepsize=0.05, x0=problem6.x_star + 2.0,
+                      checkpoint=tmp_path / "new" / "c.npz", **KW)
+    assert os.path.exists(tmp_path / "new" / "c.npz") and res.trials == 3
+    assert [n for n in os.listdir(tmp_path / "new")] == ["c.npz"]  # the probe is removed
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_read_only_checkpoint_folder_is_refused(problem6, tmp_path):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        with pytest.raises(OSError, match="cannot be written"):
+            _run(problem6, None, folder / "c.npz")
+    finally:
+        folder.chmod(0o700)
+
+
+def test_checkpoint_refuses_a_changed_component_class(problem6, tmp_path):
+    source, path = tmp_path / "user_oracles.py", tmp_path / "c.npz"
+    old = _module(source, "user_oracles", ORACLE.format("0.1")).ScaledNoise()
+    first = _run(problem6, old, path)
+    # the same code: the complete checkpoint is the result
+    same = _module(source, "user_oracles", ORACLE.format("0.1")).ScaledNoise()
+    assert _run(problem6, same, path).equals(first)
+    new = _module(source, "user_oracles", ORACLE.format("0.2")).ScaledNoise()
+    with pytest.raises(ValueError, match=r"another run: code of user_oracles\.ScaledNoise differ"):
+        _run(problem6, new, path)
+    assert not _run(problem6, new, tmp_path / "d.npz").equals(first)  # it does change the numbers
+
+
+def test_checkpoint_refuses_a_changed_class_without_source(problem6, tmp_path):
+    def make(scale):
+        namespace = {"__name__": "session"}
+        exec(ORACLE.format(scale), namespace)  # no file: the methods' bytecode is compared
+        return namespace["ScaledNoise"]()
+
+    path = tmp_path / "c.npz"
+    first = _run(problem6, make("0.1"), path)
+    assert _run(problem6, make("0.1"), path).equals(first)
+    with pytest.raises(ValueError, match=r"code of session\.ScaledNoise differ"):
+        _run(problem6, make("0.2"), path)
+
+
+# ------------------------------------------- two runs on one checkpoint path, a full disk
+
+
+def _sim(problem, stepsize, path, **kw):
+    return fa.simulate(problem, num_sampled=2, stepsize=stepsize, x0=problem.x_star + 2.0,
+                       checkpoint=path, **dict(KW, **kw))
+
+
+def test_second_run_started_on_the_path_of_a_running_one_is_refused(problem6, tmp_path):
+    path, seen = tmp_path / "c.npz", []
+
+    def start_another(done, total, secs):  # while the first run goes on, before any save
+        if not seen:
+            with pytest.raises(ValueError) as err:
+                _sim(problem6, 0.1, path)
+            seen.append(str(err.value))
+
+    first = _sim(problem6, 0.05, path, progress=start_another)
+    assert len(seen) == 1
+    assert seen[0].startswith(f"checkpoint ({path}) was written for another run: stepsize differ")
+    assert "\n" not in seen[0]
+    # the first run's checkpoint is whole: the same call returns its result
+    assert _sim(problem6, 0.05, path).equals(first)
+
+
+def test_interrupted_run_is_not_overwritten_by_other_settings(problem6, tmp_path):
+    path = tmp_path / "c.npz"
+
+    def stop(done, total, secs):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _sim(problem6, 0.05, path, progress=stop)
+    with pytest.raises(ValueError, match=r"was written for another run: key differ; delete it"):
+        _sim(problem6, 0.05, path, key=jax.random.key(1))
+    # the interrupted run resumes, and gives the uninterrupted run's numbers
+    assert _sim(problem6, 0.05, path).equals(_sim(problem6, 0.05, None))
+
+
+def test_save_never_replaces_another_runs_checkpoint(problem6, tmp_path):
+    path, other = tmp_path / "c.npz", []
+
+    def take_over(done, total, secs):  # the file removed and another run's put there
+        if not other:
+            os.remove(path)
+            other.append(_sim(problem6, 0.1, path))
+
+    with pytest.warns(RuntimeWarning, match=r"checkpoint \(.*c\.npz\) now holds another run's "
+                                            r"\(stepsize differ\): it is kept"):
+        first = _sim(problem6, 0.05, path, progress=take_over)
+    assert not first.equals(other[0])
+    assert _sim(problem6, 0.1, path).equals(other[0])  # the other run's complete file
+
+
+def test_checkpoint_on_a_full_disk_is_refused_before_the_run(problem6, tmp_path, monkeypatch):
+    import shutil
+
+    calls, usage = [], shutil.disk_usage(tmp_path)
+    # 3 trials x (3 records x 5 values + 1): 384 bytes of results, 64 kB of headers
+    monkeypatch.setattr(shutil, "disk_usage",
+                        lambda folder: usage._replace(free=100_000))
+    with pytest.raises(OSError, match=r"checkpoint \(.*c\.npz\) cannot be written: it takes "
+                                      r"about 6\d\.\d kB, twice that while a save replaces the "
+                                      r"last one, and its disk has 100\.0 kB free"):
+        _sim(problem6, 0.05, tmp_path / "c.npz", progress=lambda *a: calls.append(a))
+    assert calls == [] and os.listdir(tmp_path) == []
+    monkeypatch.setattr(shutil, "disk_usage",
+                        lambda folder: usage._replace(free=10 ** 6))
+    assert _sim(problem6, 0.05, tmp_path / "c.npz").trials == 3
+
+
+class _BrokenLocalStep(fa.algorithms.AbstractLocalSGD):
+    """Local SGD whose local step fails while the run's program is traced."""
+
+    def init(self, x0):
+        return fa.algorithms.FedAvg().init(x0)
+
+    def server_update(self, server, mean_message, info):
+        return type(server)(mean_message)
+
+    def local_step(self, server, y, local, gradient, stepsize):
+        raise RuntimeError("a bug in the user's algorithm")
+
+
+def test_run_stopped_before_its_first_round_leaves_no_claim(problem6, tmp_path):
+    path = tmp_path / "c.npz"
+    with pytest.raises(RuntimeError, match="a bug in the user's algorithm"):
+        _sim(problem6, 0.05, path, algorithm=_BrokenLocalStep())  # fails while compiling
+    assert not path.exists()  # the claim is gone: the mended call is not refused
+    assert _sim(problem6, 0.1, path).trials == 3

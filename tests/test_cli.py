@@ -1,9 +1,16 @@
-"""The ``fedjax-abc`` command end to end at a tiny scale, its options and its errors."""
+"""The ``fedjax-abc`` command end to end at a tiny scale, its options and its errors.
+
+Every result writer (JSON, CSV, PNG, Markdown; repro, cli, benchmarks) goes through
+``common.atomic_open``: a temporary file in the same folder renamed over the target. A write
+failing half way leaves the previous file as it was and no temporary file behind.
+"""
 
 import csv
 import io
 import json
 import os
+import re
+import stat
 import subprocess
 import sys
 import time
@@ -323,3 +330,107 @@ def test_ctrl_c_ends_the_command_cleanly(tmp_path):
     start = time.perf_counter()
     proc.communicate(timeout=60)
     assert proc.returncode in (130, -signal.SIGINT) and time.perf_counter() - start < 30
+
+
+# --------------------------------------------------- result files are replaced atomically
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OLD = "previous contents\n"
+
+
+def _old_file(tmp_path, name, data=OLD):
+    path = tmp_path / name
+    if isinstance(data, bytes):
+        path.write_bytes(data)
+    else:
+        path.write_text(data)
+    return path
+
+
+def _unchanged(path, data=OLD):
+    assert (path.read_bytes() if isinstance(data, bytes) else path.read_text()) == data
+    assert sorted(os.listdir(path.parent)) == [path.name], "a temporary file was left behind"
+
+
+def test_atomic_open_replaces_on_success(tmp_path):
+    path = _old_file(tmp_path, "a.txt")
+    reference = tmp_path / "reference.txt"
+    reference.write_text("x")  # what a plain open() gives, umask included
+    with common.atomic_open(path) as fh:
+        fh.write("new\n")
+    assert path.read_text() == "new\n"
+    assert stat.S_IMODE(path.stat().st_mode) == stat.S_IMODE(reference.stat().st_mode)
+    assert sorted(os.listdir(tmp_path)) == ["a.txt", "reference.txt"]
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_atomic_open_keeps_the_old_file_on_failure(tmp_path, error):
+    path = _old_file(tmp_path, "a.txt")
+    with pytest.raises(error):
+        with common.atomic_open(path) as fh:
+            fh.write("half of the new contents")
+            fh.flush()
+            raise error("interrupted")
+    _unchanged(path)
+
+
+def test_atomic_open_creates_the_folder(tmp_path):
+    path = tmp_path / "new" / "deeper" / "b.json"
+    with common.atomic_open(path) as fh:
+        fh.write("{}")
+    assert path.read_text() == "{}" and os.listdir(path.parent) == ["b.json"]
+
+
+def test_write_json_unserialisable_value_keeps_the_old_file(tmp_path):
+    path = _old_file(tmp_path, "fig1.json")
+    doc = {"experiment": "fig1", "rows": list(range(5000)), "z": object()}  # fails at the end
+    with pytest.raises(TypeError):
+        common.write_json(str(path), doc)
+    _unchanged(path)
+    common.write_json(str(path), {"a": 1.5})
+    assert json.loads(path.read_text()) == {"a": 1.5}
+
+
+def test_write_csv_failing_row_keeps_the_old_file(tmp_path):
+    path = _old_file(tmp_path, "fig1.csv")
+    rows = [[1, 2.0]] * 100 + [None]  # the last row is not a sequence
+    with pytest.raises(TypeError):
+        common.write_csv(str(path), ["a", "b"], rows)
+    _unchanged(path)
+
+
+def test_save_figure_failing_keeps_the_old_png_and_closes_the_figure(tmp_path):
+    plt = common.pyplot()
+    path = _old_file(tmp_path, "fig1.png", b"\x89PNG old")
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+
+    def half_then_fail(fh, **kwargs):
+        fh.write(b"\x89PNG half")
+        raise OSError("disk full")
+
+    fig.savefig = half_then_fail
+    with pytest.raises(OSError, match="disk full"):
+        common.save_figure(fig, str(tmp_path), "fig1.png")
+    _unchanged(path, b"\x89PNG old")
+    assert not plt.fignum_exists(fig.number)
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    common.save_figure(fig, str(tmp_path), "fig1.png")
+    assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_no_writer_opens_its_target_directly():
+    """Every result writer goes through atomic_open: no open(..., "w"), no savefig(path)."""
+    folder = os.path.join(REPO, "fedjax_abc", "repro")
+    files = [os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".py")]
+    files += [os.path.join(REPO, *f.split("/")) for f in
+              ("fedjax_abc/cli.py", "benchmarks/run.py", "benchmarks/report.py")]
+    direct = re.compile(r"(?<!atomic_)open\([^)]*,\s*(mode=)?[\"'][wa]b?\+?[\"']"
+                        r"|\.savefig\((?!fh)|write_text\(")
+    for path in files:
+        with open(path) as fh:
+            text = fh.read()
+        assert not direct.search(text), f"{path} writes directly: {direct.search(text).group(0)}"

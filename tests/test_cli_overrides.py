@@ -46,3 +46,11 @@ def test_override_recorded_in_config(tmp_path):
     assert doc["S"] == [2, 16] and c["alpha"] == 2e-3 and c["rounds"] == 40 and c["trials"] == 3
     assert c["overrides"] == {"S": [2, 16], "alpha": 2e-3} and c["scale"] == "custom"
     assert "--set S=2,16" in c["rerun"] and "--set alpha=2e-3" in c["rerun"]
+
+
+def test_reproduce_refuses_a_theorem3_exponent_outside_its_range(tmp_path, capsys):
+    assert cli.main(["reproduce", "thm3", "--quick", "--set", "p=2", "--quiet",
+                     "--out", str(tmp_path)]) != 0
+    err = capsys.readouterr().err
+    assert "--set p: Theorem 3's decay exponent must be in (1/2, 1], got 2" in err
+    assert not os.path.exists(tmp_path / "thm3.json")

@@ -4,14 +4,19 @@
   (grid point,) trial and record; the summary rows are ``.summary(...)``'s;
 - the Datasets have named dimensions (grid axes, trial, round, dim) and the same values;
 - ``save`` then ``fa.load`` returns a result ``.equals`` the original (config, dtypes,
-  NaN and inf of diverged trials, float32, no x) for both kinds.
+  NaN and inf of diverged trials, float32, no x) for both kinds;
+- a file whose data or attributes do not match its checksum, or of an unknown format, is
+  refused (format-1 files without a checksum still load); ``load`` and ``save`` name the path
+  in their errors.
 """
 
+import os
 import warnings
 
 import jax
 import numpy as np
 import pytest
+import xarray as xr
 
 import fedjax_abc as fa
 
@@ -91,3 +96,110 @@ def test_load_refuses_other_files(tmp_path):
     xr.Dataset({"a": ("x", np.arange(3.0))}).to_netcdf(path, engine="scipy")
     with pytest.raises(ValueError, match="not a result file"):
         fa.load(path)
+
+
+# ------------------------------------------ damaged, unknown and checksummed result files
+
+
+# the settings of the runs on problem6
+KW6 = dict(local_steps=2, rounds=8, trials=3, key=jax.random.key(0), record_every=4)
+
+
+@pytest.fixture(scope="module")
+def problem6():
+    return fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=10.0)
+
+
+@pytest.fixture(scope="module")
+def result(problem6):
+    return fa.simulate(problem6, num_sampled=2, stepsize=0.05, x0=problem6.x_star + 2.0, **KW6)
+
+
+def _rewrite(path, **attrs):
+    """The file at ``path`` rewritten with some attributes changed (None deletes one)."""
+    with xr.open_dataset(path, engine="scipy", mask_and_scale=False, decode_times=False) as ds:
+        ds = ds.load()
+    for name, value in attrs.items():
+        if value is None:
+            ds.attrs.pop(name, None)
+        else:
+            ds.attrs[name] = value
+    os.remove(path)
+    ds.to_netcdf(path, engine="scipy", format="NETCDF3_64BIT")
+
+
+def test_damaged_data_bytes_are_refused(result, tmp_path):
+    path = str(result.save(tmp_path / "r.nc"))
+    raw = bytearray(open(path, "rb").read())
+    gap = np.asarray(result.gap, ">f8").tobytes()
+    at = raw.find(gap[:24])
+    assert at > 0
+    raw[at + 9] ^= 0x10  # one bit of gap[0, 1]
+    open(path, "wb").write(bytes(raw))
+    with pytest.raises(ValueError, match=r"r\.nc is damaged: its data do not match the checksum"):
+        fa.load(path)
+
+
+def test_damaged_attributes_are_refused(result, tmp_path):
+    path = str(result.save(tmp_path / "r.nc"))
+    config = dict(result.config, stepsize="0.5")
+    import json
+    _rewrite(path, config=json.dumps(config))
+    with pytest.raises(ValueError, match="is damaged"):
+        fa.load(path)
+
+
+def test_unknown_format_is_refused(result, tmp_path):
+    path = str(result.save(tmp_path / "r.nc"))
+    _rewrite(path, format=3)
+    with pytest.raises(ValueError, match=r"has result format 3; this fedjax_abc reads formats 1, 2"):
+        fa.load(path)
+    _rewrite(path, format=None)
+    with pytest.raises(ValueError, match=r"has result format None"):
+        fa.load(path)
+
+
+def test_format_1_files_without_checksum_still_load(result, tmp_path):
+    path = str(result.save(tmp_path / "r.nc"))
+    _rewrite(path, format=1, checksum=None)
+    assert fa.load(path).equals(result)
+    # a format-2 file must carry its checksum
+    _rewrite(path, format=2)
+    with pytest.raises(ValueError, match="is damaged"):
+        fa.load(path)
+
+
+def test_checksummed_files_round_trip(problem6, result, tmp_path):
+    assert fa.load(result.save(tmp_path / "r.nc")).equals(result)
+    sw = fa.sweep(problem6, grid={"stepsize": [0.05, 0.1]}, num_sampled=2,
+                  x0=problem6.x_star + 2.0, **KW6)
+    assert fa.load(sw.save(tmp_path / "s.nc")).equals(sw)
+
+
+def _sim_args(problem, **kw):
+    args = dict(num_sampled=2, stepsize=0.05, x0=problem.x_star + 2.0, **KW6)
+    args.update(kw)
+    return args
+
+
+def test_load_and_save_name_the_path(problem6, tmp_path):
+    res = fa.simulate(problem6, **_sim_args(problem6))
+    with pytest.raises(FileNotFoundError, match=r"^load: no result file at .*nope\.nc$"):
+        fa.load(tmp_path / "nope.nc")
+    with pytest.raises(IsADirectoryError, match=r"is a folder, not a result file"):
+        fa.load(tmp_path)
+    (tmp_path / "t.nc").write_text("hello")
+    with pytest.raises(ValueError, match=r"t\.nc cannot be read as a netCDF result file") as err:
+        fa.load(tmp_path / "t.nc")
+    assert "\n" not in str(err.value)
+    for bad in (None, 123):
+        with pytest.raises(TypeError, match=rf"save: path must be a file path .*got {bad}"):
+            res.save(bad)
+    with pytest.raises(ValueError, match=r"save: .* is a folder; give a file path, e\.g\. "):
+        res.save(tmp_path)
+    # a missing folder is made, as for a checkpoint
+    assert fa.load(res.save(tmp_path / "new" / "sub" / "r.nc")).equals(res)
+    with pytest.raises(TypeError, match=r"concatenate takes SimResults, got a int"):
+        fa.SimResult.concatenate([res, 3])
+    with pytest.raises(ValueError, match=r"summary must be True or False, got 'yes'"):
+        res.to_dataframe(summary="yes")

@@ -1,4 +1,8 @@
-"""Bad input to the learning problems and the mini-batch oracle: one-line ValueErrors."""
+"""Bad input to the learning problems and the mini-batch oracle: one-line ValueErrors.
+
+Labels outside [0, K) or not dense, bad arguments of the learning constructors, and test data
+that the model cannot read (``evaluate``, ``held_out_metrics``) included.
+"""
 
 import jax
 import numpy as np
@@ -75,3 +79,104 @@ def test_bad_partitions_and_data():
         fa.data.synthetic_data(0, 1.0, 1.0)
     with pytest.raises(ValueError, match="alpha"):
         fa.data.synthetic_data(key, -1.0, 1.0)
+
+
+# ----------------------------------------------------- labels outside [0, K) or not dense
+
+
+X1 = [np.array([[0.0], [1.0]]), np.array([[2.0], [3.0], [1.5]])]  # one feature
+Y1 = [np.array([0, 1]), np.array([1, 1, 0])]
+
+
+@pytest.fixture(scope="module")
+def logistic():
+    return fa.problems.logistic_regression(X1, Y1, l2=0.1)
+
+
+@pytest.mark.parametrize("labels, match", [
+    ([0, 2], r"test label 2 outside \[0, K=2\)"),
+    ([-1, 1], r"test label -1 outside \[0, K=2\)"),
+    ([0.5, 1.0], "labels must be integers"),
+])
+def test_test_labels_outside_the_classes_are_refused(logistic, labels, match):
+    Xt = np.array([[0.0], [3.0]])
+    with pytest.raises(ValueError, match=match):
+        fa.problems.evaluate(logistic, logistic.x_star, Xt, np.array(labels))
+    with pytest.raises(ValueError, match=match):
+        fa.problems.held_out_metrics(logistic, Xt, np.array(labels))
+    # labels in range: the accuracy of the model's predictions
+    ev = fa.problems.evaluate(logistic, logistic.x_star, Xt, np.array([0, 1]))
+    assert float(ev.accuracy) == 1.0 and np.isfinite(ev.loss)
+
+
+def test_sparse_labels_are_refused_with_how_to_remap():
+    sparse = [np.array([0, 1000]), np.array([1000, 1000, 0])]
+    with pytest.raises(ValueError, match=r"labels take 2 values in 0\.\.1000, which makes K=1001 "
+                                         r"classes: remap them to 0\.\.1 \(e\.g\. numpy\.unique"):
+        fa.problems.softmax_regression(X1, sparse, l2=0.1)
+    with pytest.raises(ValueError, match=r"K=1001 classes: remap them"):
+        fa.problems.mlp(jax.random.key(0), X1, sparse, width=4)
+    # remapped as the message says: the problem of the dense labels
+    _, dense = np.unique(np.concatenate(sparse), return_inverse=True)
+    p = fa.problems.softmax_regression(X1, [dense[:2], dense[2:]], l2=0.1)
+    assert p.loss.model.num_classes == 2
+    # K given: classes absent from the training data are the user's choice
+    three = fa.problems.softmax_regression(X1, Y1, l2=0.1, num_classes=3)
+    assert three.loss.model.num_classes == 3
+
+
+# ----------------------------- bad arguments of the learning constructors and of evaluate
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=10.0)
+
+
+@pytest.mark.parametrize("fn, match", [
+    (lambda: fa.problems.softmax_regression(X1, Y1, l2="0.1"), r"l2 must be a number, got '0\.1'"),
+    (lambda: fa.problems.softmax_regression(X1, Y1, num_classes="2"),
+     r"num_classes \(K\) must be an integer >= 2, got '2'"),
+    (lambda: fa.problems.softmax_regression({"a": X1[0]}, {"a": Y1[0]}),
+     r"features must be a list of n per-client arrays, got dict"),
+    (lambda: fa.problems.softmax_regression([X1[0], np.array([["a"], ["b"], ["c"]])], Y1),
+     r"client 1: features must be an array of numbers"),
+    (lambda: fa.problems.mlp(jax.random.key(0), X1, Y1, width=0),
+     r"MLP width must be an integer >= 1, got 0"),
+    (lambda: fa.problems.mlp(jax.random.key(0), X1, Y1, depth=-1),
+     r"MLP depth must be an integer >= 0, got -1"),
+    (lambda: fa.problems.mlp(0, X1, Y1, width=4), r"key must be a single JAX PRNG key"),
+    (lambda: fa.problems.mlp(jax.random.key(0), X1, Y1, width=4, solver_steps=0),
+     r"solver_steps must be an integer >= 1, got 0"),
+    (lambda: fa.problems.learning_problem("softmax", X1, Y1),
+     r"model must be a fedjax_abc\.problems\.SoftmaxRegression, LogisticRegression, MLP or EquinoxModel"),
+    (lambda: fa.problems.SoftmaxRegression(0, 2),
+     r"SoftmaxRegression num_features \(p\) must be an integer >= 1, got 0"),
+    (lambda: fa.problems.SoftmaxRegression(2, 1),
+     r"SoftmaxRegression num_classes \(K\) must be an integer >= 2, got 1"),
+    (lambda: fa.problems.LogisticRegression(2.0),
+     r"LogisticRegression num_features \(p\) must be an integer >= 1, got 2\.0"),
+    (lambda: fa.data.split(np.zeros((4, 1)), np.zeros(4, int), [np.array([0, 1]), np.array([1, 5])]),
+     r"parts\[1\] holds index 5 outside 0\.\.3 \(the 4 samples\)"),
+    (lambda: fa.data.split(np.zeros((4, 1)), np.zeros(4, int), 2),
+     r"parts must be a list of index arrays"),
+])
+def test_learning_constructors_refuse_bad_arguments(fn, match):
+    with pytest.raises(ValueError, match=match):
+        fn()
+
+
+def test_evaluate_refuses_test_data_the_model_cannot_read(problem):
+    lg = fa.problems.logistic_regression(X1, Y1, l2=0.1)
+    for fn in (lambda *a: fa.problems.evaluate(lg, lg.x_star, *a),
+               lambda *a: fa.problems.held_out_metrics(lg, *a)):
+        with pytest.raises(ValueError, match=r"features have 3 columns; the model takes p=1"):
+            fn(np.zeros((2, 3)), np.array([0, 1]))
+        with pytest.raises(ValueError, match=r"hold no test samples \(m = 0\)"):
+            fn(np.zeros((0, 1)), np.zeros(0, int))
+        with pytest.raises(ValueError, match=r"features must be finite"):
+            fn(np.array([[np.nan], [1.0]]), np.array([0, 1]))
+    with pytest.raises(ValueError, match=r"take a learning problem or its model"):
+        fa.problems.evaluate(problem, problem.x_star, np.zeros((2, 1)), np.array([0, 1]))
+    with pytest.raises(ValueError, match=r"take a learning problem or its model"):
+        fa.problems.held_out_metrics(problem, np.zeros((2, 1)), np.array([0, 1]))

@@ -7,7 +7,8 @@
   DataFrame / netCDF round trips;
 - held-out accuracy and loss (``fa.problems.held_out_metrics``) equal ``evaluate`` on the
   iterates, and a new test set of the same shapes compiles nothing;
-- bad metrics are refused in one line before anything runs.
+- bad metrics, and metric names taken by a result field or a grid axis of the sweep, are
+  refused in one line before anything runs.
 """
 
 import os
@@ -157,3 +158,49 @@ def test_held_out_metrics_checks_its_data():
         fa.problems.held_out_metrics(p, np.zeros((4, 3)), np.zeros(5, int))
     with pytest.raises(ValueError, match="integers"):
         fa.problems.held_out_metrics(p, np.zeros((4, 3)), np.zeros(4))
+
+
+# --------------------------------------- metrics named like a result field or a grid axis
+
+
+# the settings of the runs on problem6
+KW6 = dict(local_steps=2, rounds=8, trials=3, key=jax.random.key(0), record_every=4)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=10.0)
+
+
+def _simulate(problem, **kw):
+    args = dict(num_sampled=2, stepsize=0.05, x0=problem.x_star + 2.0, **KW6)
+    args.update(kw)
+    if "sampler" in kw:
+        del args["num_sampled"]
+    return fa.simulate(problem, **args)
+
+
+@pytest.mark.parametrize("name", ["diverged", "gap", "grad_norm_sq", "x", "trial", "round"])
+def test_metric_named_like_a_result_field_is_refused(problem, name):
+    with pytest.raises(ValueError, match=rf"metric name '{name}' is taken; not one of gap, "
+                                         r"grad_norm_sq, x, x_final, diverged_at, diverged"):
+        _simulate(problem, metrics={name: jnp.sum})
+
+
+@pytest.mark.parametrize("name, axis", [("stepsize", "stepsize"),
+                                        ("algorithm_mu", "algorithm.mu")])
+def test_metric_named_like_a_sweep_axis_is_refused(problem, name, axis):
+    with pytest.raises(ValueError, match=rf"metric name '{name}' is taken by a grid axis of the "
+                                         rf"sweep; not one of .*, {axis}"):
+        fa.sweep(problem, grid={axis: [0.05, 0.1] if axis == "stepsize" else [0.0, 0.1]},
+                 metrics={name: jnp.sum}, num_sampled=2, x0=problem.x_star + 2.0,
+                 **({"stepsize": 0.05, "algorithm": fa.algorithms.FedProx(0.0)}
+                    if axis != "stepsize" else {}), **KW6)
+
+
+def test_sweep_with_a_free_metric_name_saves(problem, tmp_path):
+    sw = fa.sweep(problem, grid={"stepsize": [0.05, 0.1]}, metrics={"total": jnp.sum},
+                  num_sampled=2, x0=problem.x_star + 2.0, **KW6)
+    assert list(sw.to_dataframe().columns) == ["stepsize", "trial", "round", "gap",
+                                               "grad_norm_sq", "total", "diverged"]
+    assert fa.load(sw.save(tmp_path / "s.nc")).equals(sw)

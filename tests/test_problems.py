@@ -4,6 +4,10 @@ f*, x* of (25) and (27) are recomputed from NumPy versions of the objectives (te
 reference_numpy.py) with SciPy; Theorem 1's local minima are derived below by hand; the
 quadratic family is checked against closed forms, finite differences and an independent
 simulation; ``make_problem`` is exercised with a custom loss and a custom oracle.
+
+The oracles' noise is finite for every uint32 word, in float32 and float64; ``make_problem``
+never returns a wrong f* (it raises a one-line ValueError instead); the problems'
+constructors and fields refuse bad arguments.
 """
 
 import math
@@ -17,6 +21,7 @@ from scipy import optimize
 
 import fedjax_abc as fa
 import reference_numpy as ref
+from fedjax_abc._problems._oracles import like_model, nonnegative, normals_from_words
 
 
 def client_values_and_grads(p, xs):
@@ -342,3 +347,335 @@ def test_a_client_index_outside_the_clients_is_refused():
         assert float(c.local_min) == float(p.local_minima[int(i)])
     traced = jax.jit(lambda i: p.client(i).params)(jnp.int32(3))
     np.testing.assert_array_equal(np.asarray(traced), np.asarray(p.params)[3])
+
+
+# --------------------------------- oracle noise from words: finite in float32 and float64
+
+
+# float32 rounds u = (w + 1/2) / 2^31 - 1 to +-1 for the 128 outermost words, where erfinv is
+# infinite; the float32 map clamps |u| to 1 - 2^-24. Elsewhere both maps are unchanged: the
+# float64 one bit for bit, the float32 one equal to rounding the exact u to float32.
+EXTREME = np.array([0, 1, 2, 63, 64, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 65, 2 ** 32 - 64,
+                    2 ** 32 - 2, 2 ** 32 - 1], dtype=np.uint32)
+# every 4097th word, plus the 256 outermost words at each end
+DENSE = np.unique(np.concatenate([
+    np.arange(0, 2 ** 32, 4097, dtype=np.uint64),
+    np.arange(256, dtype=np.uint64), 2 ** 32 - 1 - np.arange(256, dtype=np.uint64),
+])).astype(np.uint32)
+DTYPES = [jnp.float32, jnp.float64]
+
+
+def _old_map(words, dtype):
+    """The map before the clamp: exact u in float64, rounded to dtype, then erfinv."""
+    u = (jnp.asarray(words).astype(jnp.float64) + 0.5) / 2147483648.0 - 1.0
+    return (jnp.sqrt(2.0) * jax.lax.erf_inv(u.astype(dtype))).astype(dtype)
+
+
+def _all_steps(oracle, words, shape, dtype):
+    noise = oracle.noise_from_words(jnp.asarray(words), shape, dtype)
+    steps = jnp.arange(shape[0])
+    return np.asarray(jax.vmap(lambda l: oracle.step_noise(noise, l, shape, dtype))(steps))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("words", [EXTREME, DENSE], ids=["extreme", "dense"])
+def test_gaussian_noise_is_finite(words, dtype):
+    shape = (words.shape[0], 1)
+    z = _all_steps(fa.GaussianOracle(1.0, 1.0), words, shape, dtype)
+    assert z.dtype == dtype and z.shape == shape
+    assert np.all(np.isfinite(z)), words.reshape(shape)[~np.isfinite(z)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("words", [EXTREME, DENSE], ids=["extreme", "dense"])
+def test_rademacher_noise_is_finite_signs(words, dtype):
+    oracle = fa.RademacherOracle()
+    shape = (words.shape[0], 32)  # 32 signs a word: one word per step
+    assert oracle.num_words(shape) == words.shape[0]
+    z = _all_steps(oracle, words, shape, dtype)
+    assert z.dtype == dtype and z.shape == shape
+    assert set(np.unique(z)) <= {-1.0, 1.0}
+
+
+def test_float64_map_is_unchanged():
+    got = np.asarray(normals_from_words(jnp.asarray(DENSE), DENSE.shape[0], jnp.float64))
+    np.testing.assert_array_equal(got, np.asarray(_old_map(DENSE, jnp.float64)))
+    assert np.all(np.isfinite(got))
+
+
+def test_float32_map_changes_only_the_outermost_words():
+    got = np.asarray(normals_from_words(jnp.asarray(DENSE), DENSE.shape[0], jnp.float32))
+    old = np.asarray(_old_map(DENSE, jnp.float32))
+    changed = got != old
+    outer = (DENSE < 64) | (DENSE >= 2 ** 32 - 64)  # u rounds to -1 / +1 in float32
+    np.testing.assert_array_equal(changed, outer)
+    assert np.all(np.isinf(old[outer]))
+    np.testing.assert_allclose(np.abs(got[outer]), 5.41998, rtol=1e-5)  # sqrt(2) erfinv(1 - 2^-24)
+    assert np.all(np.abs(got) <= np.max(np.abs(got[outer])))
+
+
+def test_float32_normal_moments_on_a_grid():
+    """Words evenly spread over [0, 2^32): a quadrature of the normal's moments."""
+    words = (np.arange(2 ** 20, dtype=np.uint64) * 4096 + 2048).astype(np.uint32)
+    z = np.asarray(normals_from_words(jnp.asarray(words), words.shape[0], jnp.float32),
+                   dtype=np.float64)
+    assert abs(z.mean()) < 1e-5
+    assert abs(z.var() - 1.0) < 1e-4
+    assert abs(np.mean(z ** 4) - 3.0) < 2e-3
+
+
+@pytest.mark.slow  # 7-25 s: with the long checks, for the default run's 10 minutes
+def test_float32_simulation_has_no_nan():
+    p = fa.problems.quadratics(jax.random.key(0), n=10, d=100)
+    res = fa.simulate(p, num_sampled=10, local_steps=10, stepsize=0.01, rounds=1000,
+                      x0=p.x_star + 1, trials=64, key=jax.random.key(1), dtype="float32",
+                      record_every=100)
+    assert np.all(np.isfinite(res.gap)) and np.all(np.isfinite(res.x_final))
+
+
+def test_nonnegative_is_maximum_with_zero_and_keeps_nan():
+    a = np.array([-2.0, -1e-300, -0.0, 0.0, 1e-300, 3.0, np.inf, -np.inf, np.nan])
+    for dtype in DTYPES:
+        got = np.asarray(nonnegative(jnp.asarray(a, dtype)))
+        want = np.maximum(a.astype(dtype), 0)
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got, want)  # NaN where NaN, -0.0 == 0.0
+
+
+def test_oracle_magnitude_of_nan_value_is_nan():
+    p = fa.problems.huber_offsets(offsets=[0.0, 4.0])
+    m = fa.RademacherOracle().magnitude(p, p.client(0), jnp.array([0.0]), jnp.array(np.nan))
+    assert np.isnan(m)
+
+
+def test_like_model_puts_a_one_entry_models_value_in_its_shape_only():
+    v = jnp.asarray(2.5)
+    assert like_model(v, jnp.zeros(1)).shape == (1,)
+    assert like_model(v, jnp.zeros(3)).shape == ()  # d > 1: the scalar, not d copies
+    assert float(like_model(v, jnp.zeros(1))[0]) == 2.5
+
+
+@pytest.mark.parametrize("dim", [1, 3])
+def test_rademacher_gradient_is_the_formula_whatever_the_shape_of_the_value(dim):
+    """g + eps sqrt(f_i - f_i*) / sqrt(d), written here from Section IV-B, for d = 1 (where
+    the default magnitude gets f_i in x's shape) and d = 3."""
+    p = fa.problems.quadratics(jax.random.key(1), n=3, d=dim)
+    oracle = fa.RademacherOracle()
+    x = jnp.linspace(-1.0, 2.0, dim)
+    eps = jnp.where(jnp.arange(dim) % 2 == 0, 1.0, -1.0)
+    for i in range(3):
+        c = p.client(i)
+        f, g = p.local_value_and_grad(c, x)
+        want = g + eps * np.sqrt(float(f) - float(c.local_min)) / np.sqrt(dim)
+        got = oracle.gradient(p, c, x, eps)
+        assert got.shape == (dim,)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-14)
+
+
+# -------------------------------------------------- make_problem never returns a wrong f*
+
+
+# It raises a one-line ValueError instead: for a numerical minimiser on the edge of
+# ``search_box`` (unbounded below, or the minimum outside the box); for given f_i*, f*, x*
+# that contradict the loss (f(x*) != f*, or a point with f below a given f* or f_i below a
+# given f_i*), are not finite, or have the wrong shape; for a loss that does not trace to a
+# floating scalar.
+ORACLE = fa.ExactOracle()
+TWO = jnp.array([[0.0], [2.0]])  # f_i = (x - c_i)^2 / 2, c = 0, 2: f_i* = 0, x* = 1, f* = 1/2
+
+
+def half_square(c, x):
+    return 0.5 * jnp.sum((x - c) ** 2)
+
+
+def _rejects(match, **kw):
+    args = dict(loss=half_square, params=TWO, oracle=ORACLE)
+    args.update(kw)
+    with pytest.raises(ValueError, match=match) as info:
+        fa.make_problem(args.pop("loss"), args.pop("params"), args.pop("oracle"), **args)
+    assert "\n" not in str(info.value)
+    return str(info.value)
+
+
+# ----------------------------------------------------------------- the search box's edge
+
+
+def test_unbounded_below_is_an_edge_error():
+    msg = _rejects(r"edge of search_box \(-100.0, 100.0\)", loss=lambda c, x: -jnp.sum(x))
+    assert "larger search_box" in msg and "local_minima" in msg
+
+
+@pytest.mark.parametrize("dim", [1, 2])
+def test_minimum_outside_the_box_is_an_edge_error(dim):
+    centre = jnp.full((1, dim), 500.0)
+    _rejects(r"f_0 found numerically is at the edge of search_box", params=centre, dim=dim)
+
+
+def test_global_minimum_outside_the_box_names_f_star_and_x_star():
+    msg = _rejects(r"minimiser of f found numerically is at the edge",
+                   params=jnp.array([[500.0]]), local_minima=[0.0])
+    assert "f_star and x_star" in msg
+
+
+def test_a_larger_box_fixes_it():
+    p = fa.make_problem(half_square, jnp.array([[500.0]]), ORACLE, search_box=(0.0, 1000.0))
+    assert abs(float(p.x_star[0]) - 500.0) < 1e-6 and abs(float(p.f_star)) < 1e-12
+
+
+# ------------------------------------------------------- given values against the loss
+
+
+def test_x_star_and_f_star_disagree():
+    _rejects(r"f\(x_star\) = 0.625 \(x_star given\) differs from f_star = 0.5",
+             local_minima=[0, 0], f_star=0.5, x_star=[1.5])
+
+
+def test_consistent_pair_that_is_not_a_minimum():
+    """f(1.5) = 0.625 = the given f*, but a descent from x* finds f = 0.5 < f*."""
+    _rejects(r"f_star = 0.625 \(given\) is above f\(x\) = 0.5", local_minima=[0, 0],
+             f_star=0.625, x_star=[1.5])
+
+
+def test_f_star_above_what_the_search_finds():
+    _rejects(r"f_star = 0.7\d* \(given\) is above f\(x\) = 0.5", local_minima=[0, 0], f_star=0.7)
+
+
+def test_f_star_below_what_the_search_finds():
+    _rejects(r"f\(x_star\) = 0.5 \(x_star found numerically\) differs from f_star = 0.3",
+             local_minima=[0, 0], f_star=0.3)
+
+
+def test_x_star_given_is_not_a_minimiser():
+    _rejects(r"f\(x_star\) = 0.625 \(x_star given\) differs from f_star = 0.5\d* \(found",
+             local_minima=[0, 0], x_star=[1.5])
+
+
+@pytest.mark.parametrize("extra", [{}, {"f_star": 0.5, "x_star": [1.0]}])
+def test_local_minimum_above_the_attained_value(extra):
+    _rejects(r"local_minima\[1\] = 0.1\d* \(given\) is above f_1\(x\) = 0",
+             local_minima=[0.0, 0.1], **extra)
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(f_star=np.nan), r"f_star must be finite"),
+    (dict(f_star=np.inf, x_star=[1.0]), r"f_star must be finite"),
+    (dict(local_minima=[0.0, np.inf]), r"local_minima must be finite"),
+    (dict(x_star=[np.nan]), r"x_star must be finite"),
+    (dict(local_minima=[0.0, 0.0, 0.0]), r"local_minima must have shape \(2,\), got \(3,\)"),
+    (dict(x_star=[1.0, 1.0]), r"x_star must have shape \(1,\), got \(2,\)"),
+    (dict(f_star=[0.5, 0.5]), r"f_star must have shape \(\), got \(2,\)"),
+    (dict(f_star="half"), r"f_star must be a number"),
+])
+def test_bad_given_values(kw, match):
+    _rejects(match, **kw)
+
+
+# ---------------------------------------------------------------------------- the loss
+
+
+def vector_loss(c, x):
+    return (x - c) ** 2  # forgot the sum
+
+
+def python_float_loss(c, x):
+    return (float(x[0]) - c[0]) ** 2
+
+
+def integer_loss(c, x):
+    return jnp.sum(x > c)
+
+
+def raising_loss(c, x):
+    raise RuntimeError("no data for this client")
+
+
+@pytest.mark.parametrize("loss, match", [
+    (vector_loss, r"loss vector_loss must return a floating scalar .* returned shape \(1,\)"),
+    (python_float_loss, r"loss python_float_loss raised ConcretizationTypeError"),
+    (integer_loss, r"loss integer_loss must return a floating scalar .* dtype int"),
+    (raising_loss, r"loss raising_loss raised RuntimeError: no data for this client"),
+])
+def test_bad_loss(loss, match):
+    _rejects(match, loss=loss)
+
+
+# ---------------------------------------------------------------------- valid input kept
+
+
+def test_valid_values_are_kept_exactly():
+    p = fa.make_problem(half_square, TWO, ORACLE, local_minima=[0.0, 0.0], f_star=0.5,
+                        x_star=1.0)
+    assert float(p.f_star) == 0.5 and p.x_star.tolist() == [1.0]
+    assert p.local_minima.tolist() == [0.0, 0.0]
+
+
+def test_found_values_unchanged():
+    p = fa.make_problem(half_square, TWO, ORACLE)
+    assert abs(float(p.f_star) - 0.5) < 1e-12 and abs(float(p.x_star[0]) - 1.0) < 1e-7
+
+
+# --------------------------------- bad arguments of the problems' constructors and fields
+
+
+KW = dict(local_steps=2, rounds=8, trials=3, key=jax.random.key(0), record_every=4)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=10.0)
+
+
+def _sim_args(problem, **kw):
+    args = dict(num_sampled=2, stepsize=0.05, x0=problem.x_star + 2.0, **KW)
+    args.update(kw)
+    return args
+
+
+@pytest.mark.parametrize("fn, match", [
+    (lambda: fa.problems.huber_offsets(jax.random.key(0), n=4, d_max="20"),
+     r"d_max \(Dmax\) must be a number, got '20'"),
+    (lambda: fa.problems.huber_offsets(0, n=4), r"key must be a single JAX PRNG key, e\.g\. "
+                                                r"jax\.random\.key\(0\), got 0"),
+    (lambda: fa.problems.huber_offsets(offsets=[[0.0, 1.0]]),
+     r"offsets must be a list of n >= 2 numbers \(one per client\), got float64 values of "
+     r"shape \(1, 2\)"),
+    (lambda: fa.problems.huber_offsets(offsets=["a", "b"]), r"offsets must be a list of n"),
+    (lambda: fa.problems.quadratics(None, n=4, d=3), r"key must be a single JAX PRNG key"),
+    (lambda: fa.problems.quadratics(jax.random.key(0), n=4, d=3, curvature=1.0),
+     r"curvature must be a pair \(a_min, a_max\), got 1\.0"),
+    (lambda: fa.problems.quadratics(jax.random.key(0), n=4, d=3, spread="1"),
+     r"spread must be a number"),
+    (lambda: fa.problems.bgd_counterexample(oracle="x"),
+     r"oracle must be a fedjax_abc\.AbstractOracle or None, got 'x'"),
+    (lambda: fa.problems.bgd_counterexample(search_radius=-1.0),
+     r"search_radius \(-1\) must be finite and > 0"),
+    (lambda: fa.make_problem(lambda p, x: jnp.sum((x - p) ** 2), jnp.zeros(4), fa.ExactOracle(),
+                             dim="1"), r"dim \(d='1'\) must be an integer >= 1"),
+    (lambda: fa.make_problem(lambda p, x: jnp.sum((x - p) ** 2), jnp.zeros(4), None),
+     r"oracle must be a fedjax_abc\.AbstractOracle \(e\.g\. "),
+    (lambda: fa.make_problem(lambda p, x: jnp.sum((x - p) ** 2), jnp.zeros(4), fa.ExactOracle(),
+                             x_star="0"), r"x_star must be a number or an array of numbers, got '0'"),
+])
+def test_problem_constructors_refuse_bad_arguments(fn, match):
+    with pytest.raises(ValueError, match=match):
+        fn()
+
+
+def test_problem_fields_are_checked_when_made(problem):
+    import dataclasses
+
+    fields = {f.name: getattr(problem, f.name) for f in dataclasses.fields(problem)}
+    with pytest.raises(ValueError, match=r"Problem\.loss must be a function .*got 3"):
+        fa.Problem(**dict(fields, loss=3))
+    with pytest.raises(ValueError, match=r"Problem\.oracle must be a fedjax_abc\.AbstractOracle, "
+                                         r"got 'o'"):
+        fa.Problem(**dict(fields, oracle="o"))
+    # too few f_i*: refused before sigma_f_star or a round could read them (item 4)
+    with pytest.raises(ValueError, match=r"Problem\.local_minima must have shape \(n=6,\) "
+                                         r"\(one f_i\* per client\), got \(5,\)"):
+        dataclasses.replace(problem, local_minima=problem.local_minima[:-1])
+    with pytest.raises(ValueError, match=r"Problem\.x_star must have shape \(d,\), got \(\)"):
+        dataclasses.replace(problem, x_star=jnp.asarray(1.0))
+    nan_star = dataclasses.replace(problem, f_star=jnp.asarray(np.nan))  # made, not run
+    with pytest.raises(ValueError, match=r"Problem\.f_star must be finite numbers, got nan"):
+        fa.simulate(nan_star, **_sim_args(problem))

@@ -1,11 +1,18 @@
-"""The report generator on a small hand-made result set, its checks, and the offsets draw."""
+"""The report generator on a small hand-made result set, its checks, and the offsets draw.
+
+The report file is replaced atomically (a failing write keeps the previous one), and
+``fedjax-abc report`` rejects bad result files in one line.
+"""
 
 import json
+import os
+import shutil
 
 import numpy as np
 import pytest
 
 import fedjax_abc as fa
+from fedjax_abc import cli
 from fedjax_abc.repro import checks as chk
 from fedjax_abc.repro import offsets as offs
 from fedjax_abc.repro import paper
@@ -168,3 +175,114 @@ def test_the_shipped_results_are_found_beside_the_package():
 
     folder = shipped.reference_folder()
     assert folder is not None and folder.endswith("docs/results")
+
+
+# ------------------------------------------------- the report file is replaced atomically
+
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OLD = "previous contents\n"
+BAD_TEXT = "# a report\n" * 1000 + "\udc80"  # a lone surrogate: encoding fails mid-write
+
+
+def _old_file(tmp_path, name, data=OLD):
+    path = tmp_path / name
+    if isinstance(data, bytes):
+        path.write_bytes(data)
+    else:
+        path.write_text(data)
+    return path
+
+
+def _unchanged(path, data=OLD):
+    assert (path.read_bytes() if isinstance(data, bytes) else path.read_text()) == data
+    assert sorted(os.listdir(path.parent)) == [path.name], "a temporary file was left behind"
+
+
+def test_write_report_failing_keeps_the_old_report(tmp_path, monkeypatch):
+    out = _old_file(tmp_path, "reproduction.md")
+    monkeypatch.setattr(_report, "render", lambda results, out, reference=None: BAD_TEXT)
+    with pytest.raises(UnicodeEncodeError):
+        _report.write_report(str(tmp_path / "results"), str(out))
+    _unchanged(out)
+
+
+# -------------------------------------- fedjax-abc report rejects bad results in one line
+
+
+@pytest.fixture
+def results(tmp_path):
+    """A copy of the committed results (JSON only)."""
+    res = tmp_path / "results"
+    res.mkdir()
+    for name in _report.ORDER:
+        shutil.copy(os.path.join(REPO, "docs", "results", f"{name}.json"), res)
+    return res
+
+
+def _report_fails(capsys, results, out, *fragments):
+    out.write_text(OLD)
+    assert cli.main(["report", "--results", str(results), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith("fedjax-abc: error:")
+    for fragment in fragments:
+        assert fragment in err, err
+    assert out.read_text() == OLD  # the previous report stays
+    return err
+
+
+def test_report_of_the_committed_results_works(results, tmp_path):
+    out = tmp_path / "reproduction.md"
+    assert cli.main(["report", "--results", str(results), "--out", str(out)]) == 0
+    assert "Table II" in out.read_text()
+
+
+def test_report_truncated_json(results, tmp_path, capsys):
+    path = results / "table2.json"
+    path.write_text(path.read_text()[: len(path.read_text()) // 2])
+    _report_fails(capsys, results, tmp_path / "r.md", str(path), "not valid JSON")
+
+
+def test_report_empty_json(results, tmp_path, capsys):
+    (results / "thm2.json").write_text("")
+    _report_fails(capsys, results, tmp_path / "r.md", "thm2.json", "not valid JSON")
+
+
+def test_report_wrong_experiment(results, tmp_path, capsys):
+    shutil.copy(results / "fig3.json", results / "fig1.json")
+    _report_fails(capsys, results, tmp_path / "r.md", "fig1.json",
+                  "experiment is 'fig3', expected 'fig1'")
+
+
+@pytest.mark.parametrize("name, drop, key", [
+    ("fig1", lambda d: d.pop("final_gap"), "'final_gap'"),
+    ("table2", lambda d: d["config"].pop("n"), "'n'"),
+    ("fig3", lambda d: d["D_Q"].pop("stderr"), "'stderr'"),
+    ("thm1", lambda d: d.pop("bgd_lhs"), "'bgd_lhs'"),
+    ("thm3", lambda d: d["checks"][0].pop("label"), "'label'"),
+])
+def test_report_missing_key(results, tmp_path, capsys, name, drop, key):
+    path = results / f"{name}.json"
+    doc = json.loads(path.read_text())
+    drop(doc)
+    path.write_text(json.dumps(doc))
+    _report_fails(capsys, results, tmp_path / "r.md", str(path), f"missing entry {key}")
+
+
+@pytest.mark.parametrize("change, fragment", [
+    (lambda doc: [], "not a result document"),
+    (lambda doc: dict(doc, checks=3), "malformed entry (TypeError"),
+    (lambda doc: dict(doc, checks=[dict(c, bound="big") for c in doc["checks"]]),
+     "malformed entry (ValueError"),
+])
+def test_report_malformed_document(results, tmp_path, capsys, change, fragment):
+    path = results / "thm2.json"
+    path.write_text(json.dumps(change(json.loads(path.read_text()))))
+    _report_fails(capsys, results, tmp_path / "r.md", "thm2.json", fragment)
+
+
+def test_report_without_results(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _report_fails(capsys, empty, tmp_path / "r.md", "no result files")

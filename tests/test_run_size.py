@@ -1,16 +1,24 @@
 """Run sizes: absurd ones fail at once, runs that cannot fit are refused before any work with
-what to change, and every T gets a useful number of records by default."""
+what to change, and every T gets a useful number of records by default.
 
+Sweep grids (and grid files) too large for the memory are refused from their first point;
+the reproduction records enough points for any number of rounds.
+"""
+
+import json
 import os
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import fedjax_abc as fa
 import fedjax_abc._engine._memory as _memory
+from fedjax_abc import cli
 from fedjax_abc._engine._plan import default_record_every, recorded_rounds
+from fedjax_abc.repro import common
 
 KEY = jax.random.key(0)
 
@@ -229,3 +237,107 @@ def test_the_check_counts_what_recorded_iterates_cost_the_host():
     extra = peak("x") - peak("no")
     assert extra > x_bytes  # the measurement sees the records at all
     assert extra <= 2 * x_bytes + 32e6 <= est.results + 32e6, (extra, est.results)  # 3x: 240e6
+
+
+# ----------------------------------- records of the reproduction for any number of rounds
+
+
+@pytest.mark.parametrize("T, target, k", [
+    (50000, 500, 100), (100000, 100, 1000), (10000, 500, 20),  # the paper's T: as before
+    (100, 500, 1), (60, 100, 1),        # fewer rounds than records: every round
+    (1009, 500, None), (1009, 100, None),  # prime: no divisor gives 20..500 records
+    (2 * 5003, 500, None),              # 2p: 5003 records or 2
+    (1000, 500, 2), (999, 100, 27),    # 999 = 27 * 37: 37 records >= 20
+])
+def test_reproduce_records_enough_points_for_any_rounds(T, target, k):
+    assert common.record_every(T, target) == k
+
+
+@pytest.mark.slow  # 7-25 s: with the long checks, for the default run's 10 minutes
+def test_reproduce_with_a_prime_number_of_rounds_draws_curves(tmp_path):
+    out = tmp_path / "out"
+    assert cli.main(["reproduce", "fig1", "--quick", "--trials", "2", "--rounds", "1009",
+                     "--quiet", "--no-checkpoint", "--out", str(out)]) == 0
+    doc = json.loads((out / "fig1.json").read_text())
+    # simulate's default for T = 1009: every ceil(1009 / 1000) = 2 rounds, and T
+    assert doc["rounds"] == list(range(0, 1009, 2)) + [1009]
+    for S in ("1", "4", "8", "16"):
+        assert len(doc["mean_gap"][S]) == 506
+
+
+# --------------------------------------------------- sweep grids too large for the memory
+
+
+KW = dict(local_steps=2, rounds=8, trials=3, key=jax.random.key(0), record_every=4)
+
+
+@pytest.fixture(scope="module")
+def problem6():
+    return fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=10.0)
+
+
+def _counted_schedules(values, calls: list) -> list:
+    """Stepsize schedules t -> value, each appending to ``calls`` when a grid point's check
+    evaluates it (once per point checked)."""
+    def schedule(value):
+        return lambda t: (calls.append(value), jnp.full(jnp.shape(t), value))[1]
+
+    return [schedule(float(v)) for v in values]
+
+
+def test_huge_sweep_grid_is_refused_before_its_points(problem6, monkeypatch):
+    monkeypatch.setenv("FEDJAX_ABC_MEMORY_BYTES", str(10 ** 9))
+    calls = []
+    # 2000 x 2000 points of 3 trials, 3 records, d = 1: at least 8 kB of bookkeeping each,
+    # 4e6 x 8 kB = 32 GB > 1 GB
+    grid = {"stepsize": _counted_schedules(np.linspace(0.01, 0.1, 2000), calls),
+            "x0": [float(problem6.x_star[0]) + v for v in np.linspace(1.0, 2.0, 2000)]}
+    with pytest.raises(ValueError, match=r"memory: the grid's 4,000,000 points \(2000 x 2000\) "
+                                         r"need about .* GB for their results .*more than the "
+                                         r"1\.0 GB available; pass fewer grid values"):
+        fa.sweep(problem6, grid=grid, num_sampled=2, **KW)
+    assert len(calls) == 1  # the first point only
+
+
+def test_sweep_whose_points_fit_but_not_all_of_them_is_refused(problem6, monkeypatch):
+    monkeypatch.setenv("FEDJAX_ABC_MEMORY_BYTES", str(10 ** 9))
+    calls = []
+    # one point: 2 x 8 x 2000 trials x (1001 records x (2 + d) + d) = 96.128 MB, stepsizes
+    # 3 x 8 x 1000 = 24 kB, bookkeeping 8 kB: 96.16 MB < 1 GB; 100 points: 9.6 GB
+    kw = dict(KW, trials=2000, rounds=1000, record_every=1)
+    with pytest.raises(ValueError, match=r"the grid's 100 points \(100\) need about 9\.6 GB .*"
+                                         r"\(96\.2 MB each\).*record_x=False, a larger "
+                                         r"record_every \(now k=1 for T=1000\) or fewer trials "
+                                         r"\(now 2000\)"):
+        fa.sweep(problem6, grid={"stepsize": _counted_schedules(np.linspace(0.01, 0.1, 100),
+                                                               calls)},
+                 num_sampled=2, x0=problem6.x_star + 2.0, **kw)
+    assert len(calls) == 1  # the first point only
+
+
+def test_sweep_that_fits_runs(problem6, monkeypatch):
+    monkeypatch.setenv("FEDJAX_ABC_MEMORY_BYTES", str(10 ** 9))
+    sw = fa.sweep(problem6, grid={"stepsize": [0.05, 0.1], "local_steps": [1, 2]},
+                  num_sampled=2, x0=problem6.x_star + 2.0,
+                  **{k: v for k, v in KW.items() if k != "local_steps"})
+    assert sw.shape == (2, 2)
+
+
+def test_huge_grid_file_is_refused_before_its_first_part(tmp_path, monkeypatch, capsys):
+    """Refused from the first point's size: checking the 18,000 points (a millisecond or
+    more each) would take far longer than the call does."""
+    monkeypatch.setenv("FEDJAX_ABC_MEMORY_BYTES", str(10 ** 8))
+    stepsizes = ", ".join(f"{v:.6g}" for v in np.linspace(0.001, 0.01, 3000))
+    (tmp_path / "g.toml").write_text(
+        'name = "g"\nseed = 0\ntrials = 3\nrounds = 8\nlocal_steps = 2\nx0_offset = 2.0\n'
+        '[problem]\nname = "huber_offsets"\nn = 6\nd_max = 10.0\nseed = 0\n'
+        f'[grid]\nnum_sampled = [1, 2, 3, 4, 5, 6]\nstepsize = [{stepsizes}]\n')
+    out = tmp_path / "out"
+    start = time.perf_counter()
+    assert cli.main(["run", str(tmp_path / "g.toml"), "--out", str(out), "--quiet"]) == 1
+    seconds = time.perf_counter() - start
+    err = capsys.readouterr().err
+    # each point: 2 x 8 x 3 trials x (9 records x 2 + 1) + 3 x 8 x 8 stepsizes + 8000
+    assert ("the grid's 18,000 points (6 x 3000) need about 163.9 MB for their results "
+            "(9.1 kB each), more than the 100.0 MB available" in err) and err.count("\n") == 1
+    assert seconds < 5.0 and os.listdir(out / "parts") == []

@@ -1,4 +1,5 @@
-"""Theorem 2's bound and Theorem 3's decay against fa.simulate (small, fixed seeds)."""
+"""Theorem 2's bound and Theorem 3's decay against fa.simulate (small, fixed seeds); the
+checks' default records and their one-line errors."""
 
 import json
 
@@ -103,3 +104,25 @@ def test_theorem3_paper_problem_decays():
     # measured: 0.088 -> 0.044, log-log slope about -0.2 (the softplus tails are flat)
     assert r["final_max_grad_norm"] < 0.75 * r["initial_max_grad_norm"]
     assert r["decay_slope_mean"] < -0.1 and r["decay_slope_max"] < -0.1
+
+
+# ------------------------------------------- the checks' default records and their errors
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=10.0)
+
+
+def test_theorem2_check_takes_the_default_records():
+    p = fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=10.0)
+    r = fa.theory.theorem2_check(p, L=1.0, C=1.0, D=0.0, num_sampled=2, local_steps=2,
+                                 rounds=1009, trials=2, key=jax.random.key(1),
+                                 record_every=None, mode="gather")
+    assert r["record_every"] == 2 and r["argmin_round"] % 2 == 0
+
+
+def test_theory_checks_refuse_a_string_for_a_number(problem):
+    with pytest.raises(ValueError, match=r"p must be a number, got '0\.6'"):
+        fa.theory.theorem3_check(problem, L=1.0, C=1.0, num_sampled=2, local_steps=2, rounds=8,
+                                 trials=2, key=jax.random.key(0), alpha0=None, p="0.6")
