@@ -77,7 +77,7 @@ from fedjax_abc._engine._simulate import Simulation, simulate
 from fedjax_abc._engine._sweep import sweep
 from fedjax_abc._engine._tune import TuneResult, Tuned, tune
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "AbstractProgressMeter",

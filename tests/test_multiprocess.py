@@ -1,7 +1,8 @@
 """Two processes on this machine (``jax.distributed.initialize``, CPU, gloo collectives,
 the coordinator on 127.0.0.1 at a free port) give the single-process run bit for bit: with
 the trials sharded over both processes' devices, and with each process running its share
-by global trial index. The commands are the README's (``examples/multiprocess.py``)."""
+by global trial index. The commands are the devices guide's (``docs/guides/devices.md``,
+``examples/multiprocess.py``)."""
 
 import os
 import pathlib

@@ -100,8 +100,8 @@ class AbstractAlgorithm(eqx.Module):
     """A federated algorithm: the six functions of the module's docstring.
 
     Subclass it and implement the abstract methods; see
-    :class:`~fedjax_abc.algorithms.FedAvg` for the simplest example and the README for a
-    user-written one.
+    :class:`~fedjax_abc.algorithms.FedAvg` for the simplest example and the algorithms
+    guide (``docs/guides/algorithms.md``) for a user-written one.
     """
 
     reads_scale: ClassVar[bool] = False

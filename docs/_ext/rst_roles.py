@@ -1,0 +1,37 @@
+"""The docstrings' reStructuredText roles as Markdown, for the API reference.
+
+The package's docstrings name other objects as ``:class:`~fedjax_abc.algorithms.FedAvg```,
+``:func:`simulate``` and so on, and end a paragraph that introduces a literal block with
+``::``. mkdocstrings reads Markdown: a role becomes inline code of the name it shows (the
+last component after ``~``), and ``::`` a single colon. A section headed ``Example:`` is read as Google's ``Examples:``, so
+that its doctests render as code.
+"""
+
+from __future__ import annotations
+
+import re
+
+import griffe
+
+ROLE = re.compile(r":(?:class|func|mod|meth|data|attr|obj|exc):`(~?)([^`]+)`")
+LITERAL = re.compile(r"(\S)::$", flags=re.M)
+EXAMPLE = re.compile(r"^(\s*)Example:$", flags=re.M)
+
+
+def _name(match: re.Match) -> str:
+    tilde, target = match.groups()
+    return f"`{target.rsplit('.', 1)[-1] if tilde else target}`"
+
+
+def markdown(text: str) -> str:
+    """``text`` with its roles as inline code, ``word::`` as ``word:`` and ``Example:`` as
+    ``Examples:``."""
+    return EXAMPLE.sub(r"\1Examples:", LITERAL.sub(r"\1:", ROLE.sub(_name, text)))
+
+
+class RstRoles(griffe.Extension):
+    """Rewrites every docstring as :func:`markdown` does, when griffe loads it."""
+
+    def on_instance(self, *, obj: griffe.Object, **kwargs) -> None:
+        if obj.docstring is not None:
+            obj.docstring.value = markdown(obj.docstring.value)
