@@ -217,13 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "into --out. The grid runs in parts (one per combination of the axes that "
                     "change shapes), each saved when done: rerunning the same command after an "
                     "interruption resumes at the part where it stopped. Progress goes to stderr.")
-    grd.add_argument("grid", metavar="GRID.toml", help="the grid file")
-    grd.add_argument("--out", default=None, metavar="DIR",
-                     help="output folder (default: results/<name of the grid>)")
-    grd.add_argument("--trials", type=_trials, default=None, metavar="R",
-                     help="trials per grid point (default: the file's)")
-    grd.add_argument("--rounds", type=_positive_int, default=None, metavar="T",
-                     help="rounds (default: the file's)")
+    _grid_arguments(grd, "output folder (default: results/<name of the grid>)",
+                    "(default: the file's)")
     grd.add_argument("--part", type=_count_from_zero, default=None, metavar="I",
                      help="run only the parts c with c mod N = I (one task of a job array; "
                           "default in a Slurm job array: its task's index and count); the "
@@ -257,14 +252,19 @@ def build_parser() -> argparse.ArgumentParser:
                     "N' (each checked to be this grid's, same settings and version) into "
                     "result.nc, summary.csv and the plots: what one process writes, bit for "
                     "bit. Names the parts not saved yet and writes nothing then.")
-    mrg.add_argument("grid", metavar="GRID.toml", help="the grid file")
-    mrg.add_argument("--out", default=None, metavar="DIR",
-                     help="the tasks' output folder (default: results/<name of the grid>)")
-    mrg.add_argument("--trials", type=_trials, default=None, metavar="R",
-                     help="trials per grid point, as given to the tasks")
-    mrg.add_argument("--rounds", type=_positive_int, default=None, metavar="T",
-                     help="rounds, as given to the tasks")
+    _grid_arguments(mrg, "the tasks' output folder (default: results/<name of the grid>)",
+                    "(as given to the tasks)")
     return parser
+
+
+def _grid_arguments(parser, out_help: str, values_help: str) -> None:
+    """The grid file, --out, --trials and --rounds of ``run`` and ``merge``."""
+    parser.add_argument("grid", metavar="GRID.toml", help="the grid file")
+    parser.add_argument("--out", default=None, metavar="DIR", help=out_help)
+    parser.add_argument("--trials", type=_trials, default=None, metavar="R",
+                        help=f"trials per grid point {values_help}")
+    parser.add_argument("--rounds", type=_positive_int, default=None, metavar="T",
+                        help=f"rounds {values_help}")
 
 
 def run_grid(args) -> int:

@@ -27,6 +27,7 @@ import fedjax_abc as fa  # noqa: E402
 from benchmarks import baselines  # noqa: E402
 from benchmarks import report as bench_report  # noqa: E402
 from benchmarks.baselines import HuberOffsets, Quadratics, SoftplusHuber  # noqa: E402
+from old_files import BAD_TEXT, old_file, unchanged  # noqa: E402
 
 TRIALS = 400
 Z = 4.0
@@ -302,22 +303,8 @@ def test_runner_names_the_workloads_a_filter_empties():
 # -------------------------------------------- the benchmark report is replaced atomically
 
 
-OLD = "previous contents\n"
-BAD_TEXT = "# a report\n" * 1000 + "\udc80"  # a lone surrogate: encoding fails mid-write
 
 
-def _old_file(tmp_path, name, data=OLD):
-    path = tmp_path / name
-    if isinstance(data, bytes):
-        path.write_bytes(data)
-    else:
-        path.write_text(data)
-    return path
-
-
-def _unchanged(path, data=OLD):
-    assert (path.read_bytes() if isinstance(data, bytes) else path.read_text()) == data
-    assert sorted(os.listdir(path.parent)) == [path.name], "a temporary file was left behind"
 
 
 def test_benchmark_report_failing_keeps_the_old_markdown(tmp_path, monkeypatch):
@@ -325,11 +312,11 @@ def test_benchmark_report_failing_keeps_the_old_markdown(tmp_path, monkeypatch):
     src.write_text("{}")
     out_dir = tmp_path / "docs"
     out_dir.mkdir()
-    out = _old_file(out_dir, "performance.md")
+    out = old_file(out_dir, "performance.md")
     monkeypatch.setattr(bench_report, "render", lambda doc: BAD_TEXT)
     with pytest.raises(UnicodeEncodeError):
         bench_report.main([str(src), "-o", str(out)])
-    _unchanged(out)
+    unchanged(out)
     monkeypatch.setattr(bench_report, "render", lambda doc: "# ok\n")
     bench_report.main([str(src), "-o", str(out)])
     assert out.read_text() == "# ok\n"

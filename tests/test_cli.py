@@ -20,6 +20,7 @@ import pytest
 
 from fedjax_abc.repro import common
 from fedjax_abc import cli
+from old_files import old_file, unchanged
 
 PNG = b"\x89PNG\r\n\x1a\n"
 FILES = {
@@ -336,25 +337,12 @@ def test_ctrl_c_ends_the_command_cleanly(tmp_path):
 
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OLD = "previous contents\n"
 
 
-def _old_file(tmp_path, name, data=OLD):
-    path = tmp_path / name
-    if isinstance(data, bytes):
-        path.write_bytes(data)
-    else:
-        path.write_text(data)
-    return path
-
-
-def _unchanged(path, data=OLD):
-    assert (path.read_bytes() if isinstance(data, bytes) else path.read_text()) == data
-    assert sorted(os.listdir(path.parent)) == [path.name], "a temporary file was left behind"
 
 
 def test_atomic_open_replaces_on_success(tmp_path):
-    path = _old_file(tmp_path, "a.txt")
+    path = old_file(tmp_path, "a.txt")
     reference = tmp_path / "reference.txt"
     reference.write_text("x")  # what a plain open() gives, umask included
     with common.atomic_open(path) as fh:
@@ -366,13 +354,13 @@ def test_atomic_open_replaces_on_success(tmp_path):
 
 @pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
 def test_atomic_open_keeps_the_old_file_on_failure(tmp_path, error):
-    path = _old_file(tmp_path, "a.txt")
+    path = old_file(tmp_path, "a.txt")
     with pytest.raises(error):
         with common.atomic_open(path) as fh:
             fh.write("half of the new contents")
             fh.flush()
             raise error("interrupted")
-    _unchanged(path)
+    unchanged(path)
 
 
 def test_atomic_open_creates_the_folder(tmp_path):
@@ -383,26 +371,26 @@ def test_atomic_open_creates_the_folder(tmp_path):
 
 
 def test_write_json_unserialisable_value_keeps_the_old_file(tmp_path):
-    path = _old_file(tmp_path, "fig1.json")
+    path = old_file(tmp_path, "fig1.json")
     doc = {"experiment": "fig1", "rows": list(range(5000)), "z": object()}  # fails at the end
     with pytest.raises(TypeError):
         common.write_json(str(path), doc)
-    _unchanged(path)
+    unchanged(path)
     common.write_json(str(path), {"a": 1.5})
     assert json.loads(path.read_text()) == {"a": 1.5}
 
 
 def test_write_csv_failing_row_keeps_the_old_file(tmp_path):
-    path = _old_file(tmp_path, "fig1.csv")
+    path = old_file(tmp_path, "fig1.csv")
     rows = [[1, 2.0]] * 100 + [None]  # the last row is not a sequence
     with pytest.raises(TypeError):
         common.write_csv(str(path), ["a", "b"], rows)
-    _unchanged(path)
+    unchanged(path)
 
 
 def test_save_figure_failing_keeps_the_old_png_and_closes_the_figure(tmp_path):
     plt = common.pyplot()
-    path = _old_file(tmp_path, "fig1.png", b"\x89PNG old")
+    path = old_file(tmp_path, "fig1.png", b"\x89PNG old")
     fig, ax = plt.subplots()
     ax.plot([0, 1], [1, 0])
 
@@ -413,7 +401,7 @@ def test_save_figure_failing_keeps_the_old_png_and_closes_the_figure(tmp_path):
     fig.savefig = half_then_fail
     with pytest.raises(OSError, match="disk full"):
         common.save_figure(fig, str(tmp_path), "fig1.png")
-    _unchanged(path, b"\x89PNG old")
+    unchanged(path, b"\x89PNG old")
     assert not plt.fignum_exists(fig.number)
 
     fig, ax = plt.subplots()

@@ -313,7 +313,10 @@ CAPPED_RUNS = {  # algorithm, transform: client states, statistics, a query, a s
 }
 
 
-@pytest.mark.parametrize("name", sorted(CAPPED_RUNS))
+@pytest.mark.parametrize("name", [
+    "fedavg_qsgd", "scaffold_error_feedback",
+    pytest.param("mime", marks=pytest.mark.slow),  # 13-18 s each: with the long checks
+    pytest.param("adaptive_clipping", marks=pytest.mark.slow)])
 def test_participants_in_chunks_give_the_sums_of_all_slots(name):
     """Bernoulli(0.3) on n = 40 (about 12 participants) computed 5 at a time: several chunks
     every round, the last one overlapping the one before. Gather and mask give, bit for bit,
@@ -329,14 +332,14 @@ def test_participants_in_chunks_give_the_sums_of_all_slots(name):
 
 
 def test_bernoulli_gather_computes_its_capacity_and_equals_mask():
-    """Bernoulli(0.01) on n = 1000: gather runs 32 slots a round (not 1000), with the numbers
+    """Bernoulli(0.02) on n = 300: gather runs 25 slots a round (not 300), with the numbers
     of mask bit for bit (pairwise sums beyond 64 slots, the same in both); an unbiased
-    Poisson too (its weights scale the update)."""
-    p = fa.problems.huber_offsets(jax.random.key(1), n=1000, d_max=10.0)
-    assert fa.Bernoulli(0.01).capacity(1000) == 32
-    kw = dict(local_steps=2, stepsize=0.05, rounds=8, x0=p.x_star + 3.0, trials=4,
-              key=jax.random.key(2), record_every=4)
-    for sampler in (fa.Bernoulli(0.01), fa.Poisson(np.full(1000, 0.01)),
+    Poisson too (its weights scale the update), and a capacity overflowed every round."""
+    p = fa.problems.huber_offsets(jax.random.key(1), n=300, d_max=10.0)
+    assert fa.Bernoulli(0.02).capacity(300) == 25 and fa.Bernoulli(0.01).capacity(1000) == 32
+    kw = dict(local_steps=2, stepsize=0.05, rounds=4, x0=p.x_star + 3.0, trials=4,
+              key=jax.random.key(2), record_every=2)
+    for sampler in (fa.Bernoulli(0.02), fa.Poisson(np.full(300, 0.02)),
                     Capped(fa.Bernoulli(0.05), 4)):
         a = fa.simulate(p, sampler=sampler, mode="mask", **kw)
         b = fa.simulate(p, sampler=sampler, mode="gather", **kw)
@@ -344,6 +347,7 @@ def test_bernoulli_gather_computes_its_capacity_and_equals_mask():
         assert np.all(np.any(a.x != a.x[:, :1], axis=1))  # the rounds moved x
 
 
+@pytest.mark.slow  # 18 s: with the long checks
 def test_a_sweep_over_p_takes_the_largest_capacity():
     """A grid over Bernoulli's p is one program whose capacity is the largest point's; each
     point's numbers are its own simulate's."""

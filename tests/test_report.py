@@ -17,6 +17,7 @@ from fedjax_abc.repro import checks as chk
 from fedjax_abc.repro import offsets as offs
 from fedjax_abc.repro import paper
 from fedjax_abc.repro import report as _report
+from old_files import BAD_TEXT, OLD, old_file, unchanged
 def _config(**kw):
     base = dict(scale="paper", trials=100, rounds=50000, precision="float64", seed=0,
                 wall_seconds=1.0, timings=[], versions={"jax": "x"}, device={"devices": ["cpu:0"]})
@@ -181,30 +182,16 @@ def test_the_shipped_results_are_found_beside_the_package():
 
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OLD = "previous contents\n"
-BAD_TEXT = "# a report\n" * 1000 + "\udc80"  # a lone surrogate: encoding fails mid-write
 
 
-def _old_file(tmp_path, name, data=OLD):
-    path = tmp_path / name
-    if isinstance(data, bytes):
-        path.write_bytes(data)
-    else:
-        path.write_text(data)
-    return path
-
-
-def _unchanged(path, data=OLD):
-    assert (path.read_bytes() if isinstance(data, bytes) else path.read_text()) == data
-    assert sorted(os.listdir(path.parent)) == [path.name], "a temporary file was left behind"
 
 
 def test_write_report_failing_keeps_the_old_report(tmp_path, monkeypatch):
-    out = _old_file(tmp_path, "reproduction.md")
+    out = old_file(tmp_path, "reproduction.md")
     monkeypatch.setattr(_report, "render", lambda results, out, reference=None: BAD_TEXT)
     with pytest.raises(UnicodeEncodeError):
         _report.write_report(str(tmp_path / "results"), str(out))
-    _unchanged(out)
+    unchanged(out)
 
 
 # -------------------------------------- fedjax-abc report rejects bad results in one line
