@@ -3,11 +3,12 @@
 Run from the repository root::
 
     python benchmarks/learning.py                      # both models, R = 1, 16, 64, 256
-    python benchmarks/learning.py --quick              # T = 20, R = 1 and 16 (about a minute)
+    python benchmarks/learning.py --quick              # T = 20, R = 1 and 16
+    python benchmarks/learning.py --model mlp --trials 16 --dtype float32
     python benchmarks/learning.py --model mlp --trials 1 16 --json learning_peers.json
 
-Workload (issue 64; ``/work/shared/FACTS.md``, "Learning workload against the real
-frameworks"): Synthetic(1, 1) data (``fa.data.synthetic_data(key(0), 1, 1, 100,
+Workload (issue 64; ``docs/performance.md``, "Learning workload against its
+arithmetic"): Synthetic(1, 1) data (``fa.data.synthetic_data(key(0), 1, 1, 100,
 max_samples=221)``: 100 clients of 45-198 rows, 60 features, 10 classes), l2 = 1e-3,
 FedAvg with S = 10 clients uniformly without replacement, Q = 5 SGD steps on b = 32
 distinct rows, stepsize 0.05, plain mean, T = 100 rounds, float64 (``--dtype float32``
@@ -29,7 +30,10 @@ Rows, each timed in this one process, one after the other:
   looked for and reported as found or not; a runner for each is not part of this script
   (their figures in ``docs/performance.md`` came from scripts written for each).
 
-Throughput is trials/s = R / run s; client-steps/s = R S Q T / run s.
+Throughput is trials/s = R / run s; client-steps/s = R S Q T / run s. On 2 busy cores
+(load 3-6) the full run took about 20 minutes, ``--quick`` 5, of which 2-3 minutes are the
+softmax problem's set-up (Newton's method for f* and the 100 f_i*); ``--model mlp`` with
+one R about 2.
 """
 
 from __future__ import annotations
