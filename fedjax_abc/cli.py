@@ -287,7 +287,7 @@ def run_grid(args) -> int:
     share = f"task {part} of {of}: " if of is not None else ""
     if done["result"] is None:
         print(f"{spec.name}: {share}{done['ran']} parts run in {took}; parts "
-              f"{grid_module._ranges(done['missing'])} of {done['parts']} wait for other "
+              f"{grid_module.ranges(done['missing'])} of {done['parts']} wait for other "
               f"tasks ('{PROG} merge {args.grid}' joins them once saved)")
         return 0
     print(f"{spec.name}: {share}{len(done['result'])} grid points ({done['parts']} parts, "
@@ -467,7 +467,7 @@ def _submit_grid(args, spec, out: str) -> int:
     given = {key[len("slurm_"):]: value for key, value in vars(args).items()
              if key.startswith("slurm_") and value is not None}
     parameters = submit.executor_parameters(dict(spec.slurm, **given))
-    parts = len(grid_module._parts(spec.doc)[2])
+    parts = grid_module.part_count(spec)
     tasks = min(args.tasks or parts, parts)
     jobs = submit.submit(args.grid, out, args.trials, args.rounds, tasks, args.submit,
                          parameters)

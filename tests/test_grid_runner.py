@@ -348,3 +348,33 @@ def test_grid_file_settings_are_refused_in_one_line(tmp_path, capsys, text, matc
     assert err.startswith("fedjax-abc: error: ") and err.count("\n") == 1
     assert re.search(match, err), err
     assert not os.path.exists(out / "parts") or os.listdir(out / "parts") == []
+
+
+@pytest.mark.slow  # a task killed and run again, each a fresh process: about 20 s
+def test_a_task_killed_midway_and_run_again_gives_the_same_result(tmp_path):
+    """A task (all three parts) killed once its first part is saved, then run again as a
+    requeued task would be: it resumes at the second part, and the joined result is the
+    uninterrupted run's, bit for bit."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    path = _array_grid(tmp_path)
+    whole, shared = tmp_path / "whole", tmp_path / "shared"
+    assert cli.main(["run", str(path), "--out", str(whole), "--quiet"]) == 0
+    command = [sys.executable, "-m", "fedjax_abc", "run", str(path), "--out", str(shared),
+               "--part", "0", "--of", "1", "--quiet"]
+    env = dict(os.environ, JAX_PLATFORMS="cpu")
+    task = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not (shared / "parts" / "0.nc").exists():
+        assert task.poll() is None and time.monotonic() < deadline, task.communicate()
+        time.sleep(0.05)
+    task.send_signal(signal.SIGKILL)  # preempted: no chance to clean up
+    task.wait()
+    if (shared / "result.nc").exists():
+        pytest.skip("the task finished every part before it could be killed")
+    again = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    assert "resumed" in again.stdout and "3 parts" in again.stdout
+    assert fa.load(shared / "result.nc").equals(fa.load(whole / "result.nc"))

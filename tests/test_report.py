@@ -273,3 +273,12 @@ def test_report_without_results(tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
     _report_fails(capsys, empty, tmp_path / "r.md", "no result files")
+
+
+def test_durations_are_not_compared():
+    from fedjax_abc.repro import shipped
+
+    a = {"config": {}, "checks": [{"seconds": 1.0, "slope": 2.0}]}
+    b = {"config": {}, "checks": [{"seconds": 9.0, "slope": 2.0}]}
+    c = shipped.compare_documents(a, b)
+    assert (c["compared"], c["same"], c["different"]) == (1, 1, 0)

@@ -337,11 +337,13 @@ class Overall:
     the time left for all of them.
 
     ``names``: the experiments in the order they run; ``expected``: experiment -> its
-    seconds in a reference run (``runtime.MEASURED_SECONDS``; one without counts 0). The
-    time left is the reference seconds still to come times this run's pace so far (seconds
-    taken over reference seconds done, the running experiment counted by its fraction of
-    work done): a machine twice as slow, or a scale twice as large, in every experiment
-    alike is foreseen once the first experiments have run.
+    seconds in a reference run (``runtime.MEASURED_SECONDS``; one without counts 0). This
+    run's pace is its finished experiments' seconds over their reference seconds (before
+    the first has finished: the running one's seconds over its reference share of the work
+    done). The time left is the pace times the reference seconds of the experiments still
+    to come, plus the running one's paced reference less the time it has run (a tenth of
+    it at least, once it overruns): counted by time, not by the running experiment's share
+    of its work, whose later runs may cost more per step than its first.
     """
 
     def __init__(self, names: Sequence[str], expected: dict,
@@ -349,27 +351,33 @@ class Overall:
         self.expected = {name: float(expected.get(name, 0.0)) for name in names}
         self.clock = clock
         self.start = clock()
-        self.finished = []
+        self.finished = {}  # experiment -> its seconds
         self.current = None
+        self.began = self.start
 
     def begin(self, name: str) -> None:
-        self.current = name
+        self.current, self.began = name, self.clock()
 
     def finish(self, name: str) -> None:
-        self.finished.append(name)
+        self.finished[name] = self.clock() - self.began
         self.current = None
 
     def status(self, fraction: float) -> str:
-        """``all k/N, ~m:ss left`` with the running experiment ``fraction`` done."""
+        """``all k/N, ~m:ss left`` with the running experiment ``fraction`` of its work done."""
         head = f"all {len(self.finished)}/{len(self.expected)}"
-        done = sum(self.expected[name] for name in self.finished)
-        if self.current is not None:
-            done += self.expected[self.current] * min(max(fraction, 0.0), 1.0)
-        elapsed = self.clock() - self.start
-        if done <= 0 or elapsed <= 0:
+        running = self.clock() - self.began if self.current is not None else 0.0
+        reference = sum(self.expected[n] for n in self.finished if self.expected[n] > 0)
+        expected = self.expected.get(self.current, 0.0)
+        if reference > 0:
+            pace = sum(t for n, t in self.finished.items() if self.expected[n] > 0) / reference
+        elif expected > 0 and fraction > 0 and running > 0:
+            pace = running / (expected * min(fraction, 1.0))
+        else:
             return head
-        left = (sum(self.expected.values()) - done) * elapsed / done
-        return f"{head}, ~{clock(max(left, 0.0))} left"
+        later = sum(v for n, v in self.expected.items()
+                    if n not in self.finished and n != self.current)
+        rest = max(pace * expected - running, 0.1 * pace * expected)
+        return f"{head}, ~{clock(pace * later + rest)} left"
 
 
 class Progress:

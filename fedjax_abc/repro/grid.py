@@ -76,7 +76,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-__all__ = ["GridSpec", "load_spec", "run_grid"]
+__all__ = ["GridSpec", "load_spec", "part_count", "ranges", "run_grid", "task_share"]
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -244,6 +244,11 @@ def _parts(doc: dict):
     data_axes = [a for a in grid if a not in SHAPE_AXES]
     combos = list(itertools.product(*(range(len(grid[a])) for a in shape_axes)))
     return shape_axes, data_axes, combos
+
+
+def part_count(spec: GridSpec) -> int:
+    """How many parts the grid runs in (one per combination of its shape axes)."""
+    return len(_parts(spec.doc)[2])
 
 
 def _check_size(doc: dict) -> None:
@@ -479,7 +484,7 @@ def run_grid(spec: GridSpec, out: str, progress=None, part: Optional[int] = None
                 ran=len(written), missing=missing)
     if missing:
         if merge:
-            raise ValueError(f"{out}: parts {_ranges(missing)} of {len(combos)} are not saved "
+            raise ValueError(f"{out}: parts {ranges(missing)} of {len(combos)} are not saved "
                              f"yet (parts/<i>.nc); run their tasks, then merge again")
         return done
     axes = {a: tuple(_label(v, a, i) for i, v in enumerate(grid[a])) for a in shape_axes}
@@ -493,7 +498,7 @@ def run_grid(spec: GridSpec, out: str, progress=None, part: Optional[int] = None
     return dict(done, result=result, paths=paths)
 
 
-def _ranges(numbers: list) -> str:
+def ranges(numbers: list) -> str:
     """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""
     spans, start = [], None
     for i, c in enumerate(numbers):

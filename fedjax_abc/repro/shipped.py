@@ -17,6 +17,8 @@ from typing import Iterator, Optional
 # Settings of a result's config that make its numbers comparable with another's.
 SETTINGS = ("scale", "trials", "rounds", "seed", "precision", "overrides")
 ROUNDING = 1e-9  # relative: float64 rounding through a run's sums, not a change of draws
+# Keys of measured durations in the results (a check's seconds): the machine's, not the draws'.
+TIMINGS = ("seconds", "wall_seconds")
 
 
 def reference_folder() -> Optional[str]:
@@ -28,10 +30,10 @@ def reference_folder() -> Optional[str]:
 
 
 def _numbers(value, path: str = "") -> Iterator[tuple[str, float]]:
-    """(path, number) of every number in a JSON value, the config left out."""
+    """(path, number) of every number in a JSON value, the config and durations left out."""
     if isinstance(value, dict):
         for key, item in value.items():
-            if not path and key == "config":
+            if (not path and key == "config") or key in TIMINGS:
                 continue
             yield from _numbers(item, f"{path}.{key}" if path else str(key))
     elif isinstance(value, list):
@@ -74,10 +76,10 @@ def compare_documents(ours: dict, theirs: dict) -> dict:
 def section(docs: dict, reference_docs: dict, reference: str) -> list[str]:
     """The report's section: one row per experiment present in both folders."""
     lines = ["## Against the shipped results", "",
-             f"Every number of each result beside the same experiment's in `{reference}` "
-             "(same settings and seed: the same draws, so the numbers agree bit for bit or to "
-             f"rounding, relative {ROUNDING:g}). Where a setting differs, the two are different "
-             "runs and their differences are no finding.", "",
+             "Every number of each result (durations left out) beside the same experiment's "
+             f"in `{reference}` (same settings and seed: the same draws, so the numbers agree "
+             f"bit for bit or to rounding, relative {ROUNDING:g}). Where a setting differs, the "
+             "two are different runs and their differences are no finding.", "",
              "| experiment | settings that differ | numbers | bit for bit | to rounding | "
              "different | largest relative difference (where) |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
