@@ -25,6 +25,7 @@ import fedjax_abc._engine._checkpoint as _checkpoint
 from fedjax_abc._engine._plan import make_plan
 from fedjax_abc import cli
 from fedjax_abc.repro import common
+from small_run import SETTINGS as KW, small_problem
 
 FIELDS = ("gap", "grad_norm_sq", "x", "x_final", "diverged_at", "rounds")
 
@@ -338,12 +339,9 @@ def test_cli_help_documents_checkpoint(capsys):
 # ----------------------------------------- unwritable paths and changed component classes
 
 
-KW = dict(local_steps=2, rounds=8, trials=3, key=jax.random.key(0), record_every=4)
-
-
 @pytest.fixture(scope="module")
 def problem6():
-    return fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=10.0)
+    return small_problem()
 
 
 ORACLE = '''

@@ -19,6 +19,7 @@ import pytest
 import xarray as xr
 
 import fedjax_abc as fa
+from small_run import SETTINGS as KW6, small_problem, small_run_args
 
 KW = dict(local_steps=3, rounds=12, trials=5, key=jax.random.key(0), record_every=4)
 
@@ -101,13 +102,9 @@ def test_load_refuses_other_files(tmp_path):
 # ------------------------------------------ damaged, unknown and checksummed result files
 
 
-# the settings of the runs on problem6
-KW6 = dict(local_steps=2, rounds=8, trials=3, key=jax.random.key(0), record_every=4)
-
-
 @pytest.fixture(scope="module")
 def problem6():
-    return fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=10.0)
+    return small_problem()
 
 
 @pytest.fixture(scope="module")
@@ -176,14 +173,8 @@ def test_checksummed_files_round_trip(problem6, result, tmp_path):
     assert fa.load(sw.save(tmp_path / "s.nc")).equals(sw)
 
 
-def _sim_args(problem, **kw):
-    args = dict(num_sampled=2, stepsize=0.05, x0=problem.x_star + 2.0, **KW6)
-    args.update(kw)
-    return args
-
-
 def test_load_and_save_name_the_path(problem6, tmp_path):
-    res = fa.simulate(problem6, **_sim_args(problem6))
+    res = fa.simulate(problem6, **small_run_args(problem6))
     with pytest.raises(FileNotFoundError, match=r"^load: no result file at .*nope\.nc$"):
         fa.load(tmp_path / "nope.nc")
     with pytest.raises(IsADirectoryError, match=r"is a folder, not a result file"):

@@ -20,6 +20,7 @@ import pytest
 
 import fedjax_abc as fa
 from conftest import count_backend_compilations
+from small_run import SETTINGS as KW6, small_problem, small_run
 
 
 def offsets(n=8, seed=0):
@@ -163,28 +164,16 @@ def test_held_out_metrics_checks_its_data():
 # --------------------------------------- metrics named like a result field or a grid axis
 
 
-# the settings of the runs on problem6
-KW6 = dict(local_steps=2, rounds=8, trials=3, key=jax.random.key(0), record_every=4)
-
-
 @pytest.fixture(scope="module")
 def problem():
-    return fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=10.0)
-
-
-def _simulate(problem, **kw):
-    args = dict(num_sampled=2, stepsize=0.05, x0=problem.x_star + 2.0, **KW6)
-    args.update(kw)
-    if "sampler" in kw:
-        del args["num_sampled"]
-    return fa.simulate(problem, **args)
+    return small_problem()
 
 
 @pytest.mark.parametrize("name", ["diverged", "gap", "grad_norm_sq", "x", "trial", "round"])
 def test_metric_named_like_a_result_field_is_refused(problem, name):
     with pytest.raises(ValueError, match=rf"metric name '{name}' is taken; not one of gap, "
                                          r"grad_norm_sq, x, x_final, diverged_at, diverged"):
-        _simulate(problem, metrics={name: jnp.sum})
+        small_run(problem, metrics={name: jnp.sum})
 
 
 @pytest.mark.parametrize("name, axis", [("stepsize", "stepsize"),

@@ -22,6 +22,7 @@ from scipy import optimize
 import fedjax_abc as fa
 import reference_numpy as ref
 from fedjax_abc._problems._oracles import like_model, nonnegative, normals_from_words
+from small_run import SETTINGS as KW, small_problem, small_run_args
 
 
 def client_values_and_grads(p, xs):
@@ -617,18 +618,9 @@ def test_found_values_unchanged():
 # --------------------------------- bad arguments of the problems' constructors and fields
 
 
-KW = dict(local_steps=2, rounds=8, trials=3, key=jax.random.key(0), record_every=4)
-
-
 @pytest.fixture(scope="module")
 def problem():
-    return fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=10.0)
-
-
-def _sim_args(problem, **kw):
-    args = dict(num_sampled=2, stepsize=0.05, x0=problem.x_star + 2.0, **KW)
-    args.update(kw)
-    return args
+    return small_problem()
 
 
 @pytest.mark.parametrize("fn, match", [
@@ -678,4 +670,4 @@ def test_problem_fields_are_checked_when_made(problem):
         dataclasses.replace(problem, x_star=jnp.asarray(1.0))
     nan_star = dataclasses.replace(problem, f_star=jnp.asarray(np.nan))  # made, not run
     with pytest.raises(ValueError, match=r"Problem\.f_star must be finite numbers, got nan"):
-        fa.simulate(nan_star, **_sim_args(problem))
+        fa.simulate(nan_star, **small_run_args(problem))

@@ -19,6 +19,7 @@ import fedjax_abc._engine._memory as _memory
 from fedjax_abc import cli
 from fedjax_abc._engine._plan import default_record_every, recorded_rounds
 from fedjax_abc.repro import common
+from small_run import SETTINGS as KW, small_problem
 
 KEY = jax.random.key(0)
 
@@ -268,12 +269,9 @@ def test_reproduce_with_a_prime_number_of_rounds_draws_curves(tmp_path):
 # --------------------------------------------------- sweep grids too large for the memory
 
 
-KW = dict(local_steps=2, rounds=8, trials=3, key=jax.random.key(0), record_every=4)
-
-
 @pytest.fixture(scope="module")
 def problem6():
-    return fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=10.0)
+    return small_problem()
 
 
 def _counted_schedules(values, calls: list) -> list:

@@ -24,6 +24,7 @@ import pytest
 
 import fedjax_abc as fa
 from fedjax_abc._problems._checks import check_components
+from small_run import SETTINGS as KW, small_problem, small_run, small_run_args
 
 N = 13  # a client count no other test file uses: nothing of this shape is compiled anywhere
 KEY = jax.random.key(0)  # made here, outside the blocks that must not compile
@@ -472,12 +473,9 @@ def test_simulate_still_runs_custom_components():
 # --------------------- problems and components of the wrong shapes, or drawing from NumPy
 
 
-KW = dict(local_steps=2, rounds=8, trials=3, key=jax.random.key(0), record_every=4)
-
-
 @pytest.fixture(scope="module")
 def problem6():
-    return fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=10.0)
+    return small_problem()
 
 
 class CommonNoise(fa.AbstractOracle):
@@ -526,65 +524,51 @@ class HeldGenerator(fa.AbstractOracle):
         return problem.local_grad(client, x) + z
 
 
-def _simulate(problem, **kw):
-    args = dict(num_sampled=2, stepsize=0.05, x0=problem.x_star + 2.0, **KW)
-    args.update(kw)
-    if "sampler" in kw:
-        del args["num_sampled"]
-    return fa.simulate(problem, **args)
-
-
 def test_local_minima_of_the_wrong_length_are_refused(problem6):
     import dataclasses
 
     # refused when the Problem is made (the run's check is the same)
     with pytest.raises(ValueError, match=r"local_minima must have shape \(n=6,\) .*got \(5,\)"):
-        _simulate(dataclasses.replace(problem6, local_minima=problem6.local_minima[:-1]))
+        small_run(dataclasses.replace(problem6, local_minima=problem6.local_minima[:-1]))
     with pytest.raises(ValueError, match=r"local_minima must have shape \(n=6,\)"):
-        _simulate(dataclasses.replace(problem6, local_minima=jnp.zeros(7)))
+        small_run(dataclasses.replace(problem6, local_minima=jnp.zeros(7)))
     ragged = dataclasses.replace(problem6, params=(problem6.params, jnp.zeros(4)))
     with pytest.raises(ValueError, match=r"params leaves have leading axes \[4, 6\]"):
-        _simulate(ragged)
+        small_run(ragged)
 
 
 def test_noise_that_broadcasts_to_the_model_is_refused():
     quad = fa.problems.quadratics(jax.random.key(0), n=4, d=3)
     with pytest.raises(ValueError, match=r"CommonNoise: a step's noise has shape \(\), which "
                                          r"broadcasts to the model's shape \(3,\)"):
-        _simulate(quad, oracle=CommonNoise())
+        small_run(quad, oracle=CommonNoise())
     # the exact oracle's step noise is a scalar it never reads; d = 1 has nothing to broadcast
-    assert _simulate(quad, oracle=fa.ExactOracle()).trials == 3
-    one = fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=10.0)
-    assert one.dim == 1 and _simulate(one, oracle=CommonNoise()).trials == 3
+    assert small_run(quad, oracle=fa.ExactOracle()).trials == 3
+    one = small_problem()
+    assert one.dim == 1 and small_run(one, oracle=CommonNoise()).trials == 3
 
 
 def test_numpy_global_draws_at_trace_time_are_refused(problem6):
     with pytest.raises(ValueError, match=r"NumpyNoise.noise_from_words draws from NumPy's or "
                                          r"Python's global random generator"):
-        _simulate(problem6, oracle=NumpyNoise())
+        small_run(problem6, oracle=NumpyNoise())
     with pytest.raises(ValueError, match=r"NumpyChoice.from_words draws from NumPy's"):
-        _simulate(problem6, sampler=NumpyChoice())
+        small_run(problem6, sampler=NumpyChoice())
 
 
 def test_numpy_generators_at_trace_time_are_refused(problem6):
     with pytest.raises(ValueError, match=r"LocalGenerator.from_words makes a NumPy or Python "
                                          r"random generator \(np.random.default_rng, ...\) when "
                                          r"traced: the draw is made once"):
-        _simulate(problem6, sampler=LocalGenerator())
+        small_run(problem6, sampler=LocalGenerator())
     with pytest.raises(ValueError, match=r"HeldGenerator.rng is a NumPy or Python random "
                                          r"generator: drawn from when traced"):
-        _simulate(problem6, oracle=HeldGenerator(np.random.default_rng(0)))
+        small_run(problem6, oracle=HeldGenerator(np.random.default_rng(0)))
     # the names are put back: NumPy's generators work as before outside the check
     assert np.random.default_rng(0).integers(10) == np.random.default_rng(0).integers(10)
 
 
 # --------------------------------------- bad arguments of the public surface, in one line
-
-
-def _sim_args(problem, **kw):
-    args = dict(num_sampled=2, stepsize=0.05, x0=problem.x_star + 2.0, **KW)
-    args.update(kw)
-    return args
 
 
 @pytest.mark.parametrize("kw, match", [
@@ -604,13 +588,13 @@ def _sim_args(problem, **kw):
 ])
 def test_simulate_refuses_bad_arguments_in_one_line(problem6, kw, match):
     with pytest.raises(ValueError, match=match) as err:
-        fa.simulate(problem6, **_sim_args(problem6, **kw))
+        fa.simulate(problem6, **small_run_args(problem6, **kw))
     assert "\n" not in str(err.value)
     # the sweep checks its points with the same function
     if "stepsize" in kw:
         with pytest.raises(ValueError, match=match):
             fa.sweep(problem6, grid={"stepsize": [kw["stepsize"]]},
-                     **{k: v for k, v in _sim_args(problem6).items() if k != "stepsize"})
+                     **{k: v for k, v in small_run_args(problem6).items() if k != "stepsize"})
 
 
 @pytest.mark.parametrize("fn, error, match", [
