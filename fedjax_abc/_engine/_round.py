@@ -218,18 +218,21 @@ def _fold(total: Array, a: Array) -> Array:
     return total
 
 
-def _chunked_sums(chunk_fn, idx: Array, w: Array, capacity: int, carry):
-    """Sums over compacted slots (m, R) (:func:`_compact`), ``capacity`` slots at a time,
-    until every trial's participants are in: ``chunk_fn(idx_c, w_c, carry)`` gives a chunk's
-    contributions (leaves (C, R, ...)) and the next carry. Returns (their sums, carry)."""
-    m = idx.shape[0]
-    needed = jnp.max(jnp.sum(w != 0, axis=0, dtype=jnp.int32))  # the most of any trial
+def _slot_sums(chunk_fn, idx: Array, w: Array, capacity: Optional[int], carry):
+    """The round's sums over its slots (m, R): ``chunk_fn(idx_c, w_c, carry)`` gives the
+    contributions of some slots (leaves (c, R, ...)) and the next carry. Returns (their sums,
+    carry). ``capacity`` None: all m slots at once, summed by :func:`ordered_sum`; else the
+    slots are compacted (:func:`_compact`) and taken ``capacity`` at a time until every
+    trial's participants are in."""
+    if capacity is None:
+        contributions, carry = chunk_fn(idx, w, carry)
+        return jax.tree_util.tree_map(ordered_sum, contributions), carry
+    needed = jnp.max(jnp.sum(w != 0, axis=0, dtype=jnp.int32))  # the most of any trial (<= m)
     first, _ = jax.eval_shape(chunk_fn, idx[:capacity], w[:capacity], carry)
     zeros = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape[1:], a.dtype), first)
 
     def more(state):
-        k = state[0]
-        return (k * capacity < needed) & (k * capacity < m)
+        return state[0] * capacity < needed
 
     def chunk(state):
         k, sums, carry = state
@@ -415,20 +418,13 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
             lambda i, c: jax.vmap(local, in_axes=(None, 0, 0, 1, 0, 0))(
                 i, server, c, key_data, count, tserver),
             (jnp.arange(n, dtype=jnp.int32), per_client), client_block)  # (n, R, ...)
-        if capacity is None:
-            sums = jax.tree_util.tree_map(ordered_sum, contributions(
-                *_at_slots((messages, stats), idx), w))  # the sampled: (m, R, ...)
-        else:
-            sums, _ = _chunked_sums(lambda i, cw, _: (contributions(
-                *_at_slots((messages, stats), i), cw), ()), idx, w, capacity, ())
+        sums, _ = _slot_sums(lambda i, cw, _: (contributions(  # the sampled: (m or C, R, ...)
+            *_at_slots((messages, stats), i), cw), ()), idx, w, capacity, ())
         if jax.tree_util.tree_leaves(per_client):
             weight = _add(jnp.zeros((n, R), w.dtype), idx, w)
             per_client = _keep_where(weight > 0, new_clients, per_client)
-    elif capacity is None:  # the sampled clients only, slot by slot
-        contributed, per_client = gathered(idx, w, per_client)
-        sums = jax.tree_util.tree_map(ordered_sum, contributed)
-    else:  # the participants only, capacity slots at a time
-        sums, per_client = _chunked_sums(gathered, idx, w, capacity, per_client)
+    else:  # the sampled clients only (with a capacity, the participants, that many at a time)
+        sums, per_client = _slot_sums(gathered, idx, w, capacity, per_client)
     message_sum, total, stat_sums, stat_totals = sums
     if totals:
         totals = {name: totals[name] + stat_totals[name] for name in totals}
@@ -462,24 +458,23 @@ def _received(problem, algorithm, server, clients, idx: Array, w: Array, mode: s
     one_client = jax.tree_util.tree_map(lambda a: a[0, 0], clients)
     if jax.eval_shape(query, jnp.zeros((), jnp.int32), one_server, one_client) is None:
         return server
-    dtype = server.x.dtype
     if mode == "mask":
         queries = _over_clients(lambda i, c: jax.vmap(query, in_axes=(None, 0, 0))(i, server, c),
                                 (jnp.arange(problem.num_clients, dtype=jnp.int32), clients),
                                 client_block)
 
-        def contributions(slot_idx, slot_w, carry):
-            return (_weighted(_at_slots(queries, slot_idx), slot_w.astype(dtype)),
-                    slot_w.astype(dtype)), carry
+        def slot_queries(slot_idx):
+            return _at_slots(queries, slot_idx)
     else:
-        def contributions(slot_idx, slot_w, carry):
-            slot_queries = _over_clients(lambda i, c: jax.vmap(query)(i, server, c),
-                                         (slot_idx, _at_slots(clients, slot_idx)), client_block)
-            return (_weighted(slot_queries, slot_w.astype(dtype)), slot_w.astype(dtype)), carry
-    if capacity is None:
-        sums = jax.tree_util.tree_map(ordered_sum, contributions(idx, w, ())[0])
-    else:
-        sums, _ = _chunked_sums(contributions, idx, w, capacity, ())
+        def slot_queries(slot_idx):
+            return _over_clients(lambda i, c: jax.vmap(query)(i, server, c),
+                                 (slot_idx, _at_slots(clients, slot_idx)), client_block)
+
+    def contributions(slot_idx, slot_w, carry):
+        slot_w = slot_w.astype(server.x.dtype)
+        return (_weighted(slot_queries(slot_idx), slot_w), slot_w), carry
+
+    sums, _ = _slot_sums(contributions, idx, w, capacity, ())
     mean = _divided(*sums)
     received = jax.vmap(algorithm.receive)(server, mean)
     check_same(f"{type(algorithm).__name__}.receive", server, received)
