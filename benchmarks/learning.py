@@ -67,6 +67,15 @@ def _best(fn, repeat: int) -> float:
     return best
 
 
+def _timed(go, repeat: int) -> dict:
+    """compile_s (the first call less a later one) and run_s (the fastest of ``repeat``)."""
+    t = time.perf_counter()
+    go()
+    first = time.perf_counter() - t
+    run = _best(go, repeat)
+    return dict(compile_s=max(first - run, 0.0), run_s=run)
+
+
 def build(model: str, solver_steps: int):
     """(problem, x0, set-up s) through the package's public functions."""
     import equinox as eqx
@@ -103,12 +112,8 @@ def package_row(problem, x0, model, R, T, dtype, repeat):
                           record_every=T, dtype=dtype)
         jax.block_until_ready(res.gap)
 
-    t = time.perf_counter()
-    go()
-    first = time.perf_counter() - t
-    run = _best(go, repeat)
     return dict(impl="package", model=model, trials=R, rounds=T, dtype=dtype,
-                compile_s=max(first - run, 0.0), run_s=run)
+                **_timed(go, repeat))
 
 
 def plain_row(problem, x0, model, R, T, dtype, repeat):
@@ -131,12 +136,8 @@ def plain_row(problem, x0, model, R, T, dtype, repeat):
         keys = jax.random.split(jax.random.key(seed[0]), R)
         jax.block_until_ready(run_fn(features, labels, counts, params, keys))
 
-    t = time.perf_counter()
-    go()
-    first = time.perf_counter() - t
-    run = _best(go, repeat)
     return dict(impl="plain_jax", model=model, trials=R, rounds=T, dtype=dtype,
-                compile_s=max(first - run, 0.0), run_s=run)
+                **_timed(go, repeat))
 
 
 def products_rate(model, R, dtype, repeat) -> float:

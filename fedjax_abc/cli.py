@@ -38,24 +38,21 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(message)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+def _int_at_least(low: int, what: str):
+    """An argparse type: an integer >= ``low`` (``what`` names it in the error)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
+        return value
+    return parse
 
 
-def _count_from_zero(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
+_positive_int = _int_at_least(1, "a positive integer")
+_count_from_zero = _int_at_least(0, "an integer >= 0")
 
 
 def _trials(text: str) -> int:
@@ -477,7 +474,7 @@ def _submit_grid(args, spec, out: str) -> int:
         print(f"when they are done: {PROG} merge {args.grid} --out {out}")
         return 0
     states = submit.wait(jobs, lambda line: None if args.quiet else print(line, file=sys.stderr))
-    failed = [job for job in jobs if job.state not in ("DONE", "FINISHED", "COMPLETED")]
+    failed = [job for job in jobs if job.state not in submit.FINISHED]
     if failed:
         raise RuntimeError(f"{len(failed)} of {len(jobs)} tasks failed ({states}); their logs "
                            f"are in {os.path.join(out, 'submitit')}; rerun the same command to "
@@ -486,12 +483,6 @@ def _submit_grid(args, spec, out: str) -> int:
     print(f"{spec.name}: {len(done['result'])} grid points from {parts} parts; wrote "
           + ", ".join(os.path.relpath(p, out) for p in done["paths"]) + f" into {out}")
     return 0
-
-
-def jit_cache_folder(environ=os.environ) -> Optional[str]:
-    """See :func:`fedjax_abc.repro.common.jit_cache_folder`."""
-    from fedjax_abc.repro import common
-    return common.jit_cache_folder(environ)
 
 
 def _start_up() -> None:

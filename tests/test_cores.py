@@ -187,7 +187,7 @@ def test_the_constant_minima_follow_the_device_count(cores, constant):
 
 
 def test_the_commands_compilation_cache_folder():
-    from fedjax_abc.cli import jit_cache_folder
+    from fedjax_abc.repro.common import jit_cache_folder
 
     home = os.path.join(os.path.expanduser("~"), ".cache", "fedjax_abc", "jit")
     assert jit_cache_folder({}) == home

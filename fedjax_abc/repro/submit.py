@@ -24,7 +24,7 @@ from typing import Callable, Optional
 
 import submitit
 
-__all__ = ["SETTINGS", "Task", "executor_parameters", "submit", "wait"]
+__all__ = ["FAILED", "FINISHED", "SETTINGS", "Task", "executor_parameters", "submit", "wait"]
 
 # [slurm] table key -> (submitit parameter, type); cluster-neutral names where submitit has one
 SETTINGS = {
@@ -97,16 +97,20 @@ def submit(grid: str, out: str, trials: Optional[int], rounds: Optional[int], ta
                                        rounds, i, tasks) for i in range(tasks)])
 
 
+# submitit's states of a task that ended well (local and Slurm), and of one that did not
+FINISHED = ("DONE", "FINISHED", "COMPLETED")
+FAILED = ("FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "INTERRUPTED", "NODE_FAIL")
+
+
 def wait(jobs: list, report: Callable[[str], None], interval: float = 2.0) -> dict:
     """Waits for the jobs, reporting ``done d, running r, failed f of N`` when it changes;
     returns {state: count} at the end (submitit's states)."""
     last = None
     while True:
         states = [job.state for job in jobs]
-        done = sum(s in ("DONE", "FINISHED", "COMPLETED") for s in states)
-        failed = sum(s in ("FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "INTERRUPTED",
-                           "NODE_FAIL") for s in states)
-        running = sum(s in ("RUNNING",) for s in states)
+        done = sum(s in FINISHED for s in states)
+        failed = sum(s in FAILED for s in states)
+        running = states.count("RUNNING")
         line = f"tasks: {done} done, {running} running, {failed} failed of {len(jobs)}"
         if line != last:
             report(line)
