@@ -192,6 +192,8 @@ class Run:
     transform: Optional[AbstractTransform] = None  # cast to dtype
     stat_names: tuple = ()  # the transform's statistics, sorted
     state_sizes: Optional[_memory.StateSizes] = None  # of the algorithm (and the transform)
+    # the sampler's capacity for the n clients (AbstractSampler.capacity), read once a call
+    capacity: Optional[int] = None
 
     def parts(self) -> "Parts":
         """The components as the compiled program reads them."""
@@ -217,11 +219,6 @@ class Run:
     def max_steps(self) -> int:
         """Q, or Q_max of a law of local steps."""
         return _round.steps_of(self.local_steps)
-
-    @property
-    def capacity(self) -> Optional[int]:
-        """The sampler's capacity for the problem's n clients (``AbstractSampler.capacity``)."""
-        return method(self.sampler, "capacity")(self.problem.num_clients)
 
     @property
     def participants(self) -> int:
@@ -461,7 +458,8 @@ def for_call(components: Components, spec: Spec, stepsize, x0, trials, key, firs
         fill_devices=spec.devices is not None, first_trial=first_trial,
         metric_names=spec.metric_names, metrics=components.metrics, generator=spec.generator,
         key_words=key_words, transform=components.transform, stat_names=spec.stat_names,
-        state_sizes=spec.state_sizes)
+        state_sizes=spec.state_sizes,
+        capacity=method(components.sampler, "capacity")(problem.num_clients))
 
 
 def _config(components: Components, spec: Spec, devices: list, call: dict) -> dict:
