@@ -175,7 +175,7 @@ def test_overall_time_left_follows_the_pace_so_far():
     from fedjax_abc.repro.common import Overall, clock
 
     now = [0.0]
-    overall = Overall("abc", {"a": 10.0, "b": 20.0, "c": 70.0, "d": 5.0}, clock=lambda: now[0])
+    overall = Overall("abc", {"a": 10.0, "b": 20.0, "c": 70.0, "d": 5.0}, timer=lambda: now[0])
     overall.begin("a")
     assert overall.status(0.0) == "all 0/3"  # nothing done: no estimate
     now[0] = 5.0  # half of a's work in 5 s: the reference's pace so far

@@ -347,25 +347,25 @@ class Overall:
     """
 
     def __init__(self, names: Sequence[str], expected: dict,
-                 clock: Callable[[], float] = time.perf_counter):
+                 timer: Callable[[], float] = time.perf_counter):
         self.expected = {name: float(expected.get(name, 0.0)) for name in names}
-        self.clock = clock
-        self.start = clock()
+        self.timer = timer
+        self.start = timer()
         self.finished = {}  # experiment -> its seconds
         self.current = None
         self.began = self.start
 
     def begin(self, name: str) -> None:
-        self.current, self.began = name, self.clock()
+        self.current, self.began = name, self.timer()
 
     def finish(self, name: str) -> None:
-        self.finished[name] = self.clock() - self.began
+        self.finished[name] = self.timer() - self.began
         self.current = None
 
     def status(self, fraction: float) -> str:
         """``all k/N, ~m:ss left`` with the running experiment ``fraction`` of its work done."""
         head = f"all {len(self.finished)}/{len(self.expected)}"
-        running = self.clock() - self.began if self.current is not None else 0.0
+        running = self.timer() - self.began if self.current is not None else 0.0
         reference = sum(self.expected[n] for n in self.finished if self.expected[n] > 0)
         expected = self.expected.get(self.current, 0.0)
         if reference > 0:
