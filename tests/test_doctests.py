@@ -31,8 +31,13 @@ DEFAULT = [
     "fedjax_abc._problems._partitions",
     "fedjax_abc._theory._comparison",
     "fedjax_abc.repro.paper",
+    "fedjax_abc._problems._time",
+    "fedjax_abc._problems._timed",
+    "fedjax_abc._algorithms._buffered",
 ]
 SLOW = [
+    "fedjax_abc._engine._async",
+    "fedjax_abc._theory._participation",
     "fedjax_abc.theory",
     "fedjax_abc._theory._abc",
     "fedjax_abc._theory._bounds",

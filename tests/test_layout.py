@@ -16,7 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 PKG = ROOT / "fedjax_abc"
 
 # layer of each first component below fedjax_abc; the public facades sit on their layer
-LAYER = {"_problems": 0, "problems": 0, "data": 0, "_algorithms": 1, "algorithms": 1, "transforms": 1, "_engine": 2,
+LAYER = {"_problems": 0, "problems": 0, "data": 0, "_algorithms": 1, "algorithms": 1, "transforms": 1, "_engine": 2, "timing": 2,
          "_theory": 3, "theory": 3, "repro": 4, "cli": 5, "__main__": 5, "__init__": 5}
 
 

@@ -53,12 +53,16 @@ def _start_state(parts: Parts, program: Program, x0):
     state = _round.init_state(parts.algorithm, x0, parts.problem.num_clients, parts.sampler,
                               parts.transform)
     return state, _record_trials(parts.problem, parts.metrics, x0, program.groups) + \
-        _totals(state)
+        _totals(parts.sampler, state)
 
 
-def _totals(state) -> tuple:
-    """The transform's statistics so far, by sorted name (as ``transform_stats``)."""
-    return tuple(state.totals[name] for name in sorted(state.totals)) if state.totals else ()
+def _totals(sampler, state) -> tuple:
+    """The transform's statistics so far, by sorted name (as ``transform_stats``), then
+    the sampler's records (its ``record_names``; a clock, say), each of shape (R,)."""
+    totals = tuple(state.totals[name] for name in sorted(state.totals)) if state.totals else ()
+    if not sampler.record_names():
+        return totals
+    return totals + tuple(jax.vmap(sampler.records)(state.sampler))
 
 
 def _segment(parts: Parts, program: Program, state, trial_ids, key, t0, stepsizes):
@@ -79,7 +83,8 @@ def _segment(parts: Parts, program: Program, state, trial_ids, key, t0, stepsize
 
     def skip(x_next):
         zero = jnp.zeros(x_next.shape[:1], x_next.dtype)
-        return (zero,) * (2 + len(parts.metrics) + len(state.totals))
+        return (zero,) * (2 + len(parts.metrics) + len(state.totals)
+                          + len(parts.sampler.record_names()))
 
     def block(state_t, inputs):
         j, alphas = inputs
@@ -90,10 +95,10 @@ def _segment(parts: Parts, program: Program, state, trial_ids, key, t0, stepsize
                                        program.capacity)
         x_next = state_next.server.x
         if per_record == 1:
-            values = record(x_next) + _totals(state_next)
+            values = record(x_next) + _totals(parts.sampler, state_next)
         else:  # every trial's f(x) costs a pass over all n clients: only where it is kept
             kept = (t0 // b + j) % per_record == per_record - 1
-            values = jax.lax.cond(kept, lambda x: record(x) + _totals(state_next), skip,
+            values = jax.lax.cond(kept, lambda x: record(x) + _totals(parts.sampler, state_next), skip,
                                   x_next)
         return state_next, values + (x_next,) if program.record_x else values
 

@@ -30,11 +30,16 @@ def plot_curve(result, y: str = "gap", x: str = "rounds", ax=None, label=None,
         import matplotlib.pyplot as plt
 
         ax = plt.gca()
-    s = result.summary(y)
+    if x == "time":  # trials reach their records at different times: a common grid
+        times, s = result.summary_on_time_grid(y)
+    else:
+        s = result.summary(y)
     mean, half = np.asarray(s.mean, float), np.asarray(s.ci95, float)
     if mean.ndim != 1:
         raise ValueError(f"y ({y!r}) must be a field with one number per trial and record")
-    if x == "rounds":
+    if x == "time":
+        xs = times
+    elif x == "rounds":
         xs = np.asarray(result.rounds, float)
     else:
         xs = np.asarray(result.summary(x).mean, float)
@@ -44,6 +49,7 @@ def plot_curve(result, y: str = "gap", x: str = "rounds", ax=None, label=None,
     plot_band(ax, xs, mean, half, label, log=log, band=band, **line_kwargs)
     if log:
         ax.set_yscale("log")
-    ax.set_xlabel("communication round t" if x == "rounds" else f"{x} (mean over trials)")
+    ax.set_xlabel({"rounds": "communication round t", "time": "simulated time"}.get(
+        x, f"{x} (mean over trials)"))
     ax.set_ylabel(y)
     return ax

@@ -27,7 +27,8 @@ from jaxtyping import Array
 
 from fedjax_abc._engine._threefry import fold_in_data, threefry2x32
 
-__all__ = ["GENERATORS", "NOISE_STREAM", "SAMPLER_STREAM", "STEPS_STREAM", "TRANSFORM_STREAM",
+__all__ = ["GENERATORS", "NOISE_STREAM", "SAMPLER_STREAM", "SPEED_STREAM", "STEPS_STREAM",
+           "TIME_STREAM", "TRANSFORM_STREAM",
            "client_noise", "client_words", "round_key_data", "round_keys",
            "splitmix64", "stream_words"]
 
@@ -116,6 +117,9 @@ def stream_words(key_data: Array, stream, num_words: int, generator: str = "thre
 # the counter streams of a round: the sampler's, the oracle noise's, the local-step counts',
 # the message transforms'
 SAMPLER_STREAM, NOISE_STREAM, STEPS_STREAM, TRANSFORM_STREAM = 0, 1, 2, 3
+# an asynchronous run's: a dispatched client's duration (two words a client), the trial's
+# speed factors (one word a client, under k_0)
+TIME_STREAM, SPEED_STREAM = 4, 5
 
 
 def client_words(key_data: Array, clients: Array, num_words: int,

@@ -235,14 +235,47 @@ class SimResult:
             metrics[name] = a
         return dataclasses.replace(self, metrics=metrics)
 
+    def on_time_grid(self, name: str = "gap", times=None, points: int = 200,
+                     clock: str = "time"):
+        """Each trial's ``name`` against simulated time, on a grid common to all trials.
+
+        Args:
+          name: "gap", "grad_norm_sq" or a metric's name.
+          times: the grid (default: ``points`` times from 0 to the earliest last recorded
+            time of any trial).
+          clock: the metric holding each record's simulated time (``"time"``, which a
+            timed sampler or an asynchronous run records).
+
+        Returns:
+          :class:`~fedjax_abc.timing.OnTimeGrid` (times, values (trials, points)): a
+          trial's value at time tau is that of its last record at or before tau;
+          ``fa.summarize(grid.values)`` gives means and bands.
+        """
+        from fedjax_abc._engine._timegrid import on_time_grid
+
+        if clock not in self.metrics:
+            raise ValueError(f"this run recorded no simulated time (metric {clock!r}): run it "
+                             "with a timed sampler (fa.timing.Timed) or fa.timing.simulate_async")
+        return on_time_grid(self.metrics[clock], self._field(name), times, points)
+
+    def summary_on_time_grid(self, name: str = "gap", times=None, points: int = 200,
+                             diverged: str = "exclude") -> tuple[np.ndarray, Summary]:
+        """(times, :class:`Summary` over trials at each time) of :meth:`on_time_grid`,
+        diverged trials handled as in :meth:`summary`."""
+        grid = self.on_time_grid(name, times, points)
+        value, excluded = self._finite(grid.values, diverged)
+        return grid.times, summarize(value, axis=0)._replace(excluded=excluded)
+
     def plot(self, y: str = "gap", x: str = "rounds", ax=None, label=None, band: bool = True,
              log: bool = True, **line_kwargs):
         """The mean over trials of ``y`` with its 95% band, against rounds or a metric.
 
         Args:
           y: "gap", "grad_norm_sq" or a metric's name.
-          x: "rounds", or a metric's name (its mean over trials at each record: the
-            cumulative ``bits`` of a compressor, or ``epsilon`` added by :meth:`with_metrics`).
+          x: "rounds"; "time", the simulated time (each trial's values on a common time
+            grid, :meth:`on_time_grid`); or a metric's name (its mean over trials at each
+            record: the cumulative ``bits`` of a compressor, or ``epsilon`` added by
+            :meth:`with_metrics`).
           ax: a matplotlib Axes (default: the current one).
           label, line_kwargs: for the line; band: draw the band; log: a log y-axis (the band
             clipped to positive values).

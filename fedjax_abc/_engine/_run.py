@@ -326,6 +326,11 @@ def build(problem, num_sampled, local_steps, rounds, record_every, mode, sampler
     if taken & set(stat_names):
         raise ValueError(f"the transform's statistics {sorted(taken & set(stat_names))} are named "
                          "like metrics or result fields; rename the metrics")
+    sampler_names = tuple(method(sampler, "record_names")())
+    if (taken | set(stat_names)) & set(sampler_names):
+        raise ValueError(f"the sampler's records {sorted((taken | set(stat_names)) & set(sampler_names))} "
+                         "are named like metrics, statistics or result fields; rename the metrics")
+    stat_names = stat_names + sampler_names
     if not method(sampler, "normalised")() and not algorithm.reads_scale:
         raise ValueError(f"{type(algorithm).__name__} does not apply RoundInfo.scale (its "
                          f"reads_scale is False): it cannot combine the unbiased weights of "

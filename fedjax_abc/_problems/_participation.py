@@ -561,6 +561,12 @@ class Dropout(AbstractSampler):
     def num_slots(self, n):
         return self.sampler.num_slots(n)
 
+    def record_names(self):
+        return self.sampler.record_names()
+
+    def records(self, state):
+        return self.sampler.records(state)
+
     def capacity(self, n):  # dropping participants leaves the inner sampler's bound
         return self.sampler.capacity(n)
 
@@ -680,4 +686,10 @@ class SizeWeighted(AbstractSampler):
     def sample(self, words, n, state):
         idx, w, state = self.sampler.sample(words, n, state)
         return idx, (w * self.relative_sizes(n)[idx]).astype(w.dtype), state
+
+    def record_names(self):
+        return self.sampler.record_names()
+
+    def records(self, state):
+        return self.sampler.records(state)
 

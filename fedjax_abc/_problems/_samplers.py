@@ -147,6 +147,23 @@ class AbstractSampler(eqx.Module):
         cycle; None for the long run (the mean over the cycle, the stationary law)."""
         return None
 
+    def inclusion(self, n: int, round: Optional[int] = None):
+        """(pi_i, shape (n,); pi_ij, shape (n, n)) of one round in closed form, or None:
+        by default those of :meth:`participation_moments` (``fa.theory.
+        inclusion_probabilities`` reads them). A sampler that knows its inclusion
+        probabilities but not its weights' moments gives this alone."""
+        m = self.participation_moments(n, round)
+        return None if m is None else (m.pi, m.pi2)
+
+    def record_names(self) -> tuple[str, ...]:
+        """Names of the numbers a run records from the sampler's state at every record
+        (default none; :class:`~fedjax_abc.timing.Timed`'s clock, ``"time"``)."""
+        return ()
+
+    def records(self, state) -> tuple:
+        """One trial's numbers named by :meth:`record_names`, from its state (scalars)."""
+        return ()
+
     def available_probabilities(self, n: int) -> Optional[np.ndarray]:
         """Where every available client takes part, averaged with weight 1, each available
         independently: those probabilities, shape (n,); None otherwise (the default). Lets

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from fedjax_abc._problems._moments import ParticipationMoments
@@ -31,6 +33,7 @@ from fedjax_abc._problems._samplers import AbstractSampler
 from fedjax_abc._theory._grid import check_int
 
 __all__ = ["Inclusion", "SamplingError", "WeightMoments", "inclusion_probabilities",
+           "monte_carlo_moments",
            "sampling_error", "stationary_availability", "weight_moments"]
 
 class Inclusion(NamedTuple):
@@ -132,8 +135,11 @@ def inclusion_probabilities(sampler: AbstractSampler, n: int, *,
 
     Reference: eq. (9) for the paper's sampler (S/n and S(S-1)/(n(n-1))).
     """
-    m = _moments(sampler, _check(sampler, n), round)
-    return Inclusion(m.pi, m.pi2)
+    n = _check(sampler, n)
+    inclusion = sampler.inclusion(n, round)
+    if inclusion is None:
+        _moments(sampler, n, round)  # says there is no closed form
+    return Inclusion(*inclusion)
 
 
 def weight_moments(sampler: AbstractSampler, n: int, *,
@@ -186,3 +192,47 @@ def sampling_error(sampler: AbstractSampler, vectors, *,
     mse = float(np.sum(m.m2 * gram) - 2 * mean_A @ vbar + vbar @ vbar)
     bias_sq = float(np.sum((mean_A - vbar) ** 2))
     return SamplingError(max(mse, 0.0), max(mse - bias_sq, 0.0), bias_sq)
+
+
+def monte_carlo_moments(sampler: AbstractSampler, n: int, *, key, draws: int = 10000
+                        ) -> ParticipationMoments:
+    """pi_i, pi_ij, E[M_i] and E[M_i M_j] of a sampler estimated from ``draws`` rounds.
+
+    For samplers without a closed form (over-selection on a clock, say). A stateful
+    sampler runs ``draws`` consecutive rounds from its initial state (the long run's
+    frequencies); a stateless one ``draws`` independent rounds. M_i is client i's share of
+    the round's weights (w_i / sum w for a sampler whose slots are averaged, w_i
+    otherwise; 0 in a round without participants). Each estimate is a mean over rounds:
+    its standard error is about sqrt(p (1 - p) / draws) for a probability p.
+
+    Example:
+      >>> import jax, fedjax_abc as fa
+      >>> m = fa.theory.monte_carlo_moments(fa.UniformWithoutReplacement(2), 4,
+      ...                                   key=jax.random.key(0), draws=4000)
+      >>> bool(abs(m.pi[0] - 0.5) < 0.05)
+      True
+    """
+    n = _check(sampler, n)
+    draws = check_int("draws", draws, 1)
+    words = jax.random.bits(key, (draws, sampler.num_words(n)), jnp.uint32)
+    normalised = sampler.normalised()
+
+    dtype = jnp.float64 if jax.config.jax_enable_x64 else jnp.float32
+
+    def one(carry, w):
+        state, sums = carry
+        idx, weight, state = sampler.sample(w, n, state)
+        weight = weight.astype(dtype)
+        M = jnp.zeros((n,), dtype).at[idx].add(weight)
+        if normalised:
+            total = jnp.sum(M)
+            M = jnp.where(total > 0, M / jnp.where(total > 0, total, 1), 0)
+        part = jnp.zeros((n,), dtype).at[idx].max((weight > 0).astype(dtype))
+        terms = (part, jnp.outer(part, part), M, jnp.outer(M, M))
+        return (state, tuple(a + b for a, b in zip(sums, terms))), None
+
+    zeros = (jnp.zeros((n,), dtype), jnp.zeros((n, n), dtype)) * 2
+    (_, sums), _ = jax.jit(lambda ws: jax.lax.scan(one, (sampler.init_state(n), zeros), ws))(
+        words)
+    pi, pi2, m1, m2 = (np.asarray(a, np.float64) / draws for a in sums)
+    return ParticipationMoments(pi, pi2, m1, m2)

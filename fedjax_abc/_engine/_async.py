@@ -1,0 +1,347 @@
+"""Asynchronous federated training on a simulated clock, every trial in one program.
+
+C clients are in flight. Each started from the server's model of its dispatch and its
+update arrives after its duration (:class:`~fedjax_abc.timing.Clock`); a client's update
+depends only on the model it started from, so it is computed at dispatch and held until it
+arrives. A server step takes the K earliest arrivals (ties in slot order), applies the rule
+(:class:`~fedjax_abc.timing.FedBuff`, :class:`~fedjax_abc.timing.FedAsync`) with each
+one's staleness tau = (server steps since its dispatch), and dispatches K replacements,
+chosen uniformly among the clients not in flight, from the new model.
+
+Counter-based draws, as in the synchronous engine: with k_u the key data of version u of
+a trial (``round_keys``), the clients dispatched at version u are the K (C at u = 0) free
+clients with the smallest words of stream 0, client i's local noise is its piece of stream
+1 and its duration's two words its piece of stream 4; the trial's speed factors are the
+words of stream 5 under k_0. A client dispatched at version u therefore makes exactly the
+draws it would make in round u of a synchronous run.
+
+One ``lax.scan`` over server steps carries the in-flight clients (who, their dispatch
+version, arrival time and update) for R trials side by side, ``vmap`` over the trials.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple, Optional
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array
+
+from fedjax_abc._algorithms._base import AbstractAlgorithm
+from fedjax_abc._algorithms._buffered import AbstractAsyncRule
+from fedjax_abc._algorithms._fedavg import FedAvg
+from fedjax_abc._engine._metrics import check_metrics, record_trials
+from fedjax_abc._engine._plan import default_record_every, recorded_rounds, stepsize_array
+from fedjax_abc._engine._random import (GENERATORS, SAMPLER_STREAM, SPEED_STREAM, TIME_STREAM,
+                                        client_words, round_keys, stream_words)
+from fedjax_abc._engine._result import SimResult
+from fedjax_abc._engine._round import client_round
+from fedjax_abc._engine._threefry import fold_in_data
+from fedjax_abc._problems._args import DTYPES, check_count, check_key, require_x64
+from fedjax_abc._problems._oracles import AbstractOracle
+from fedjax_abc._problems._problem import Problem, cast_floating
+from fedjax_abc._problems._time import Clock
+
+__all__ = ["AsyncResult", "AsyncState", "simulate_async"]
+
+
+class AsyncState(NamedTuple):
+    """One trial's asynchronous run (leaves gain a leading trials axis when batched).
+
+    Attributes:
+      x: the server's model, (d,).
+      version: server steps taken so far, int32.
+      now: the simulated time of the last server step.
+      client: the C clients in flight, int32 (C,).
+      start: the version each one started from, int32 (C,).
+      finish: when each one's update arrives, (C,).
+      payload: each one's update as the rule keeps it (``payload``), (C, d).
+      speed: the trial's speed factors s_i, (n,).
+      staleness: delivered updates counted by staleness 0, 1, ..., the last bin those at or
+        beyond it, int32 (bins,).
+    """
+
+    x: Array
+    version: Array
+    now: Array
+    client: Array
+    start: Array
+    finish: Array
+    payload: Array
+    speed: Array
+    staleness: Array
+
+
+class _Parts(eqx.Module):
+    problem: Problem
+    oracle: AbstractOracle
+    algorithm: AbstractAlgorithm
+    rule: AbstractAsyncRule
+    clock: Clock
+    metrics: tuple = eqx.field(static=True)
+
+
+class _Spec(NamedTuple):
+    concurrency: int
+    local_steps: int
+    generator: str
+    bins: int
+
+
+def _choose(k: Array, busy: Array, count: int, generator: str) -> Array:
+    """``count`` clients uniformly among those not ``busy`` (n,): the free ones with the
+    smallest words of stream 0 under k (ties by index)."""
+    words = stream_words(k, SAMPLER_STREAM, busy.shape[0], generator)
+    return jnp.lexsort((words, busy.astype(jnp.int32)))[:count].astype(jnp.int32)
+
+
+def _durations(clock: Clock, k: Array, clients: Array, steps: int, speed: Array,
+               generator: str) -> Array:
+    """D_i of the dispatched clients from their two words of stream 4 under k."""
+    words = client_words(k, clients, 2, generator, TIME_STREAM)  # (K, 2)
+    return clock.durations(words.T, steps, speed[clients])
+
+
+def _work(parts: _Parts, spec: _Spec, clients: Array, x: Array, k: Array, stepsize) -> Array:
+    """The dispatched clients' payloads: the algorithm's client rule from x (K, d)."""
+    server = parts.algorithm.init(x)
+
+    def one(i):
+        message = client_round(parts.problem, parts.oracle, parts.algorithm, None,
+                               spec.local_steps, spec.generator, i, server, (), (), k,
+                               stepsize)[0]
+        return parts.rule.payload(x, message)
+
+    return jax.vmap(one)(clients)
+
+
+def _start(parts: _Parts, spec: _Spec, trial_key: Array, x0: Array, stepsize) -> AsyncState:
+    """One trial at version 0: C clients dispatched from x0 at time 0."""
+    n = parts.problem.num_clients
+    k = round_keys(trial_key, 0, spec.generator)
+    speed = parts.clock.speeds(stream_words(k, SPEED_STREAM, n, spec.generator), x0.dtype)
+    clients = _choose(k, jnp.zeros((n,), bool), spec.concurrency, spec.generator)
+    finish = _durations(parts.clock, k, clients, spec.local_steps, speed, spec.generator)
+    C = spec.concurrency
+    return AsyncState(x0, jnp.zeros((), jnp.int32), jnp.zeros((), x0.dtype), clients,
+                      jnp.zeros((C,), jnp.int32), finish,
+                      _work(parts, spec, clients, x0, k, stepsize), speed,
+                      jnp.zeros((spec.bins,), jnp.int32))
+
+
+def server_step(parts: _Parts, spec: _Spec, trial_key: Array, state: AsyncState,
+                stepsize) -> AsyncState:
+    """One server step of one trial: the K earliest arrivals applied, K clients
+    dispatched from the new model with client stepsize ``stepsize``."""
+    K, bins = parts.rule.buffer, spec.bins
+    arrive = jnp.argsort(state.finish, stable=True)[:K]
+    now = state.finish[arrive[K - 1]]
+    tau = state.version - state.start[arrive]
+    weights = parts.rule.staleness(tau)
+    x = parts.rule.server_step(state.x, state.payload[arrive], weights)
+    counts = state.staleness.at[jnp.minimum(tau, bins - 1)].add(1)
+    version = state.version + 1
+    k = round_keys(trial_key, version, spec.generator)
+    n = parts.problem.num_clients
+    busy = jnp.zeros((n,), bool).at[state.client].set(True).at[state.client[arrive]].set(False)
+    new = _choose(k, busy, K, spec.generator)
+    finish = now + _durations(parts.clock, k, new, spec.local_steps, state.speed,
+                              spec.generator)
+    return AsyncState(x, version, now, state.client.at[arrive].set(new),
+                      state.start.at[arrive].set(version), state.finish.at[arrive].set(finish),
+                      state.payload.at[arrive].set(_work(parts, spec, new, x, k, stepsize)),
+                      state.speed, counts)
+
+
+def _record(parts: _Parts, state: AsyncState) -> tuple:
+    """(gap, grad_norm_sq, *metrics, time) of every trial (each (R,))."""
+    return record_trials(parts.problem, parts.metrics, state.x) + (state.now,)
+
+
+@eqx.filter_jit
+def _begin(parts: _Parts, spec: _Spec, trial_keys: Array, x0: Array, stepsize):
+    state = jax.vmap(lambda k, x: _start(parts, spec, k, x, stepsize), in_axes=(1, 0))(
+        trial_keys, x0)
+    return state, _record(parts, state)
+
+
+@eqx.filter_jit
+def _blocks(parts: _Parts, spec: _Spec, trial_keys: Array, state: AsyncState, stepsizes):
+    """Blocks of server steps, a record after each: stepsizes (blocks, steps per block)."""
+    step = jax.vmap(lambda k, s, a: server_step(parts, spec, k, s, a), in_axes=(1, 0, None))
+
+    def block(state, alphas):
+        state, _ = jax.lax.scan(lambda s, a: (step(trial_keys, s, a), None), state, alphas)
+        return state, _record(parts, state)
+
+    state, records = jax.lax.scan(block, state, stepsizes)
+    return state, tuple(jnp.moveaxis(r, 0, 1) for r in records)
+
+
+@dataclasses.dataclass(frozen=True)
+class AsyncResult:
+    """What :func:`simulate_async` returns.
+
+    Attributes:
+      result: the records as a :class:`~fedjax_abc.SimResult` whose ``rounds`` are server
+        steps u = 0, k, 2k, ..., T and whose metric ``time`` is the simulated time of each
+        recorded step (``result.plot(x="time")``, ``result.on_time_grid(...)``).
+      staleness: Int[ndarray, "trials bins"], every trial's delivered updates counted by
+        staleness tau = 0, 1, ..., the last bin counting tau >= bins - 1.
+    """
+
+    result: SimResult
+    staleness: np.ndarray
+
+    def staleness_distribution(self) -> np.ndarray:
+        """The share of all delivered updates with each staleness (pooled over trials)."""
+        counts = self.staleness.sum(axis=0).astype(np.float64)
+        return counts / counts.sum()
+
+    def plot_staleness(self, ax=None, **bar_kwargs):
+        """The staleness distribution as bars; returns the Axes."""
+        if ax is None:
+            import matplotlib.pyplot as plt
+
+            ax = plt.gca()
+        share = self.staleness_distribution()
+        ax.bar(np.arange(share.size), share, **bar_kwargs)
+        ax.set_xlabel(f"staleness tau (last bar: tau >= {share.size - 1})")
+        ax.set_ylabel("share of updates")
+        return ax
+
+
+def _check_algorithm(algorithm, x) -> None:
+    if not isinstance(algorithm, AbstractAlgorithm):
+        raise ValueError("algorithm must be a fedjax_abc.algorithms.AbstractAlgorithm, got "
+                         f"{type(algorithm).__name__}")
+    name = type(algorithm).__name__
+    client = jax.eval_shape(algorithm.init_client, x)
+    if jax.tree_util.tree_leaves(client):
+        raise ValueError(f"{name} keeps client states, which asynchronous clients do not "
+                         "carry: use an algorithm whose clients are stateless (FedAvg, FedProx)")
+    server = jax.eval_shape(algorithm.init, x)
+    if jax.eval_shape(lambda s: algorithm.query(s, (), lambda y: y), server) is not None:
+        raise ValueError(f"{name} asks its clients a query before the local steps; an "
+                         "asynchronous client starts from the model alone")
+
+
+def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
+                   concurrency: int, local_steps: int, stepsize, steps: int, trials: int,
+                   key, x0, oracle: Optional[AbstractOracle] = None,
+                   algorithm: Optional[AbstractAlgorithm] = None,
+                   record_every: Optional[int] = None, dtype: str = "float64",
+                   metrics=None, generator: str = "threefry",
+                   staleness_bins: Optional[int] = None) -> AsyncResult:
+    """Asynchronous training (FedAsync, FedBuff) of ``trials`` trials on a simulated clock.
+
+    Args:
+      problem: the problem; ``oracle``: its gradient oracle (default the problem's).
+      rule: :class:`~fedjax_abc.timing.FedBuff` or :class:`~fedjax_abc.timing.FedAsync`
+        (or a user's :class:`~fedjax_abc.timing.AbstractAsyncRule`); its buffer K arrivals
+        make a server step.
+      clock: each client's duration (:class:`~fedjax_abc.timing.Clock`), K_i = local_steps.
+      concurrency: C, the clients in flight (K <= C <= n).
+      local_steps: Q, each client's local steps.
+      stepsize: the clients' local stepsize: a number, T values or a schedule u -> alpha_u
+        of the server version u a client starts from.
+      steps: T, server steps.
+      trials, key, x0: as :func:`fedjax_abc.simulate` (x0 of shape (d,)).
+      algorithm: the client rule: an algorithm whose clients keep no state and send their
+        local model (default FedAvg's local SGD; FedProx's proximal steps).
+      record_every: k, records at server steps 0, k, 2k, ..., T (default as ``simulate``).
+      metrics: user metrics of x, as ``simulate``.
+      staleness_bins: the staleness histogram's bins (default 4 C + 1; the last counts
+        everything beyond).
+
+    Returns:
+      :class:`AsyncResult`.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, fedjax_abc as fa
+      >>> p = fa.problems.quadratics(jax.random.key(0), n=20, d=2)
+      >>> out = fa.timing.simulate_async(
+      ...     p, fa.timing.FedBuff(buffer=2), fa.timing.Clock(fa.timing.Exponential(1.0)),
+      ...     concurrency=4, local_steps=2, stepsize=0.1, steps=30, trials=3,
+      ...     key=jax.random.key(1), x0=jnp.ones(2))
+      >>> out.result.gap.shape, out.staleness.shape
+      ((3, 31), (3, 17))
+    """
+    if not isinstance(problem, Problem):
+        raise ValueError(f"problem must be a fedjax_abc.Problem, got {type(problem).__name__}")
+    if not isinstance(rule, AbstractAsyncRule):
+        raise ValueError(f"rule must be fedjax_abc.timing.FedBuff, FedAsync or another "
+                         f"AbstractAsyncRule, got {type(rule).__name__}")
+    if not isinstance(clock, Clock):
+        raise ValueError(f"clock must be a fedjax_abc.timing.Clock, got {type(clock).__name__}")
+    n, d = problem.num_clients, problem.dim
+    C = check_count("concurrency (C)", concurrency)
+    K = rule.buffer
+    if K > C:
+        raise ValueError(f"the buffer (K={K}) is larger than the clients in flight "
+                         f"(concurrency C={C}): a server step would wait forever")
+    if C > n:
+        raise ValueError(f"concurrency (C={C}) must be at most the number of clients (n={n})")
+    Q = check_count("local_steps (Q)", local_steps)
+    T = check_count("steps (T)", steps)
+    R = check_count("trials", trials)
+    key = check_key("key", key)
+    if jnp.issubdtype(key.dtype, jnp.uint32):
+        key = jax.random.wrap_key_data(key)
+    clock.validate(n)
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype ({dtype!r}) must be one of {tuple(DTYPES)}")
+    if dtype == "float64":
+        require_x64("a float64 run")
+    if generator not in GENERATORS:
+        raise ValueError(f"generator ({generator!r}) must be one of {GENERATORS}")
+    jdtype = DTYPES[dtype]
+    x0 = np.asarray(x0, np.float64)
+    if x0.shape != (d,) or not np.all(np.isfinite(x0)):
+        raise ValueError(f"x0 must be a finite array of shape ({d},), got shape {x0.shape}")
+    oracle = problem.oracle if oracle is None else oracle
+    if not isinstance(oracle, AbstractOracle):
+        raise ValueError(f"oracle must be a fedjax_abc.AbstractOracle, got {type(oracle).__name__}")
+    algorithm = FedAvg() if algorithm is None else algorithm
+    _check_algorithm(algorithm, jax.ShapeDtypeStruct((d,), jdtype))
+    k = default_record_every(T) if record_every is None else check_count("record_every", record_every)
+    if k > T:
+        raise ValueError(f"record_every (k={k}) must be at most steps (T={T})")
+    bins = 4 * C + 1 if staleness_bins is None else check_count("staleness_bins", staleness_bins, 2)
+    alphas = stepsize_array(stepsize, T).astype(jdtype)
+    names, fns = check_metrics(metrics, d, jdtype)
+    if "time" in names:
+        raise ValueError("metric name 'time' is taken by the simulated time; rename the metric")
+    parts = _Parts(problem.astype(jdtype), cast_floating(oracle, jdtype),
+                   cast_floating(algorithm, jdtype), cast_floating(rule, jdtype),
+                   cast_floating(clock, jdtype), fns)
+    spec = _Spec(C, Q, generator, bins)
+    trial_keys = fold_in_data(jax.random.key_data(key), jnp.arange(R, dtype=jnp.int32))
+    xs = jnp.broadcast_to(jnp.asarray(x0, jdtype), (R, d))
+    state, first = _begin(parts, spec, trial_keys, xs, alphas[0])
+    # alpha_u for the clients dispatched at version u = 1 .. T (the last never arrives)
+    later = np.concatenate([alphas[1:], alphas[-1:]])
+    main, tail = T // k * k, T % k
+    pieces = [first]
+    state, records = _blocks(parts, spec, trial_keys, state, later[:main].reshape(T // k, k))
+    pieces.append(records)
+    if tail:
+        state, records = _blocks(parts, spec, trial_keys, state, later[main:].reshape(1, tail))
+        pieces.append(records)
+    columns = [np.concatenate([np.asarray(first[j])[:, None]] + [np.asarray(p[j])
+                               for p in pieces[1:]], axis=1) for j in range(len(first))]
+    gap, grad, *rest = columns
+    user, time = rest[:-1], rest[-1]
+    config = {"algorithm": type(algorithm).__name__, "rule": type(rule).__name__,
+              "buffer": K, "concurrency": C, "local_steps": Q, "steps": T, "trials": R,
+              "record_every": k, "dtype": dtype, "generator": generator,
+              "num_clients": n, "dim": d,
+              "key_data": np.asarray(jax.random.key_data(key)).tolist()}
+    result = SimResult(rounds=recorded_rounds(T, k), gap=gap, grad_norm_sq=grad, x=None,
+                       x_final=np.asarray(state.x), config=config,
+                       metrics={**dict(zip(names, user)), "time": time})
+    return AsyncResult(result, np.asarray(state.staleness))
+

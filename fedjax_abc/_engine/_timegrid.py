@@ -1,0 +1,58 @@
+"""Records against simulated time: each trial's values on a common time grid.
+
+Trials on a clock reach their records at different times. For means and bands over trials,
+each trial's value at time tau is that of its last record at or before tau (the model the
+server held then), on a grid common to all trials.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+__all__ = ["OnTimeGrid", "default_times", "on_time_grid"]
+
+
+class OnTimeGrid(NamedTuple):
+    """Values on a common time grid.
+
+    Attributes:
+      times: Float[ndarray, "points"], the grid.
+      values: Float[ndarray, "trials points"], each trial's value at each time.
+    """
+
+    times: np.ndarray
+    values: np.ndarray
+
+
+def default_times(clock: np.ndarray, points: int = 200) -> np.ndarray:
+    """``points`` equally spaced times from 0 to the earliest of the trials' last recorded
+    times (the span every trial covers)."""
+    end = float(np.min(clock[:, -1]))
+    return np.linspace(0.0, end, points)
+
+
+def on_time_grid(clock: np.ndarray, values: np.ndarray,
+                 times: Optional[np.ndarray] = None, points: int = 200) -> OnTimeGrid:
+    """Each trial's ``values`` (trials, records) at ``times``: the value of its last record
+    at a clock (trials, records; nondecreasing along records) at or before each time.
+
+    Raises:
+      ValueError: a clock that decreases, shapes that differ, or a time before a trial's
+        first record or after its last (the value there is unknown).
+    """
+    clock, values = np.asarray(clock, np.float64), np.asarray(values)
+    if clock.shape != values.shape or clock.ndim != 2:
+        raise ValueError(f"clock {clock.shape} and values {values.shape} must be the same "
+                         "(trials, records) shape")
+    if np.any(np.diff(clock, axis=1) < 0) or not np.all(np.isfinite(clock)):
+        raise ValueError("the recorded time must be finite and nondecreasing along records")
+    times = default_times(clock, points) if times is None else np.asarray(times, np.float64)
+    if times.ndim != 1:
+        raise ValueError(f"times must be one-dimensional, got shape {times.shape}")
+    if times.size and (times.min() < clock[:, 0].max() or times.max() > clock[:, -1].min()):
+        raise ValueError(f"times must lie in [{clock[:, 0].max():g}, {clock[:, -1].min():g}], "
+                         "the span every trial's records cover")
+    at = np.stack([np.searchsorted(c, times, side="right") - 1 for c in clock])
+    return OnTimeGrid(times, np.take_along_axis(values, at, axis=1))

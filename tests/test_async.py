@@ -1,0 +1,183 @@
+"""Asynchronous training (FedBuff, FedAsync) against an event-driven NumPy reference and
+closed forms: arrival order, staleness, models, the geometric staleness law, FedBuff's
+synchronous limit, and one-line errors on bad input."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+import fedjax_abc as fa
+from async_reference import run_trial
+
+N, D, Q, T = 12, 2, 2, 25
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return fa.problems.quadratics(jax.random.key(3), n=N, d=D)
+
+
+def _coordinates():
+    return {f"x{j}": (lambda x, j=j: x[j]) for j in range(D)}
+
+
+def _engine(problem, rule, clock, C, trials=3, **kw):
+    return fa.timing.simulate_async(
+        problem, rule, clock, concurrency=C, local_steps=Q, stepsize=0.2, steps=T,
+        trials=trials, key=jax.random.key(7), x0=jnp.ones(D), oracle=fa.ExactOracle(),
+        record_every=1, metrics=_coordinates(), **kw)
+
+
+@pytest.mark.parametrize("which", ["fedbuff", "fedasync"])
+def test_matches_the_event_driven_reference(problem, which):
+    """Same arrival order and staleness, the same models to rounding, trial by trial."""
+    a, c = (np.asarray(p) for p in problem.params)
+    speeds = np.linspace(0.5, 3.0, N)
+    clock = fa.timing.Clock(fa.timing.Exponential(1.5), speed=speeds,
+                            communication=fa.timing.Constant(0.25))
+    if which == "fedbuff":
+        rule, C = fa.timing.FedBuff(buffer=3, server_stepsize=0.8), 5
+        ref_kw = dict(rule="fedbuff", buffer=3, server_stepsize=0.8,
+                      staleness=lambda tau: (1 + tau) ** -0.5)
+    else:
+        rule, C = fa.timing.FedAsync(0.6, fa.timing.HingeStaleness(2.0, 1.0)), 4
+        ref_kw = dict(rule="fedasync", buffer=1, mixing=0.6,
+                      staleness=lambda tau: 1.0 if tau <= 1 else 1 / (2.0 * (tau - 1) + 1))
+    out = _engine(problem, rule, clock, C)
+    res = out.result
+    for r in range(3):
+        ref = run_trial(a, c, concurrency=C, local_steps=Q, stepsize=0.2, steps=T,
+                        key=jax.random.key(7), trial=r, x0=np.ones(D), step_mean=1.5,
+                        communication=0.25, speeds=speeds, **ref_kw)
+        np.testing.assert_allclose(res.metrics["time"][r, 1:], ref.times, rtol=1e-14)
+        xs = np.stack([res.metrics[f"x{j}"][r] for j in range(D)], axis=1)
+        np.testing.assert_allclose(xs, ref.xs, rtol=1e-12, atol=1e-14)
+        counts = np.bincount(np.minimum(ref.staleness.ravel(), out.staleness.shape[1] - 1),
+                             minlength=out.staleness.shape[1])
+        np.testing.assert_array_equal(out.staleness[r], counts)
+
+
+def test_the_reference_comparison_fails_on_a_wrong_tie_break_or_staleness(problem):
+    """The comparison above can fail: a reference with another staleness function gives
+    other models, and the engine's staleness counts differ from another trial's."""
+    a, c = (np.asarray(p) for p in problem.params)
+    clock = fa.timing.Clock(fa.timing.Exponential(1.5))
+    out = _engine(problem, fa.timing.FedBuff(buffer=2), clock, 4, trials=2)
+    ref = run_trial(a, c, rule="fedbuff", buffer=2, concurrency=4, local_steps=Q,
+                    stepsize=0.2, steps=T, key=jax.random.key(7), trial=0, x0=np.ones(D),
+                    step_mean=1.5, staleness=lambda tau: 1.0)  # the engine's is 1/sqrt(1+tau)
+    xs = np.stack([out.result.metrics[f"x{j}"][0] for j in range(D)], axis=1)
+    assert np.max(np.abs(xs - ref.xs)) > 1e-6
+    np.testing.assert_allclose(out.result.metrics["time"][0, 1:], ref.times, rtol=1e-14)
+    assert not np.array_equal(out.staleness[0], out.staleness[1])
+
+
+def _geometric_counts(C: int, bins: int) -> np.ndarray:
+    p = (1 / C) * (1 - 1 / C) ** np.arange(bins - 1)
+    return np.append(p, 1 - p.sum())
+
+
+def test_staleness_is_geometric_with_exponential_durations(problem):
+    """iid exponential durations, K = 1: each arrival is any of the C in flight with
+    probability 1/C, so P(tau = k) = (1/C)(1 - 1/C)^k. Chi-square over 64 trials x 300
+    steps; the same counts reject the law of C + 1 clients in flight."""
+    C, bins = 4, 12
+    out = fa.timing.simulate_async(
+        problem, fa.timing.FedAsync(0.5), fa.timing.Clock(fa.timing.Exponential(1.0)),
+        concurrency=C, local_steps=1, stepsize=0.1, steps=300, trials=64,
+        key=jax.random.key(11), x0=jnp.ones(D), oracle=fa.ExactOracle(),
+        staleness_bins=bins)
+    counts = out.staleness.sum(axis=0)
+    assert counts.sum() == 64 * 300
+    p = stats.chisquare(counts, counts.sum() * _geometric_counts(C, bins)).pvalue
+    assert p > 1e-3, (counts, p)
+    wrong = stats.chisquare(counts, counts.sum() * _geometric_counts(C + 1, bins)).pvalue
+    assert wrong < 1e-6
+
+
+def test_fedbuff_with_equal_durations_is_synchronous_fedavg(problem):
+    """Equal constant durations, K = C = S, eta_g = 1, no staleness weighting: every server
+    step takes all C updates of staleness 0, which is a round of FedAvg over the same
+    clients (the dispatched sets, replayed through a trace) with the same noise."""
+    S = 4
+    clock = fa.timing.Clock(fa.timing.Constant(1.0))
+    rule = fa.timing.FedBuff(buffer=S, server_stepsize=1.0,
+                             staleness=fa.timing.ConstantStaleness())
+    out = fa.timing.simulate_async(problem, rule, clock, concurrency=S, local_steps=Q,
+                                   stepsize=0.2, steps=T, trials=1, key=jax.random.key(5),
+                                   x0=jnp.ones(D), record_every=1)
+    a, c = (np.asarray(p) for p in problem.params)
+    ref = run_trial(a, c, rule="fedbuff", buffer=S, concurrency=S, local_steps=Q,
+                    stepsize=0.2, steps=T, key=jax.random.key(5), trial=0, x0=np.ones(D),
+                    step_mean=1.0)
+    trace = np.zeros((T, N), bool)
+    for t in range(T):
+        trace[t, ref.dispatched[t]] = True
+    sync = fa.simulate(problem, sampler=fa.TraceAvailability(trace, S), local_steps=Q,
+                       stepsize=0.2, rounds=T, trials=1, key=jax.random.key(5),
+                       x0=jnp.ones(D), record_every=1)
+    np.testing.assert_allclose(out.result.gap, sync.gap, rtol=1e-11, atol=1e-15)
+    np.testing.assert_allclose(out.result.x_final, sync.x_final, rtol=1e-11)
+    np.testing.assert_array_equal(out.result.metrics["time"][0], Q * np.arange(T + 1.0))
+    assert out.staleness[0, 0] == S * T
+    # the replay is what makes them equal: another trace's run differs
+    other = fa.simulate(problem, sampler=fa.TraceAvailability(np.roll(trace, 1, axis=0), S),
+                        local_steps=Q, stepsize=0.2, rounds=T, trials=1,
+                        key=jax.random.key(5), x0=jnp.ones(D), record_every=1)
+    assert np.max(np.abs(other.gap - out.result.gap)) > 1e-8
+
+
+def test_trials_do_not_depend_on_their_neighbours(problem):
+    clock = fa.timing.Clock(fa.timing.LogNormal(0.0, 1.0))
+    kw = dict(concurrency=4, local_steps=Q, stepsize=0.2, steps=10, key=jax.random.key(2),
+              x0=jnp.ones(D))
+    two = fa.timing.simulate_async(problem, fa.timing.FedBuff(2), clock, trials=2, **kw)
+    five = fa.timing.simulate_async(problem, fa.timing.FedBuff(2), clock, trials=5, **kw)
+    np.testing.assert_array_equal(two.result.gap, five.result.gap[:2])
+    np.testing.assert_array_equal(two.staleness, five.staleness[:2])
+
+
+def test_on_a_time_grid(problem):
+    out = _engine(problem, fa.timing.FedBuff(2), fa.timing.Clock(fa.timing.Exponential(1.0)), 4)
+    grid = out.result.on_time_grid("gap", points=50)
+    clock = out.result.metrics["time"]
+    assert grid.times[-1] == clock[:, -1].min() and grid.values.shape == (3, 50)
+    r, j = 1, 30  # the value at a grid time is the last record at or before it
+    last = np.searchsorted(clock[r], grid.times[j], side="right") - 1
+    assert grid.values[r, j] == out.result.gap[r, last]
+    with pytest.raises(ValueError, match="span every trial"):
+        out.result.on_time_grid("gap", times=[0.0, clock[:, -1].max() + 1])
+
+
+@pytest.mark.parametrize("build, match", [
+    (lambda p, c: dict(rule=fa.timing.FedBuff(5), concurrency=4), r"buffer \(K=5\) is larger"),
+    (lambda p, c: dict(rule=fa.timing.FedBuff(2), concurrency=N + 1), r"at most the number"),
+    (lambda p, c: dict(rule=fa.timing.FedBuff(2), concurrency=4,
+                       clock=fa.timing.Clock(speed=np.ones(N + 1))), r"13 factors for n=12"),
+    (lambda p, c: dict(rule=fa.timing.FedBuff(2), concurrency=4,
+                       algorithm=fa.algorithms.Scaffold()), "keeps client states"),
+    (lambda p, c: dict(rule="fedbuff", concurrency=4), "rule must be"),
+])
+def test_bad_input_one_line(problem, build, match):
+    kw = dict(clock=fa.timing.Clock(fa.timing.Exponential(1.0)), local_steps=Q, stepsize=0.1,
+              steps=5, trials=2, key=jax.random.key(0), x0=jnp.ones(D))
+    kw.update(build(problem, None))
+    with pytest.raises(ValueError, match=match) as err:
+        fa.timing.simulate_async(problem, kw.pop("rule"), kw.pop("clock"), **kw)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: fa.timing.Exponential(-1.0), r"mean \(-1.0\) must be finite and > 0"),
+    (lambda: fa.timing.LogNormal(0.0, float("nan")), r"sigma \(nan\) must be finite"),
+    (lambda: fa.timing.Pareto(1.0, 0.0), "shape"),
+    (lambda: fa.timing.Clock(speed=[1.0, -2.0]), r"finite and > 0, got -2.0 for client 1"),
+    (lambda: fa.timing.FedAsync(1.5), r"must be in \(0, 1\]"),
+    (lambda: fa.timing.FedBuff(0), "buffer"),
+])
+def test_bad_laws_and_rules_one_line(make, match):
+    with pytest.raises(ValueError, match=match) as err:
+        make()
+    assert "\n" not in str(err.value)

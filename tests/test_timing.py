@@ -1,0 +1,213 @@
+"""Laws of durations, the clock and synchronous rounds on it (wait-for-all, deadline,
+over-selection): draws against closed forms, rounds against a NumPy reference of the same
+words, inclusion probabilities against Monte Carlo, sweeps, and one-line errors."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+import fedjax_abc as fa
+from fedjax_abc._problems._timed import round_time
+
+tm = fa.timing
+
+LAWS = [
+    (tm.Exponential(2.0), stats.expon(scale=2.0)),
+    (tm.ShiftedExponential(0.5, 1.5), stats.expon(loc=0.5, scale=1.5)),
+    (tm.LogNormal(0.3, 0.8), stats.lognorm(s=0.8, scale=math.exp(0.3))),
+    (tm.Pareto(1.0, 2.5), stats.pareto(b=2.5, scale=1.0)),
+]
+
+
+@pytest.mark.parametrize("law, ref", LAWS, ids=lambda v: type(v).__name__)
+def test_laws_against_scipy(law, ref):
+    """Draws pass a Kolmogorov-Smirnov test against scipy's law; cdf, mean and support
+    bottom are scipy's; a wrong law is rejected by the same test."""
+    words = jax.random.bits(jax.random.key(0), (20000,), jnp.uint32)
+    draws = np.asarray(law.sample(words))
+    assert stats.kstest(draws, ref.cdf).pvalue > 1e-3
+    assert stats.kstest(draws * 1.05, ref.cdf).pvalue < 1e-6
+    x = np.array([0.1, 0.7, 1.3, 2.9, 8.0])
+    np.testing.assert_allclose(law.cdf(x), ref.cdf(x), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(law.expectation(), ref.mean(), rtol=1e-12)
+    assert law.least() == ref.support()[0]
+
+
+def test_constant_law_and_the_clock():
+    assert float(tm.Constant(2.0).sample(jnp.arange(3, dtype=jnp.uint32))[1]) == 2.0
+    assert tm.Constant(2.0).constant() == 2.0 and tm.Exponential(1.0).constant() is None
+    clock = tm.Clock(tm.Constant(0.5), speed=np.array([1.0, 2.0]),
+                     communication=tm.Constant(0.25))
+    words = jnp.zeros((2, 2), jnp.uint32)
+    np.testing.assert_allclose(clock.durations(words, 3, clock.speeds(None, jnp.float64)),
+                               [3 * 0.5 + 0.25, 3 * 2 * 0.5 + 0.25])
+
+
+def test_finish_probability_closed_form():
+    """P(Q s_i E + m <= delta) = 1 - exp(-(delta - m) / (Q s_i mean)) for an exponential
+    step time (written here from the law), and the communication law's cdf when the step
+    time is constant; None when both are random or the speeds are drawn."""
+    s = np.array([0.5, 1.0, 4.0])
+    clock = tm.Clock(tm.Exponential(2.0), speed=s, communication=tm.Constant(0.3))
+    expected = 1 - np.exp(-(5.0 - 0.3) / (3 * s * 2.0))
+    np.testing.assert_allclose(clock.finish_probability(5.0, 3, 3), expected, rtol=1e-14)
+    shifted = tm.Clock(tm.Constant(1.0), speed=s, communication=tm.ShiftedExponential(0.2, 1.0))
+    np.testing.assert_allclose(shifted.finish_probability(5.0, 1, 3),
+                               1 - np.exp(-np.maximum(5.0 - s - 0.2, 0)), rtol=1e-14)
+    assert tm.Clock(tm.Exponential(1.0), communication=tm.Exponential(1.0)).finish_probability(
+        2.0, 1, 3) is None
+    assert tm.Clock(tm.Exponential(1.0), speed=tm.Pareto(1.0, 2.0)).finish_probability(
+        2.0, 1, 3) is None
+
+
+def _reference_round(finish, asked, deadline, keep):
+    """Who is kept and how long the round lasts, from the rules' words alone."""
+    asked_slots = [j for j in range(len(finish)) if asked[j]]
+    by_time = sorted(asked_slots, key=lambda j: (finish[j], j))
+    target = len(asked_slots) if keep is None else min(keep, len(asked_slots))
+    kept = [j for j in by_time[: target if keep is not None else None] if finish[j] <= deadline]
+    if target == 0:
+        return set(), 0.0
+    return set(kept), min(finish[by_time[target - 1]], deadline)
+
+
+@pytest.mark.parametrize("deadline, keep", [(math.inf, None), (1.5, None), (math.inf, 3),
+                                            (1.2, 3)])
+def test_round_time_against_a_reference(deadline, keep):
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        m = 6
+        finish = np.round(rng.exponential(1.0, m), 1)  # rounded: ties happen
+        asked = rng.random(m) < 0.8
+        kept, duration = round_time(jnp.asarray(finish), jnp.asarray(asked), deadline, keep)
+        ref_kept, ref_duration = _reference_round(finish, asked, deadline, keep)
+        assert set(np.flatnonzero(np.asarray(kept))) == ref_kept
+        assert float(duration) == ref_duration
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return fa.problems.quadratics(jax.random.key(0), n=10, d=2)
+
+
+def _run(problem, sampler, mode="gather", rounds=12, trials=4, **kw):
+    return fa.simulate(problem, sampler=sampler, local_steps=2, stepsize=0.1, rounds=rounds,
+                       trials=trials, key=jax.random.key(1), x0=jnp.ones(2), mode=mode, **kw)
+
+
+def test_timed_rounds_record_the_clock(problem):
+    """The recorded time is the sum of the rounds' durations; wait-for-all with constant
+    durations Q s_i c: the slowest asked client's; mask and gather make the same run."""
+    s = np.linspace(1.0, 2.0, 10)
+    clock = tm.Clock(tm.Constant(1.0), speed=s)
+    wait = tm.Timed(fa.FullParticipation(), clock, steps=2)
+    res = _run(problem, wait, record_every=1)
+    np.testing.assert_allclose(res.metrics["time"][0], 2 * 2.0 * np.arange(13))
+    over = tm.Timed(fa.UniformWithoutReplacement(6), tm.Clock(tm.Exponential(1.0)),
+                    keep=4, deadline=3.0)
+    gather, mask = _run(problem, over), _run(problem, over, mode="mask")
+    np.testing.assert_array_equal(gather.metrics["time"], mask.metrics["time"])
+    np.testing.assert_allclose(gather.gap, mask.gap, rtol=1e-12)
+    assert np.all(np.diff(gather.metrics["time"], axis=1) > 0)
+    assert np.all(np.diff(gather.metrics["time"], axis=1) <= 3.0)
+    # the same clients, all kept, with a deadline nobody misses: FedAvg's run
+    plain = _run(problem, fa.UniformWithoutReplacement(6))
+    late = _run(problem, tm.Timed(fa.UniformWithoutReplacement(6), clock, deadline=100.0))
+    np.testing.assert_array_equal(plain.gap, late.gap)
+
+
+def test_deadline_inclusion_against_monte_carlo():
+    """pi_i = (S/n) p_i and pi_ij = S(S-1)/(n(n-1)) p_i p_j for the paper's sampler with a
+    deadline and exponential step times: the sampler's own rounds agree within 4.5 standard
+    errors, client by client and pair by pair; a deadline 10% longer is rejected by the
+    same rounds."""
+    n, S, draws = 8, 4, 20000
+    s = np.linspace(0.5, 2.0, n)
+    clock = tm.Clock(tm.Exponential(1.0), speed=s)
+    sampler = tm.Timed(fa.UniformWithoutReplacement(S), clock, deadline=2.0)
+    p = 1 - np.exp(-2.0 / s)
+    inc = fa.theory.inclusion_probabilities(sampler, n)
+    np.testing.assert_allclose(inc.first, S / n * p, rtol=1e-13)
+    np.testing.assert_allclose(inc.second[0, 1], S * (S - 1) / (n * (n - 1)) * p[0] * p[1],
+                               rtol=1e-13)
+    mc = fa.theory.monte_carlo_moments(sampler, n, key=jax.random.key(4), draws=draws)
+    se = np.sqrt(inc.first * (1 - inc.first) / draws)
+    assert np.max(np.abs(mc.pi - inc.first) / se) < 4.5
+    off = ~np.eye(n, dtype=bool)
+    se2 = np.sqrt(inc.second * (1 - inc.second) / draws)[off]
+    assert np.max(np.abs(mc.pi2[off] - inc.second[off]) / se2) < 4.5
+    # the sum of the n squared z-scores: within chi2(n)'s 99.9% point, and far beyond it for
+    # a deadline 10% longer
+    bound = stats.chi2.ppf(0.999, n)
+    assert np.sum(((mc.pi - inc.first) / se) ** 2) < bound
+    wrong = S / n * (1 - np.exp(-2.2 / s))
+    assert np.sum(((mc.pi - wrong) / se) ** 2) > 3 * bound
+
+
+def test_full_participation_with_a_deadline_has_weight_moments():
+    """Over full participation every on-time client is averaged: the weights' moments are
+    those of independent availabilities p_i, and Monte Carlo agrees."""
+    n = 5
+    sampler = tm.Timed(fa.FullParticipation(), tm.Clock(tm.Exponential(1.0),
+                                                        speed=np.linspace(0.5, 2, n)),
+                       deadline=1.5)
+    wm = fa.theory.weight_moments(sampler, n)
+    mc = fa.theory.monte_carlo_moments(sampler, n, key=jax.random.key(2), draws=20000)
+    np.testing.assert_allclose(mc.m1, wm.mean, atol=0.01)
+    assert fa.theory.monte_carlo_moments(
+        tm.Timed(fa.UniformWithoutReplacement(3), sampler.clock, keep=2), n,
+        key=jax.random.key(0), draws=100).pi.sum() == pytest.approx(2.0)
+
+
+def test_sweep_over_the_deadline_and_a_law(problem):
+    """A deadline and a law's parameter are sweep axes: one program, each point equal to
+    its own run."""
+    base = tm.Timed(fa.UniformWithoutReplacement(5), tm.Clock(tm.Exponential(1.0)),
+                    deadline=2.0)
+    kw = dict(sampler=base, local_steps=2, stepsize=0.1, rounds=6, trials=2,
+              key=jax.random.key(1), x0=jnp.ones(2))
+    sw = fa.sweep(problem, grid={"sampler.deadline": [1.0, 4.0],
+                                 "sampler.clock.compute.mean": [0.5, 2.0]}, **kw)
+    point = sw.point(**{"sampler.deadline": 4.0, "sampler.clock.compute.mean": 0.5})
+    own = fa.simulate(problem, **{**kw, "sampler": tm.Timed(
+        fa.UniformWithoutReplacement(5), tm.Clock(tm.Exponential(0.5)), deadline=4.0)})
+    np.testing.assert_allclose(point.metrics["time"], own.metrics["time"], rtol=1e-14)
+    np.testing.assert_allclose(point.gap, own.gap, rtol=1e-12)
+
+
+def test_speeds_from_file(tmp_path, problem):
+    f = tmp_path / "speeds.txt"
+    f.write_text("# device speeds\n1.0, 2.0\n0.5 3\n")
+    np.testing.assert_array_equal(tm.speeds_from_file(f), [1.0, 2.0, 0.5, 3.0])
+    clock = tm.Clock(speed=tm.speeds_from_file(f))
+    with pytest.raises(ValueError, match=r"4 factors for n=10 clients"):
+        _run(problem, tm.Timed(fa.UniformWithoutReplacement(3), clock))
+    f.write_text("1.0 fast\n")
+    with pytest.raises(ValueError, match="must be numbers"):
+        tm.speeds_from_file(f)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: tm.Timed(fa.UniformWithoutReplacement(3), tm.Clock(tm.ShiftedExponential(2.0, 1.0)),
+                      deadline=1.5), r"below the least duration any client can take \(2\)"),
+    (lambda: tm.Timed(fa.UniformWithoutReplacement(3), tm.Clock(), deadline=float("nan")),
+     r"deadline \(nan\) must be > 0"),
+    (lambda: tm.Timed(fa.UniformWithoutReplacement(3), tm.Clock(), deadline=-1.0),
+     r"deadline \(-1.0\) must be > 0"),
+    (lambda: tm.Timed(fa.Poisson([0.5] * 10), tm.Clock()), "unbiased weights"),
+    (lambda: tm.Timed(fa.UniformWithoutReplacement(3), tm.Exponential(1.0)), "clock must be"),
+    (lambda: tm.Clock(compute=2.0), "compute must be a law"),
+])
+def test_bad_timed_input_one_line(make, match):
+    with pytest.raises(ValueError, match=match) as err:
+        make()
+    assert "\n" not in str(err.value)
+
+
+def test_over_selection_keeps_at_most_what_it_asks(problem):
+    with pytest.raises(ValueError, match=r"keep \(5\) is more than the clients asked \(S'=3\)"):
+        _run(problem, tm.Timed(fa.UniformWithoutReplacement(3), tm.Clock(), keep=5))
