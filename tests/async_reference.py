@@ -6,7 +6,7 @@ engine is used. It is fed the package's random words (a trial's counter streams)
 both make the same draws:
 
 - the clients dispatched at server version u: the free clients (not in flight) with the
-  smallest words of stream 0 under k_u, ties by index;
+  smallest words of stream 0 under k_u (their upper 31 bits), ties by index;
 - client i's duration: Q s_i E_i + m with E_i = -mean log(1 - u_i), u_i from its first word
   of stream 4 under k_u (an exponential step time), m a constant communication time;
 - the local steps: Q exact gradient steps of the diagonal quadratic
@@ -43,7 +43,7 @@ def _unit(words: np.ndarray) -> np.ndarray:
 
 def _choose(k, busy: set, count: int, n: int) -> list:
     words = np.asarray(stream_words(k, SAMPLER_STREAM, n))
-    free = sorted((int(words[i]), i) for i in range(n) if i not in busy)
+    free = sorted((int(words[i]) >> 1, i) for i in range(n) if i not in busy)
     return [i for _, i in free[:count]]
 
 

@@ -74,26 +74,29 @@ def test_the_reference_comparison_fails_on_a_wrong_tie_break_or_staleness(proble
     assert not np.array_equal(out.staleness[0], out.staleness[1])
 
 
-def _geometric_counts(C: int, bins: int) -> np.ndarray:
-    p = (1 / C) * (1 - 1 / C) ** np.arange(bins - 1)
-    return np.append(p, 1 - p.sum())
+def _geometric_counts(p: float, bins: int) -> np.ndarray:
+    probs = p * (1 - p) ** np.arange(bins - 1)
+    return np.append(probs, 1 - probs.sum())
 
 
-def test_staleness_is_geometric_with_exponential_durations(problem):
-    """iid exponential durations, K = 1: each arrival is any of the C in flight with
-    probability 1/C, so P(tau = k) = (1/C)(1 - 1/C)^k. Chi-square over 64 trials x 300
-    steps; the same counts reject the law of C + 1 clients in flight."""
-    C, bins = 4, 12
+@pytest.mark.parametrize("C, rule", [(4, fa.timing.FedAsync(0.5)), (6, fa.timing.FedBuff(2))],
+                         ids=["FedAsync C=4", "FedBuff C=6 K=2"])
+def test_staleness_is_geometric_with_exponential_durations(problem, C, rule):
+    """iid exponential durations: each in-flight client is among a step's K arrivals with
+    probability K/C whatever happened before (memoryless), so P(tau = k) =
+    (K/C)(1 - K/C)^k; K = 1 is (1/C)(1 - 1/C)^k. Chi-square over 64 trials x 300 steps;
+    the same counts reject the law of C + 1 clients in flight."""
+    K, bins = rule.buffer, 12
     out = fa.timing.simulate_async(
-        problem, fa.timing.FedAsync(0.5), fa.timing.Clock(fa.timing.Exponential(1.0)),
+        problem, rule, fa.timing.Clock(fa.timing.Exponential(1.0)),
         concurrency=C, local_steps=1, stepsize=0.1, steps=300, trials=64,
         key=jax.random.key(11), x0=jnp.ones(D), oracle=fa.ExactOracle(),
         staleness_bins=bins)
     counts = out.staleness.sum(axis=0)
-    assert counts.sum() == 64 * 300
-    p = stats.chisquare(counts, counts.sum() * _geometric_counts(C, bins)).pvalue
+    assert counts.sum() == 64 * 300 * K
+    p = stats.chisquare(counts, counts.sum() * _geometric_counts(K / C, bins)).pvalue
     assert p > 1e-3, (counts, p)
-    wrong = stats.chisquare(counts, counts.sum() * _geometric_counts(C + 1, bins)).pvalue
+    wrong = stats.chisquare(counts, counts.sum() * _geometric_counts(K / (C + 1), bins)).pvalue
     assert wrong < 1e-6
 
 
