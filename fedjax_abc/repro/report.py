@@ -132,7 +132,7 @@ CAPTIONS = {
             "curve per Dmax; top row at the stated alpha, bottom row (where run) at the reading "
             "alpha = 1e-3 of Table II.",
     "fig3": "Fig. 3. (a) Terminal residuals R_S(Q) for S = 4 and S = n with 95% intervals; "
-            "(b) D_Q (eq. 28) with the best constant and c sqrt(Q) fits; at fixed alpha Q, "
+            "(b) D_Q (eq. 28) with the best constant, c sqrt(Q) and a + b/Q fits; at fixed alpha Q, "
             "against Q.",
     "remark4": "Remark 4. The sampling-induced terms without constants against Q: (24) (solid, "
                "flat) and [10]'s (dashed, growing as sqrt(Q)), per Dmax.",
