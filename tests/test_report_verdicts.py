@@ -170,6 +170,10 @@ def test_scorecard_counts_each_claim_once_and_no_non_claim(tmp_path):
             assert "**by construction**" in ln
     rec = text[text.index("### Reconciliation"):text.index("## Fig. 1")]
     assert "read with alpha = 0.001" in rec and "Negative controls" in rec
+    for fault in ("biased sampler", "unweighted mean", "oracle variance", "stepsize applied twice",
+                  "missing server step"):
+        row = next(ln for ln in rec.splitlines() if f"the checks catch the fault: {fault}" in ln)
+        assert "**holds**" in row and "the correct component passes" in row
 
 
 def test_merged_readings():

@@ -16,7 +16,8 @@ import numpy as np
 from fedjax_abc.repro import checks as chk
 from fedjax_abc.repro import common, paper, runtime, shipped
 
-ORDER = ("fig1", "table2", "table2_hypotheses", "fig3", "remark4", "lemmas", "thm1", "thm2", "thm3")
+ORDER = ("fig1", "table2", "table2_hypotheses", "fig3", "remark4", "lemmas", "thm1", "thm2", "thm3",
+         "faults")
 # The report's verdict words, one legend for every claim (the scorecard repeats it).
 WORDS = {
     "holds": "borne out by the numbers, significantly at 95% where the claim is statistical",
@@ -210,7 +211,7 @@ def _overview(docs: dict, results: str, out: str) -> list[str]:
 
 def _overview_row(name: str, c: dict, others: dict) -> str:
     est = runtime.estimate_paper_seconds(name, c.get("timings") or [], others)
-    est = c.get("wall_seconds") if name in ("thm1", "remark4", "lemmas") or c.get("scale") == "reduced trials" else est
+    est = c.get("wall_seconds") if name in ("thm1", "remark4", "lemmas", "faults") or c.get("scale") == "reduced trials" else est
     est = None if name == "table2_hypotheses" and c.get("scale") != "reduced trials" else est
     return (f"| {name} | {c.get('scale')} | {c.get('trials') or '-'} | {c.get('rounds') or '-'} | "
             f"{c.get('precision')} | {c.get('seed')} | {_clock(c.get('wall_seconds'))} | "
@@ -1093,6 +1094,13 @@ def _controls(doc, card: list) -> list[str]:
     return lines
 
 
+def _faults(doc: dict, results: str, out_dir: str, card: list) -> list[str]:
+    """Which of the report's checks catch each faulty simulator (``repro.faults``)."""
+    from fedjax_abc.repro import faults
+
+    return faults.report_lines(doc, card, say)
+
+
 def _interval_vs(slope, stderr, reference) -> str:
     """The observed slope's 95% interval against a reference slope."""
     if slope is None or reference is None:
@@ -1430,7 +1438,7 @@ def render(results: str, out: str, reference: Optional[str] = None) -> str:
     res_abs = os.path.abspath(results)
     body, card = divergence_lines(docs), []
     sections = {"fig1": _fig1, "table2": _table2, "table2_hypotheses": _hypotheses, "fig3": _fig3,
-                "remark4": _remark4, "lemmas": _lemmas}
+                "remark4": _remark4, "lemmas": _lemmas, "faults": _faults}
     for name, doc in docs.items():
         before = len(card)
         if name in sections:
