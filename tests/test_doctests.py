@@ -31,6 +31,7 @@ DEFAULT = [
     "fedjax_abc._problems._partitions",
     "fedjax_abc._theory._comparison",
     "fedjax_abc.repro.paper",
+    "fedjax_abc.repro.faulty",
 ]
 SLOW = [
     "fedjax_abc.theory",

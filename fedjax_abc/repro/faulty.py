@@ -19,8 +19,7 @@ it is correct. :mod:`~fedjax_abc.repro.faults` runs the report's checks on them.
   the rounds skipped.
 
 Example:
-  >>> import jax, fedjax_abc as fa
-  >>> jax.config.update("jax_enable_x64", True)
+  >>> import jax
   >>> idx, w = TiltedSampler(num_sampled=2, tilt=0.0)(jax.random.key(0), 5)
   >>> idx.shape, [float(v) for v in w]
   ((2,), [1.0, 1.0])
