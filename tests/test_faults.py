@@ -93,6 +93,13 @@ def test_reference_run_by_hand():
     d = np.array([0.0, 0.0, 3.0, 10.0])
     x = faults.reference_run(d, 2.0, 4, 1, 0.1, 1, 1, 0, exact=True, full=True)
     assert x[0] == pytest.approx(2.0 - 0.1 * np.mean(np.clip(2.0 - d, -1, 1)), abs=1e-15)
-    # importance weights 1 / (S n p_i) on equal probabilities: the plain mean of the draws
-    two = faults.reference_run(d, 2.0, 2, 2, 0.1, 3, 5, 0, exact=True, probs=np.full(4, 0.25))
-    assert np.all(np.isfinite(two)) and two.shape == (5,)
+    # identical clients: every sample of S gives y = x0 - alpha clip(x0 - 3) = 2.1 exactly;
+    # importance weights 1 / (S n p_j) sum to 1 in expectation only
+    same = np.full(4, 3.0)
+    uniform = faults.reference_run(same, 2.0, 2, 1, 0.1, 1, 50, 0, exact=True)
+    assert np.allclose(uniform, 2.1, atol=1e-15)
+    probs = np.array([0.1, 0.2, 0.3, 0.4])
+    hh = faults.reference_run(same, 2.0, 2, 1, 0.1, 1, 20_000, 0, exact=True, probs=probs)
+    w = 1.0 / (4 * probs)  # one draw's weight times S
+    se = 0.1 * np.sqrt((probs * w ** 2).sum() - 1.0) / np.sqrt(2 * 20_000)
+    assert abs(hh.mean() - 2.1) < 4 * se and hh.std() > 0

@@ -431,7 +431,9 @@ def report_lines(doc: dict, card: list, say) -> list[str]:
             + ("; the correct component passes" if f["neutral_passes"] else
                "; the correct component is flagged"),
             "holds" if caught else "contradicted",
-            statistic="the checks' own statistics at each size of the mistake (fixed keys)",
+            statistic=f"per check and size: |z| > {c['z_flag']:g} (eq. (9): chi^2 p < "
+                      f"{c['p_flag']:g}; noise-free run: relative error > {c['exact']:g}), "
+                      "fixed keys",
             kind="self-check")
     nothing = doc.get("catch_nothing") or []
     lines += ["", ("Checks that catch none of these faults within their scans: "

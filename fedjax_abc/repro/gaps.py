@@ -1,7 +1,7 @@
 """Table II's 12 printed gaps against ours, at the stated alpha and at the reading alpha.
 
 Per cell (Dmax, S): the paper's last-iterate gap, ours at the stated alpha and at the reading
-alpha = 1e-3 (last iterate and the mean over the late window t >= 0.9 T), each with its
+alpha = 1e-3 (last iterate and the mean over the late window t >= LATE_WINDOW T), each with its
 standard error and z = (ours - paper) / se; and the chi^2 of a column over all cells
 (:func:`cell_fit`), the statistic by which a reading is judged rather than by single cells.
 """
@@ -15,8 +15,7 @@ import numpy as np
 
 from fedjax_abc.repro import checks as chk
 from fedjax_abc.repro import paper
-
-LATE_FRACTION = 0.9  # the late window: t >= LATE_FRACTION * T
+from fedjax_abc.repro.table2 import LATE_WINDOW
 
 
 def sci(v, digits: int = 3) -> str:
@@ -53,7 +52,7 @@ def cell_fit(zs) -> Optional[CellFit]:
 
 
 def late_window_of(traj: dict, late: Optional[dict], dm: str, S: int,
-                   fraction: float = LATE_FRACTION) -> tuple[float, Optional[float], bool]:
+                   fraction: float = LATE_WINDOW) -> tuple[float, Optional[float], bool]:
     """(mean, s.e., exact) of the gap over the records t >= fraction T: from the run's own
     per-trial window means where the results carry them (``late``, exact s.e.), else from the
     mean trajectory, with the mean of the records' standard errors, an upper bound on the
@@ -108,8 +107,8 @@ def gap_table_lines(doc: dict, cells: list[dict]) -> list[str]:
     exact = all(x["late_exact"] for x in cells)
     lines = [f"**Table II in numbers.** The 12 printed gaps beside ours at the stated alpha = "
              f"{a0:g} and at the reading alpha = {a1:g} (R and keys of its own), last iterate "
-             f"and the mean over the late window t >= 0.9 T, which smooths a single round's "
-             "spike; z = (ours - paper) / our s.e. "
+             f"and the mean over the late window t >= {LATE_WINDOW:g} T, which smooths a single "
+             "round's spike; z = (ours - paper) / our s.e. "
              + ("The late window's s.e. is over the trials' own window means." if exact else
                 "This result file has no per-trial window means, so the late window's s.e. "
                 "is the mean of its records' standard errors, an upper bound: its |z| and "
@@ -118,7 +117,7 @@ def gap_table_lines(doc: dict, cells: list[dict]) -> list[str]:
              + f" At the stated alpha the iterate is still travelling at T (below), so a "
              "window mean there would only add its drift; it is left out.", "",
              f"| Dmax | S | paper | alpha = {a0:g}: ours (se) | z | alpha = {a1:g}: ours (se) | "
-             f"z | alpha = {a1:g}, t >= 0.9 T: mean (se{'' if exact else ' bound'}) | z |",
+             f"z | alpha = {a1:g}, t >= {LATE_WINDOW:g} T: mean (se{'' if exact else ' bound'}) | z |",
              "|---|---|---|---|---|---|---|---|---|"]
     for x in cells:
         lines.append(
