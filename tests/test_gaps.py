@@ -6,7 +6,6 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from fedjax_abc.repro import gaps, table2
 from fedjax_abc.repro.checks import Z95

@@ -204,7 +204,8 @@ def _overview(docs: dict, results: str, out: str) -> list[str]:
 
 def _overview_row(name: str, c: dict, others: dict) -> str:
     est = runtime.estimate_paper_seconds(name, c.get("timings") or [], others)
-    est = c.get("wall_seconds") if name in ("thm1", "remark4", "lemmas", "faults") or c.get("scale") == "reduced trials" else est
+    measured = name in ("thm1", "remark4", "lemmas", "faults") or c.get("scale") == "reduced trials"
+    est = c.get("wall_seconds") if measured else est
     est = None if name == "table2_hypotheses" and c.get("scale") != "reduced trials" else est
     return (f"| {name} | {c.get('scale')} | {c.get('trials') or '-'} | {c.get('rounds') or '-'} | "
             f"{c.get('precision')} | {c.get('seed')} | {_clock(c.get('wall_seconds'))} | "
@@ -434,7 +435,8 @@ def _table2_explain(doc: dict, zs, card: list) -> list[str]:
     cells = gaps.gap_cells(doc)
     alt = doc.get("reading")
     fit = gaps.cell_fit([x["reading_z"] for x in cells]) if alt else None
-    ours = f"alpha = {c['alpha']:g}: {far} of {len(finite)} beyond 3 s.e. (|z| {min(finite):.0f} to {max(finite):.0f})"
+    ours = (f"alpha = {c['alpha']:g}: {far} of {len(finite)} beyond 3 s.e. (|z| "
+            f"{min(finite):.0f} to {max(finite):.0f})")
     word = "holds" if not far else "differs"
     if fit is not None:
         ours += (f"; alpha = {alt['alpha']:g}: chi^2 = {fit.chi2:.3g} on {fit.dof} dof "
