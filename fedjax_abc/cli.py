@@ -23,7 +23,8 @@ import sys
 import time
 from typing import Optional, Sequence
 
-EXPERIMENTS = ("fig1", "table2", "table2_hypotheses", "fig3", "remark4", "lemmas", "thm1", "thm2", "thm3")
+EXPERIMENTS = ("fig1", "table2", "table2_hypotheses", "fig3", "remark4", "lemmas", "thm1", "thm2", "thm3",
+               "faults")
 PROG = "fedjax-abc"
 
 
@@ -99,7 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "as Q grows (computation only); lemmas: both sides of Lemmas 4-8 "
                           "(15)-(19) by Monte Carlo at iterates of a run on problems 27 and 25 "
                           "(--trials: replicates per point); thm1: Theorem 1's counterexample; thm2/thm3: Theorems 2 and 3 "
-                          "against simulation; all: every one in turn")
+                          "against simulation; faults: the report's checks on deliberately "
+                          "faulty simulators, scanned over the size of the mistake; all: every "
+                          "one in turn")
     rep.add_argument("--trials", type=_trials, default=None, metavar="R",
                      help="independent trials per configuration (default: the paper's 100, or "
                           "the quick value with --quick)")
@@ -294,8 +297,9 @@ def run_grid(args) -> int:
 
 
 def _runner(name: str):
-    from fedjax_abc.repro import fig1, fig3, hypotheses, lemmas, remark4, table2, theorems
+    from fedjax_abc.repro import faults, fig1, fig3, hypotheses, lemmas, remark4, table2, theorems
     return {
+        "faults": (faults.run, faults.write),
         "lemmas": (lemmas.run, lemmas.write),
         "remark4": (remark4.run, remark4.write),
         "table2_hypotheses": (hypotheses.run, hypotheses.write),

@@ -33,6 +33,7 @@ FILES = {
     "thm1": ["thm1.json", "thm1.csv", "thm1.png"],
     "thm2": ["thm2.json", "thm2.csv", "thm2.png"],
     "thm3": ["thm3.json", "thm3.csv", "thm3.png"],
+    "faults": ["faults.json", "faults.csv"],
 }
 TINY = ["--quick", "--trials", "3", "--rounds", "100", "--seed", "7", "--quiet"]
 

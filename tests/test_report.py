@@ -81,7 +81,7 @@ def test_report_numbers_and_verdicts(tmp_path):
     assert "*Smaller S leads to larger gaps.*" in text and "**holds**" in text
     # Fig. 3: constant D_Q: sqrt(Q) rejected, constant not.
     assert "a pure c sqrt(Q) is rejected at 5% and a constant is not" in text
-    assert "Not run: table2_hypotheses, remark4, lemmas, thm1, thm2, thm3." in text
+    assert "Not run: table2_hypotheses, remark4, lemmas, thm1, thm2, thm3, faults." in text
     assert "](../results/fig1.png)" in text or "fig1.png missing" in text
 
 

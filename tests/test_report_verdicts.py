@@ -48,16 +48,34 @@ def test_path_statistics_standard_errors_come_from_the_paths():
     assert flat["fraction_paths_falling"] < 0.1  # negative control: a stationary run
 
 
-def _run(slope_mean, se, path_mean, path_se, falling):
-    return {"slope_mean": slope_mean, "slope_mean_stderr": se, "path_slope_mean": path_mean,
-            "path_slope_stderr": path_se, "fraction_paths_falling": falling}
+def _run(slope_mean, se, slope_max, max_se=None):
+    return {"slope_mean": slope_mean, "slope_mean_stderr": se, "slope_max": slope_max,
+            "slope_max_stderr": max_se}
 
 
-def test_theorem3_verdict_discriminates():
-    assert report._thm3_verdict(_run(-0.5, 0.01, -0.5, 0.01, 1.0)) == "every path"
-    assert report._thm3_verdict(_run(-0.5, 0.01, -0.5, 0.05, 0.7)) == "mean only"
-    assert report._thm3_verdict(_run(-0.05, 0.01, -0.05, 0.01, 0.2)) == "levels off"
-    assert report._thm3_verdict(_run(-0.12, 0.05, -0.12, 0.05, 1.0)) == "levels off"
+def test_theorem3_verdicts_discriminate():
+    # in mean: the slope's 95% interval must lie below -PLATEAU = -0.1
+    assert report.thm3_mean_falls(_run(-0.5, 0.01, -0.5))
+    assert not report.thm3_mean_falls(_run(-0.12, 0.05, -0.5))  # -0.12 + 0.098 > -0.1
+    assert not report.thm3_mean_falls(_run(0.0, 0.01, 0.0))
+    # almost surely: the maximum over the paths falls, stays level, or is undecided
+    assert report.thm3_max_falls(_run(0.0, 0.0, -0.3)) is True
+    assert report.thm3_max_falls(_run(0.0, 0.0, 0.01)) is False
+    assert report.thm3_max_falls(_run(0.0, 0.0, -0.3, 0.05)) is True
+    assert report.thm3_max_falls(_run(0.0, 0.0, -0.15, 0.05)) is None  # straddles -0.1
+    assert report.thm3_max_falls(_run(0.0, 0.0, float("nan"))) is None
+
+
+def test_slope_of_the_maximum_separates_schedules_from_constants():
+    """On paths whose level falls as t^-0.5, the maximum over the paths falls too; on
+    stationary paths it stays level: the statistic of the almost-sure verdict."""
+    rng = np.random.default_rng(3)
+    t, falling = _paths(rng, -0.5, m=100)
+    st = theorems.path_statistics(falling, t, [0.1], t[-1] / 10, seed=0)
+    flat = theorems.path_statistics(_paths(rng, 0.0, m=100)[1], t, [0.1], t[-1] / 10, seed=0)
+    assert report.thm3_max_falls(st) is True and report.thm3_max_falls(flat) is False
+    assert abs(st["slope_max"] + 0.5) < 4 * st["slope_max_stderr"] + 0.05
+    assert abs(flat["slope_max"]) < 4 * flat["slope_max_stderr"] + 0.05
 
 
 def test_thm3_schedules_against_theorem3():
@@ -86,17 +104,24 @@ def test_late_windows_tell_a_transient_from_a_stationary_run():
 
 
 def test_alpha_profile_sentence():
-    def row(f, verdict):
-        return {"factor": f, "alpha": 1e-3 * f, "chi2": 10.0, "max_abs_z": 2.0, "verdict": verdict}
+    """The range comes from the chi^2 over all cells (p >= 0.05 kept), not from the
+    single-cell verdicts."""
+    def row(f, p, verdict="reproduces"):
+        return {"factor": f, "alpha": 1e-3 * f, "chi2": 10.0, "p_value": p, "dof": 12,
+                "max_abs_z": 2.0, "verdict": verdict}
 
-    text = report._alpha_profile({"alpha_profile": [row(0.8, "rejected"), row(0.9, "reproduces"),
-                                                    row(1.1, "reproduces"), row(1.2, "rejected")]})
-    assert "pin alpha to between 0.8x and 1.2x the reading" in text[0]
-    assert "reproduced from 0.9x to 1.1x), within -20% and +20%" in text[0]
-    loose = report._alpha_profile({"alpha_profile": [row(0.8, "reproduces"), row(1.2, "reproduces")]})
-    assert "do not pin alpha on either side" in loose[0]
-    below = report._alpha_profile({"alpha_profile": [row(0.9, "rejected"), row(1.2, "reproduces")]})
-    assert "bound alpha from below only: rejected at 0.9x, still reproduced at 1.2x" in below[0]
+    doc = {"config": {"trials": 20}, "alpha_profile": [
+        row(0.8, 1e-6), row(0.9, 0.2), row(1.1, 0.5), row(1.5, 0.01), row(2.0, 0.3)]}
+    text = report._alpha_profile(doc, {"p_value": 0.6})[0]
+    assert "not rejected at 0.9x, 1x, 1.1x, 2x" in text and "(though rejected in between, at 1.5x)" in text
+    assert "bound alpha from below only" in text  # nothing rejected above 2x
+    pinned = report._alpha_profile({"config": {}, "alpha_profile": [
+        row(0.9, 0.01, "reproduces"), row(1.1, 0.4), row(1.5, 0.03, "reproduces")]}, {"p_value": 0.3})[0]
+    assert "pin alpha to between 0.9x and 1.5x the reading (within -10% and +50%)" in pinned
+    loose = report._alpha_profile({"config": {}, "alpha_profile": [row(0.8, 0.3), row(1.2, 0.3)]})[0]
+    assert "the gaps do not pin alpha" in loose
+    none = report._alpha_profile({"config": {}, "alpha_profile": [row(0.8, 0.01)]}, {"p_value": 0.01})[0]
+    assert "every value tested is rejected" in none
 
 
 def test_scorecard_uses_one_legend(tmp_path):
@@ -111,6 +136,51 @@ def test_scorecard_uses_one_legend(tmp_path):
     for ln in rows:
         word = ln.rsplit("| **", 1)[1].split("**", 1)[0]
         assert word in report.WORDS, ln
-        assert ln.count(" | ") == 3, ln  # pipes inside cells are escaped
+        assert ln.count(" | ") == 4, ln  # pipes inside cells are escaped
+        assert ln.split(" | ")[3].strip() not in ("", "-"), ln  # every verdict names its statistic
     with pytest.raises(ValueError, match="not one of"):
         report.say([], "x", "y", "z", "yes")
+    with pytest.raises(ValueError, match="kind"):
+        report.say([], "x", "y", "z", "holds", kind="claim?")
+
+
+def test_scorecard_counts_each_claim_once_and_no_non_claim(tmp_path):
+    """The headline counts the paper's claims only: the alpha = 1e-3 reading and the
+    controls sit in their own tables; a claim tested at both alphas is one row."""
+    res = tmp_path / "results"
+    res.mkdir()
+    for name in report.ORDER:
+        shutil.copy(os.path.join(REPO, "docs", "results", f"{name}.json"), res)
+    text = report.render(str(res), str(tmp_path / "r.md"))
+    head = text[text.index("## Scorecard"):text.index("### Reconciliation")]
+    claims = [ln for ln in head.splitlines() if ln.startswith("| ") and not ln.startswith("| section")]
+    keys = [tuple(ln.split(" | ")[:2]) for ln in claims]
+    assert len(keys) == len(set(keys))  # each claim once
+    assert not any("Negative controls" in ln or "hypotheses" in ln for ln in claims)
+    counted = head[head.index("Counts over the "):].split("\n", 1)[0]
+    total = int(counted.split("Counts over the ")[1].split(" ")[0])
+    assert total == len(claims)
+    assert sum(int(p.rsplit(" ", 1)[1].rstrip(".")) for p in counted.split(": ", 1)[1].split(", ")) == total
+    section = "\n".join(ln for ln in claims if "a larger S lowers the gap (Dmax = 20)" in ln)
+    assert section.count("| Table II |") == 1 and "alpha = 0.001" in section and "alpha = 0.0001" in section
+    assert "**reproduced under a changed setting**" in section
+    assert "D_Q is approximately constant in Q" in head
+    for ln in claims:
+        if "Remark 4" in ln:
+            assert "**by construction**" in ln
+    rec = text[text.index("### Reconciliation"):text.index("## Fig. 1")]
+    assert "read with alpha = 0.001" in rec and "Negative controls" in rec
+    for fault in ("biased sampler", "unweighted mean", "oracle variance", "stepsize applied twice",
+                  "missing server step"):
+        row = next(ln for ln in rec.splitlines() if f"the checks catch the fault: {fault}" in ln)
+        assert "**holds**" in row and "the correct component passes" in row
+
+
+def test_merged_readings():
+    a = report.Claim("T", "c", "x", "not shown", statistic="s")
+    b = report.Claim("T", "c", "y", "holds", statistic="s")
+    m = report.merge_readings(a, b, "alpha = 1", "alpha = 2")
+    assert m.verdict == "reproduced under a changed setting"
+    assert m.ours == "alpha = 1: x (not shown); alpha = 2: y (holds)"
+    assert report.merge_readings(b, a, "p", "q").verdict == "holds"
+    assert report.merge_readings(a, a, "p", "q").verdict == "not shown"

@@ -7,7 +7,7 @@ Condition", Theorem 3 (Section III) and Lemma 8 (the stepsize limit), Appendix H
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Optional
 
 import jax.numpy as jnp
 import numpy as np
@@ -93,12 +93,16 @@ class Theorem3ScheduleCheck(NamedTuple):
         a - p log(t + 1) - k log log(t + 3) (least squares; exact for
         alpha0 / ((t + 1)^p log(t + 3)^k)); sum alpha_t diverges iff p < 1, or p = 1 and
         k <= 1; sum alpha_t^2 converges iff p > 1/2, or p = 1/2 and k > 1/2 (p to 1e-4,
-        k to 1e-3). The tail is the schedule's values at t = 1e8 .. 1e16 for a callable
-        schedule or a number (where a shift such as alpha_0 c / (t + c) with c up to about
-        1e4 no longer bends the fit), else the second half of the given array. So
-        alpha_0 1000 / (t + 1000) and alpha_0 / ((t + 1) log(t + 3)) pass, although a
+        k to 1e-3). For a callable schedule the tail is its values on the farthest of
+        the windows :data:`TAILS` (t = 1e8 .. 1e16 up to 1e280 .. 1e288) where all of them
+        are finite normal positive floats; for a number, the first window; else the second
+        half of the given array. A shift such as alpha_0 c / (t + c) bends the fit by a
+        relative c / t, so every c from 1 to about 1e260 is classified as 1/t (c / t below
+        1e-20 on the last window); beyond that float64 holds no t far enough past c. So
+        alpha_0 c / (t + c) for those c and alpha_0 / ((t + 1) log(t + 3)) pass, although a
         power-law fit over a short horizon (``tail_exponent``) gives an exponent below or
-        above 1, and 1/(t log^2 t) fails.
+        above 1, and 1/(t log^2 t) fails. A schedule computed in float32 (JAX without
+        ``jax_enable_x64``) overflows past t = 3e38 and is fitted on the first window.
       tail_rounds: (first, last) t of the tail fitted.
     """
 
@@ -116,15 +120,29 @@ class Theorem3ScheduleCheck(NamedTuple):
     tail_rounds: tuple = (0, 0)
 
 
-TAIL = np.logspace(8, 16, 81)  # where a callable schedule's tail is fitted
+# The windows, eight decades each, where a callable schedule's tail may be fitted.
+TAILS = tuple(np.logspace(a, a + 8, 81) for a in (8, 32, 64, 128, 200, 280))
+TAIL = TAILS[0]
+
+
+def _far_values(schedule) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    """(t, alpha_t) on the farthest window of :data:`TAILS` where every alpha_t is a
+    finite normal positive float, or None where there is none."""
+    for t in reversed(TAILS):
+        with np.errstate(all="ignore"):
+            values = np.asarray(schedule(jnp.asarray(t)), dtype=np.float64)
+        if values.shape == t.shape and np.all(np.isfinite(values)) and \
+                np.all(values > np.finfo(np.float64).tiny):
+            return t, values
+    return None
 
 
 def _tail(schedule, alphas: np.ndarray):
     """(t, alpha_t) of the tail that classifies the schedule (see Theorem3ScheduleCheck)."""
     if callable(schedule):
-        values = np.asarray(schedule(jnp.asarray(TAIL)), dtype=np.float64)
-        if values.shape == TAIL.shape and np.all(np.isfinite(values)) and np.all(values > 0):
-            return TAIL, values
+        far = _far_values(schedule)
+        if far is not None:
+            return far
     elif np.ndim(schedule) == 0:
         return TAIL, np.full(TAIL.shape, float(schedule))
     t = np.arange(alphas.size // 2, alphas.size, dtype=np.float64)

@@ -27,7 +27,7 @@ import numpy as np
 Z95 = 1.959963984540054
 
 # Experiment identifiers folded into the seed key, so that experiments never share a key.
-EXPERIMENT_IDS = {"fig1": 1, "table2": 2, "fig3": 3, "table2_hypotheses": 4, "remark4": 5, "lemmas": 6, "thm1": 11, "thm2": 12, "thm3": 13,
+EXPERIMENT_IDS = {"fig1": 1, "table2": 2, "fig3": 3, "table2_hypotheses": 4, "remark4": 5, "lemmas": 6, "thm1": 11, "thm2": 12, "thm3": 13, "faults": 14,
                   "compare": 21, "participation": 22,
                   "tuned": 23, "tradeoffs": 24}
 

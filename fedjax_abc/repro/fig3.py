@@ -104,7 +104,8 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
 
 
 def write(doc: dict, out: str) -> list[str]:
-    """fig3.json, fig3.csv and fig3.png ((a) R_S(Q), (b) D_Q with Q^0 and Q^(1/2) trends)."""
+    """fig3.json, fig3.csv and fig3.png ((a) R_S(Q), (b) D_Q with the best Q^0, Q^(1/2) and
+    a + b/Q fits)."""
     paths = [common.write_json(os.path.join(out, "fig3.json"), doc)]
     Q = np.asarray(doc["Q"], dtype=float)
     S_list = doc["config"]["S"]
@@ -144,6 +145,10 @@ def write(doc: dict, out: str) -> list[str]:
         fit = checks.trend_fit(Q, dq, se, exponent)
         if np.isfinite(fit.amplitude):
             ax_b.plot(qq, fit.amplitude * qq ** exponent, style, label=label)
+    ab = checks.linear_fit([np.ones_like(Q), 1.0 / Q], dq, se)
+    if ab.dof >= 1:
+        ax_b.plot(qq, ab.coef[0] + ab.coef[1] / qq, "-", color="tab:red",
+                  label=rf"best $a + b/Q$ ($\chi^2$ = {ab.chi2:.1f} on {ab.dof} dof)")
     ax_b.set_xscale("log")
     if np.all(dq - ci > 0):
         ax_b.set_yscale("log")

@@ -355,9 +355,10 @@ def path_statistics(norms: np.ndarray, rounds: np.ndarray, thresholds, tail_from
     """Per-path statistics of ||grad f(x_t)|| (trials x records, diverged trials removed).
 
     Returns the mean, its standard error, the max and median over paths at every record,
-    the fraction of paths below each threshold at every record; the log-log slope of the
-    mean over t >= tail_from with a standard error from ``BOOTSTRAP`` resamples of the paths
-    (records along one path are correlated, paths are not); and each path's late slope
+    the fraction of paths below each threshold at every record; the log-log slopes of the
+    mean and of the maximum over paths over t >= tail_from, each with a standard error from
+    ``BOOTSTRAP`` resamples of the paths (records along one path are correlated, paths are
+    not); and each path's late slope
     (:func:`path_slopes`) with their mean, standard error, quantiles and the fraction of
     paths whose slope is below -``PLATEAU``.
     """
@@ -376,13 +377,16 @@ def path_statistics(norms: np.ndarray, rounds: np.ndarray, thresholds, tail_from
 
     rng = np.random.default_rng(seed)
     boot = [slope(norms[rng.integers(0, m, m)].mean(0)) for _ in range(BOOTSTRAP)] if m > 1 else []
+    boot_max = [slope(norms[rng.integers(0, m, m)].max(0)) for _ in range(BOOTSTRAP)] if m > 1 else []
     own = path_slopes(norms, rounds, tail_from)
     falling = own < -PLATEAU
     return {"mean": mean, "stderr": se, "max": mx, "median": np.median(norms, 0),
             "fraction_below": {f"{th:g}": (norms < th).mean(0) for th in thresholds},
             "slope_mean": slope(mean),
             "slope_mean_stderr": float(np.std(boot, ddof=1)) if len(boot) > 1 else None,
-            "slope_max": slope(mx), "path_slopes": own,
+            "slope_max": slope(mx),
+            "slope_max_stderr": float(np.std(boot_max, ddof=1)) if len(boot_max) > 1 else None,
+            "path_slopes": own,
             "path_slope_mean": float(np.mean(own)),
             "path_slope_stderr": float(np.std(own, ddof=1) / math.sqrt(m)) if m > 1 else None,
             "path_slope_quantiles": {f"{q:g}": float(np.quantile(own, q)) for q in (0.1, 0.5, 0.9)},
@@ -440,7 +444,7 @@ def run_thm3(settings: common.Settings, progress: common.Progress) -> dict:
 def write_thm3(doc: dict, out: str) -> list[str]:
     paths = [common.write_json(os.path.join(out, "thm3.json"), doc)]
     keys = ["label", "schedule", "theorem3_schedule", "num_sampled", "local_steps", "alpha0",
-            "slope_mean", "slope_mean_stderr", "slope_max"]
+            "slope_mean", "slope_mean_stderr", "slope_max", "slope_max_stderr"]
     rows = []
     for c in doc["checks"]:
         rows.append([c.get(k) for k in keys] + [c["mean"][-1], c["max"][-1]]
@@ -449,23 +453,51 @@ def write_thm3(doc: dict, out: str) -> list[str]:
     paths.append(common.write_csv(os.path.join(out, "thm3.csv"),
                                   keys + ["mean_at_T", "max_at_T"] + [f"fraction_below_{t}_at_T" for t in ths],
                                   rows))
+    return paths + [thm3_figure(doc, out)]
+
+
+def thm3_figure(doc: dict, out: str) -> str:
+    """thm3.png: per problem, the mean and the maximum over the paths of ||grad f(x_t)||
+    (top) and the late log-log slope of that maximum per stepsize, the statistic of the
+    almost-sure verdict, with its 95% interval where the results carry one (bottom); the
+    legend sits right of the panels, off the data."""
     plt = common.pyplot()
     labels = list(dict.fromkeys(c["label"] for c in doc["checks"]))
-    fig, axes = plt.subplots(1, len(labels), figsize=(4.6 * len(labels), 4), sharey=False)
-    for ax, label in zip(np.atleast_1d(axes), labels):
-        for c in (c for c in doc["checks"] if c["label"] == label):
+    fig, axes = plt.subplots(2, len(labels), figsize=(4.6 * len(labels), 7.2), squeeze=False,
+                             gridspec_kw={"height_ratios": [3, 2]})
+    handles = {}
+    for col, label in enumerate(labels):
+        ax, bx = axes[0, col], axes[1, col]
+        runs = [c for c in doc["checks"] if c["label"] == label]
+        for y, c in enumerate(runs):
             t = np.asarray(c["recorded_rounds"], float)
             line, = ax.plot(t[1:], np.asarray(c["mean"], float)[1:],
-                            "-" if c["theorem3_schedule"] else "--", label=c["schedule"])
+                            "-" if c["theorem3_schedule"] else "--")
             ax.plot(t[1:], np.asarray(c["max"], float)[1:], ":", color=line.get_color(), lw=0.8)
+            handles.setdefault(c["schedule"], line)
+            se = c.get("slope_max_stderr")
+            bx.errorbar([c["slope_max"]], [y], xerr=None if se is None else [[1.96 * se]],
+                        marker="o" if c["theorem3_schedule"] else "s", capsize=3,
+                        color=line.get_color(), mfc=line.get_color() if c["theorem3_schedule"] else "none")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("communication round t")
         ax.set_title(label, fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
-    np.atleast_1d(axes)[0].set_ylabel(r"$\|\nabla f(x_t)\|$: mean (solid/dashed), max over paths (dotted)")
-    np.atleast_1d(axes)[0].legend(fontsize=7)
+        bx.axvline(-PLATEAU, color="0.5", lw=0.8, ls="--")
+        bx.set_yticks(range(len(runs)))
+        bx.set_yticklabels(["" for _ in runs])
+        bx.set_ylim(-0.7, len(runs) - 0.3)
+        bx.invert_yaxis()
+        bx.set_xlabel(f"late slope of the max over paths (t >= T/10); dashed: -{PLATEAU:g}",
+                      fontsize=8)
+        bx.grid(True, axis="x", alpha=0.3)
+    axes[0, 0].set_ylabel(r"$\|\nabla f(x_t)\|$: mean (solid/dashed), max over paths (dotted)",
+                          fontsize=8)
+    axes[1, 0].set_ylabel("stepsize (filled: Theorem 3,\nhollow: constant control)", fontsize=8)
+    axes[0, -1].legend(list(handles.values()), list(handles.keys()), loc="upper left",
+                       bbox_to_anchor=(1.02, 1.0), fontsize=7, frameon=False)
     fig.suptitle(f"Theorem 3: S = {doc['config']['S']}, x0 = {doc['config']['x0']}, "
                  f"R = {doc['config']['trials']} (dashed: constant stepsizes, outside Theorem 3)",
                  fontsize=10)
-    return paths + [common.save_figure(fig, out, "thm3.png")]
+    return common.save_figure(fig, out, "thm3.png")
