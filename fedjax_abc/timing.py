@@ -12,7 +12,8 @@ FedAsync, every trial in one compiled program.
   (``fa.theory.monte_carlo_moments``).
 - Asynchronous aggregation (:func:`simulate_async`): :class:`FedBuff` (Nguyen et al. 2022)
   and :class:`FedAsync` (Xie et al. 2019) with staleness functions
-  :class:`ConstantStaleness`, :class:`PolynomialStaleness`, :class:`HingeStaleness`.
+  :class:`ConstantStaleness`, :class:`PolynomialStaleness`, :class:`HingeStaleness`;
+  :func:`sweep_async` over the laws' and the rule's parameters, C and K.
 - Against time: ``SimResult.on_time_grid`` and ``SimResult.plot(x="time")`` put the
   trials on a common time grid for means and bands.
 """
@@ -27,6 +28,7 @@ from fedjax_abc._algorithms._buffered import (
     PolynomialStaleness,
 )
 from fedjax_abc._engine._async import AsyncResult, AsyncState, simulate_async
+from fedjax_abc._engine._async_sweep import AsyncSweepResult, sweep_async
 from fedjax_abc._engine._timegrid import OnTimeGrid, on_time_grid
 from fedjax_abc._problems._time import (
     AbstractLaw,
@@ -46,6 +48,7 @@ __all__ = [
     "AbstractStaleness",
     "AsyncResult",
     "AsyncState",
+    "AsyncSweepResult",
     "Clock",
     "Constant",
     "ConstantStaleness",
@@ -62,4 +65,5 @@ __all__ = [
     "on_time_grid",
     "simulate_async",
     "speeds_from_file",
+    "sweep_async",
 ]

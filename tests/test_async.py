@@ -184,3 +184,27 @@ def test_bad_laws_and_rules_one_line(make, match):
     with pytest.raises(ValueError, match=match) as err:
         make()
     assert "\n" not in str(err.value)
+
+
+def test_a_sweep_over_the_buffer_and_a_law(problem):
+    """C, K and a law's mean as grid axes: each point is its own run."""
+    clock = fa.timing.Clock(fa.timing.Exponential(1.0))
+    kw = dict(local_steps=Q, stepsize=0.2, steps=8, trials=2, key=jax.random.key(3),
+              x0=jnp.ones(D))
+    out = fa.timing.sweep_async(problem, fa.timing.FedBuff(2), clock,
+                                grid={"rule.buffer": [1, 3], "clock.compute.mean": [0.5, 2.0],
+                                      "concurrency": [3]}, **kw)
+    assert out.sweep.shape == (2, 2, 1)
+    point = out.point(**{"rule.buffer": 3, "clock.compute.mean": 2.0, "concurrency": 3})
+    own = fa.timing.simulate_async(problem, fa.timing.FedBuff(3),
+                                   fa.timing.Clock(fa.timing.Exponential(2.0)), concurrency=3,
+                                   **kw)
+    np.testing.assert_array_equal(point.result.gap, own.result.gap)
+    np.testing.assert_array_equal(point.staleness, own.staleness)
+    np.testing.assert_array_equal(point.result.metrics["time"], own.result.metrics["time"])
+    with pytest.raises(ValueError, match="buffer is fixed"):
+        fa.timing.sweep_async(problem, fa.timing.FedAsync(0.5), clock,
+                              grid={"rule.buffer": [2]}, concurrency=3, **kw)
+    with pytest.raises(ValueError, match="not a setting"):
+        fa.timing.sweep_async(problem, fa.timing.FedAsync(0.5), clock,
+                              grid={"trials": [2]}, concurrency=3, **kw)

@@ -331,6 +331,7 @@ def test_participants_in_chunks_give_the_sums_of_all_slots(name):
     assert np.unique(plain.x_final).size > 1
 
 
+@pytest.mark.slow  # over 10 s: with the long checks
 def test_bernoulli_gather_computes_its_capacity_and_equals_mask():
     """Bernoulli(0.02) on n = 300: gather runs 25 slots a round (not 300), with the numbers
     of mask bit for bit (pairwise sums beyond 64 slots, the same in both); an unbiased

@@ -38,6 +38,7 @@ DEFAULT = [
 ]
 SLOW = [
     "fedjax_abc._engine._async",
+    "fedjax_abc._engine._async_sweep",
     "fedjax_abc._theory._participation",
     "fedjax_abc.theory",
     "fedjax_abc._theory._abc",

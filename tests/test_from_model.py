@@ -109,6 +109,7 @@ class _Masked(eqx.Module):
         return jnp.where(self.keep > 0, self.linear(row), -1e3)
 
 
+@pytest.mark.slow  # over 10 s: with the long checks
 def test_a_model_with_an_integer_buffer_trains_as_without_it():
     rng = np.random.default_rng(0)
     X = [rng.normal(size=(10, 3)) for _ in range(2)]

@@ -216,6 +216,7 @@ print(high_water() - now)
 """
 
 
+@pytest.mark.slow  # over 10 s: with the long checks
 def test_the_check_counts_what_recorded_iterates_cost_the_host():
     """x_t of 500 trials x 1001 records x d = 20 (80 MB), sharded over the cores, raise the
     process's peak by no more than the estimate's results (the records twice: a copy and

@@ -211,3 +211,33 @@ def test_bad_timed_input_one_line(make, match):
 def test_over_selection_keeps_at_most_what_it_asks(problem):
     with pytest.raises(ValueError, match=r"keep \(5\) is more than the clients asked \(S'=3\)"):
         _run(problem, tm.Timed(fa.UniformWithoutReplacement(3), tm.Clock(), keep=5))
+
+
+def test_partial_work_is_fednova_with_the_steps_done_by_the_deadline(problem):
+    """Constant step times s_i and communication m: client i completes
+    K_i = min(Q, floor((deadline - m) / s_i)) steps; partial work equals FedNova over the
+    clients with K_i >= 1, each with its K_i steps (PerClientSteps), bit for bit, in both
+    modes; the round lasts until the deadline (someone is cut short). Without the step
+    limits (plain deadline) the run differs."""
+    n, Q, deadline = 10, 5, 6.0
+    s = np.array([0.5, 1.0, 1.5, 2.0, 3.0, 7.0, 0.8, 1.2, 2.5, 9.0])
+    clock = tm.Clock(tm.Constant(1.0), speed=s, communication=tm.Constant(0.5))
+    K = np.clip(np.floor((deadline - 0.5) / s), 0, Q).astype(int)
+    assert set(K) == {0, 1, 2, 3, 4, 5}  # cut short, some to nothing
+    kw = dict(local_steps=Q, stepsize=0.1, rounds=4, trials=2, key=jax.random.key(1),
+              x0=jnp.ones(2), algorithm=fa.algorithms.FedNova(), oracle=fa.ExactOracle(),
+              record_every=1)
+    partial = tm.Timed(fa.FullParticipation(), clock, deadline=deadline, partial=True, steps=Q)
+    inc = fa.theory.inclusion_probabilities(partial, n).first
+    np.testing.assert_array_equal(inc, (K >= 1).astype(float))
+    for mode in ("gather", "mask"):
+        ours = fa.simulate(problem, sampler=partial, mode=mode, **kw)
+        ref = fa.simulate(problem, sampler=fa.TraceAvailability(np.array([K > 0]), n),
+                          mode=mode, **{**kw, "local_steps": fa.PerClientSteps(np.maximum(K, 1))})
+        np.testing.assert_array_equal(ours.gap, ref.gap)
+        np.testing.assert_array_equal(ours.metrics["time"][0], deadline * np.arange(5))
+    whole = fa.simulate(problem, sampler=tm.Timed(fa.FullParticipation(), clock,
+                                                  deadline=deadline, steps=Q), **kw)
+    assert np.max(np.abs(whole.gap - ours.gap)) > 1e-6
+    with pytest.raises(ValueError, match="partial work needs a deadline"):
+        tm.Timed(fa.FullParticipation(), clock, partial=True)

@@ -139,6 +139,7 @@ for S, mode in ((16, "mask"), (4, "gather")):
 """
 
 
+@pytest.mark.slow  # over 10 s: with the long checks
 def test_the_vector_width_changes_no_bit(here):
     """This process runs with the package's width (512 bits on a CPU with AVX-512), the
     scripts with XLA's default of 256 bits: the same numbers on problem (27) and on the

@@ -277,7 +277,7 @@ def steps_of(local_steps) -> int:
 
 def client_round(problem, oracle, algorithm, transform, local_steps, generator: str, i, server,
                  client, transform_state, k: Array, stepsize, participants=None,
-                 transform_server=()):
+                 transform_server=(), limit=None):
     """Client i's round in one trial with round key data k (2,): its local steps, message.
 
     The engine's part of every algorithm: the oracle's noise of the Q (or Q_max) steps from
@@ -287,8 +287,9 @@ def client_round(problem, oracle, algorithm, transform, local_steps, generator: 
     as they are); the transform on Delta_i = y - x_t (words of stream 3); then
     ``client_final``. ``participants``: how many clients take part in the round, and
     ``transform_server`` the transform's server state (the transform's
-    :class:`TransformInfo`). Returns (message, client state, transform state,
-    statistics).
+    :class:`TransformInfo`). ``limit``: the most steps the client completes this round
+    (the sampler's :meth:`step_limits`; partial work at a deadline), or None. Returns
+    (message, client state, transform state, statistics).
     """
     x_t = server.x
     Q = steps_of(local_steps)
@@ -304,6 +305,8 @@ def client_round(problem, oracle, algorithm, transform, local_steps, generator: 
         who = jnp.zeros_like(i) if local_steps.same_for_all_clients() else i
         word = client_words(k, who[None], V, generator, STEPS_STREAM)[0, 0] if V else None
         K = local_steps.draw(word, i)
+    if limit is not None:  # the steps after the limit are masked like a law's
+        K = jnp.minimum(K, limit)
 
     def step(carry, l):
         y, local = carry
@@ -337,6 +340,17 @@ def client_round(problem, oracle, algorithm, transform, local_steps, generator: 
     check_message(name, message, x_t.shape[-1], x_t.dtype, 0)
     check_same(f"{name}.client_final", client, new_client)
     return message, new_client, transform_state, stats
+
+
+def _step_limits(sampler, state):
+    """Every client's most steps this round (R, n), from the sampler's state after its draw
+    (:meth:`~fedjax_abc.AbstractSampler.step_limits`); None where the sampler sets none."""
+    if not jax.tree_util.tree_leaves(state):
+        return None
+    if jax.eval_shape(lambda s: sampler.step_limits(jax.tree_util.tree_map(lambda a: a[0], s)),
+                      state) is None:
+        return None
+    return jax.vmap(sampler.step_limits)(state)
 
 
 def _sample(sampler, sampler_words: Array, n: int, state):
@@ -390,10 +404,12 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
 
     tserver = state.transform_server
 
-    def local(i, server_r, c, k, m, ts):  # client i of one trial with round key data k
+    limits = _step_limits(sampler, sampler_state)  # (R, n) or None
+
+    def local(i, server_r, c, k, m, ts, lim):  # client i of one trial with round key data k
         message, client, tstate, stats = client_round(
             problem, oracle, algorithm, transform, local_steps, generator, i, server_r, c[0],
-            c[1], k, stepsize, m, ts)
+            c[1], k, stepsize, m, ts, None if lim is None else lim[i])
         return message, (client, tstate), stats
 
     R = x.shape[0]
@@ -404,8 +420,8 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
 
     def gathered(slot_idx, slot_w, per_client):  # the slots' clients run, their states put
         messages, new_slots, stats = _over_clients(
-            lambda i, c: jax.vmap(local, in_axes=(0, 0, 0, 1, 0, 0))(
-                i, server, c, key_data, count, tserver),
+            lambda i, c: jax.vmap(local, in_axes=(0, 0, 0, 1, 0, 0, 0))(
+                i, server, c, key_data, count, tserver, limits),
             (slot_idx, _at_slots(per_client, slot_idx)), client_block)  # (m or C, R, ...)
         if jax.tree_util.tree_leaves(per_client):
             new_slots = _keep_where(slot_w > 0, new_slots, _at_slots(per_client, slot_idx))
@@ -415,8 +431,8 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
 
     if mode == "mask":  # every client, for every trial (the same client data for all trials)
         messages, new_clients, stats = _over_clients(
-            lambda i, c: jax.vmap(local, in_axes=(None, 0, 0, 1, 0, 0))(
-                i, server, c, key_data, count, tserver),
+            lambda i, c: jax.vmap(local, in_axes=(None, 0, 0, 1, 0, 0, 0))(
+                i, server, c, key_data, count, tserver, limits),
             (jnp.arange(n, dtype=jnp.int32), per_client), client_block)  # (n, R, ...)
         sums, _ = _slot_sums(lambda i, cw, _: (contributions(  # the sampled: (m or C, R, ...)
             *_at_slots((messages, stats), i), cw), ()), idx, w, capacity, ())

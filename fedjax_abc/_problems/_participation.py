@@ -564,6 +564,9 @@ class Dropout(AbstractSampler):
     def record_names(self):
         return self.sampler.record_names()
 
+    def step_limits(self, state):
+        return self.sampler.step_limits(state)
+
     def records(self, state):
         return self.sampler.records(state)
 
@@ -689,6 +692,9 @@ class SizeWeighted(AbstractSampler):
 
     def record_names(self):
         return self.sampler.record_names()
+
+    def step_limits(self, state):
+        return self.sampler.step_limits(state)
 
     def records(self, state):
         return self.sampler.records(state)

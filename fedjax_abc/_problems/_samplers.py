@@ -155,6 +155,15 @@ class AbstractSampler(eqx.Module):
         m = self.participation_moments(n, round)
         return None if m is None else (m.pi, m.pi2)
 
+    def step_limits(self, state) -> Optional[Array]:
+        """The most local steps each client completes this round, Int[Array, " n"] (each
+        at least 1), from one trial's state after the round's draw; None (the default) for
+        no limit. A sampler on a clock with partial work (:class:`~fedjax_abc.timing.Timed`)
+        says how many steps each client finishes by the deadline, and gives weight 0 to
+        one that finishes none; the engine masks the steps after the limit (the algorithm
+        reads the count, as FedNova does)."""
+        return None
+
     def record_names(self) -> tuple[str, ...]:
         """Names of the numbers a run records from the sampler's state at every record
         (default none; :class:`~fedjax_abc.timing.Timed`'s clock, ``"time"``)."""

@@ -315,12 +315,18 @@ class Clock(eqx.Module):
             return self.speed.sample(words).astype(dtype)
         return self.speed.astype(dtype)
 
-    def durations(self, words: Array, steps, speed: Array) -> Array:
-        """D_i = K_i s_i c_i + m_i from 2 words per entry of ``speed``: words[0] the
-        c_i's, words[1] the m_i's (shape (2,) + speed.shape). ``steps``: K_i (broadcast)."""
+    def step_and_communication(self, words: Array, speed: Array) -> tuple[Array, Array]:
+        """(s_i c_i, m_i), the time of one step and of the communication, from 2 words per
+        entry of ``speed``: words[0] the c_i's, words[1] the m_i's (shape (2,) +
+        speed.shape)."""
         c = self.compute.sample(words[0]).astype(speed.dtype)
-        m = self.communication.sample(words[1]).astype(speed.dtype)
-        return steps * speed * c + m
+        return speed * c, self.communication.sample(words[1]).astype(speed.dtype)
+
+    def durations(self, words: Array, steps, speed: Array) -> Array:
+        """D_i = K_i s_i c_i + m_i (:meth:`step_and_communication`'s words); ``steps``:
+        K_i (broadcast)."""
+        step, m = self.step_and_communication(words, speed)
+        return steps * step + m
 
     def finish_probability(self, within, steps: int, n: int) -> Optional[np.ndarray]:
         """P(D_i <= within) for every client (shape (n,)) in closed form, or None.

@@ -6,7 +6,11 @@
 - every asked client, and waits for the slowest (no deadline, no ``keep``);
 - those that finish by the ``deadline``: the others' work is lost;
 - the first ``keep`` to finish (over-selection: ask S' > S, keep S, as production systems
-  do, Bonawitz et al. 2019), and of those only the ones within the deadline if one is set.
+  do, Bonawitz et al. 2019), and of those only the ones within the deadline if one is set;
+- with ``partial=True``, every asked client that completes at least one local step by the
+  deadline, with the steps it completed (its local run stops there; FedNova's
+  normalisation by the steps, ``fa.algorithms.FedNova``, removes the bias toward fast
+  clients).
 
 The round lasts until the last kept client's work arrives, or until the deadline when the
 server is still waiting for one then. The sampler's state carries each trial's clock; a
@@ -88,6 +92,10 @@ class Timed(AbstractSampler):
       keep: over-selection, the first ``keep`` finishers are kept (None: all asked).
       steps: the local steps K of a client's round, the factor of its compute time
         (D_i = K s_i c_i + m_i); 1 makes the compute law the time of a whole round's work.
+        With ``partial``, the run's Q.
+      partial: partial work at the deadline: client i completes
+        K_i = min(steps, floor((deadline - m_i) / (s_i c_i))) local steps and sends them
+        (``step_limits``); one that completes none drops out.
 
     The state carries the trial's clock, its speed factors (drawn in the first round
     when the clock's speed is a law) and the wrapped sampler's state; runs record the
@@ -106,9 +114,10 @@ class Timed(AbstractSampler):
     deadline: Float[Array, ""]
     keep: Optional[int] = eqx.field(static=True)
     steps: int = eqx.field(static=True)
+    partial: bool = eqx.field(static=True)
 
     def __init__(self, sampler: AbstractSampler, clock: Clock, *, deadline=None,
-                 keep: Optional[int] = None, steps: int = 1):
+                 keep: Optional[int] = None, steps: int = 1, partial: bool = False):
         if not isinstance(sampler, AbstractSampler):
             raise ValueError(f"Timed's sampler must be a fedjax_abc.AbstractSampler, got "
                              f"{type(sampler).__name__}")
@@ -123,8 +132,14 @@ class Timed(AbstractSampler):
         self.deadline = _deadline(deadline)
         self.keep = None if keep is None else check_count("Timed's keep", keep)
         self.steps = check_count("Timed's steps", steps)
-        least = self._least_duration()
+        if not isinstance(partial, bool):
+            raise ValueError(f"Timed's partial must be True or False, got {partial!r}")
+        self.partial = partial
         d = _concrete(self.deadline)
+        if partial and (self.keep is not None or (d is not None and math.isinf(d))):
+            raise ValueError("Timed's partial work needs a deadline and no keep: clients send "
+                             "what they completed by the deadline")
+        least = self._least_duration()
         if least is not None and d is not None and least >= d:
             raise ValueError(f"Timed's deadline ({d:g}) is below the least duration any client "
                              f"can take ({least:g}): every round would be empty")
@@ -136,7 +151,7 @@ class Timed(AbstractSampler):
         speed = c.speed.least() if isinstance(c.speed, AbstractLaw) else float(np.min(c.speed))
         if None in parts or speed is None:
             return None
-        return self.steps * speed * parts[0] + parts[1]
+        return (1 if self.partial else self.steps) * speed * parts[0] + parts[1]
 
     @property
     def distinct_slots(self):
@@ -169,8 +184,14 @@ class Timed(AbstractSampler):
 
     def init_state(self, n):
         zero = jnp.zeros((), float)
-        return {"inner": self.sampler.init_state(n), "time": zero,
-                "speed": jnp.zeros((n,), float), "drawn": jnp.zeros((), bool)}
+        state = {"inner": self.sampler.init_state(n), "time": zero,
+                 "speed": jnp.zeros((n,), float), "drawn": jnp.zeros((), bool)}
+        if self.partial:
+            state["limits"] = jnp.zeros((n,), jnp.int32)
+        return state
+
+    def step_limits(self, state):
+        return state["limits"] if self.partial else self.sampler.step_limits(state["inner"])
 
     def record_names(self):
         return ("time",) + tuple(self.sampler.record_names())
@@ -193,18 +214,25 @@ class Timed(AbstractSampler):
         dtype = state["time"].dtype
         speed = jnp.where(state["drawn"], state["speed"],
                           self.clock.speeds(clock_words[:n], dtype))
-        durations = self.clock.durations(clock_words[n:].reshape(2, n), self.steps, speed)
-        kept, duration = round_time(durations[idx], w > 0, self.deadline.astype(dtype),
-                                    self.keep)
+        step, m = self.clock.step_and_communication(clock_words[n:].reshape(2, n), speed)
+        deadline = self.deadline.astype(dtype)
+        kept, duration = round_time((self.steps * step + m)[idx], w > 0, deadline, self.keep)
         state = {"inner": inner, "time": state["time"] + duration, "speed": speed,
                  "drawn": jnp.ones((), bool)}
+        if self.partial:  # the steps done by the deadline, less the communication's time
+            done = jnp.floor((deadline - m) / step)
+            kept = (w > 0) & (done[idx] >= 1)
+            # a client that completes none drops out (weight 0); its slot still computes
+            # (gather's slots, mask's clients), with one step so that nothing divides by 0
+            state["limits"] = jnp.clip(done, 1, self.steps).astype(jnp.int32)
         return idx, jnp.where(kept, w, 0).astype(w.dtype), state
 
     def finish_probabilities(self, n: int) -> Optional[np.ndarray]:
-        """P(client i finishes by the deadline), shape (n,), in closed form where the
-        clock allows (:meth:`~fedjax_abc.timing.Clock.finish_probability`), else None."""
+        """P(client i finishes by the deadline) (with partial work: one step and its
+        communication), shape (n,), in closed form where the clock allows (:meth:`~fedjax_abc.timing.Clock.finish_probability`), else None."""
         d = _concrete(self.deadline)
-        return None if d is None else self.clock.finish_probability(d, self.steps, n)
+        steps = 1 if self.partial else self.steps  # partial work: one step is enough
+        return None if d is None else self.clock.finish_probability(d, steps, n)
 
     def participation_moments(self, n, round=None):
         """Closed form for a deadline without over-selection over a sampler where every

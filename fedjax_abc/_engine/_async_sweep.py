@@ -1,0 +1,126 @@
+"""A grid of asynchronous runs: the clock's laws, the rule's parameters, C and K as axes.
+
+Each point is :func:`~fedjax_abc._engine._async.simulate_async` with the point's values put
+in; points of the same shapes (a law's parameter, the server stepsize, a staleness
+exponent, the stepsize) reuse one compiled program, points of other shapes (C, K, Q)
+compile their own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import numbers
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from fedjax_abc._engine._async import AsyncResult, simulate_async
+from fedjax_abc._engine._result import SweepResult
+from fedjax_abc._engine._sweep import with_field
+
+__all__ = ["AsyncSweepResult", "sweep_async"]
+
+# the keyword settings a grid axis may vary, besides "rule.<field>" and "clock.<field>"
+_KEYWORDS = ("concurrency", "local_steps", "stepsize", "rule", "clock")
+
+
+@dataclasses.dataclass(frozen=True)
+class AsyncSweepResult:
+    """What :func:`sweep_async` returns.
+
+    Attributes:
+      sweep: the records of every point (:class:`~fedjax_abc.SweepResult`: ``point``,
+        ``to_dataframe``, ``to_xarray``).
+      staleness: every point's staleness counts (trials, bins), in the sweep's order.
+    """
+
+    sweep: SweepResult
+    staleness: tuple
+
+    def point(self, **labels) -> AsyncResult:
+        """The :class:`~fedjax_abc.timing.AsyncResult` of the point with these labels."""
+        result = self.sweep.point(**labels)
+        j = next(j for j, r in enumerate(self.sweep.results) if r is result)
+        return AsyncResult(result, self.staleness[j])
+
+
+def _label(value, j: int):
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return value
+    return f"{type(value).__name__} {j}"
+
+
+def _with(rule, clock, kwargs: dict, name: str, value):
+    """(rule, clock, kwargs) with the axis ``name`` set to ``value``."""
+    head, _, field = name.partition(".")
+    if not field:
+        if head == "rule":
+            return value, clock, kwargs
+        if head == "clock":
+            return rule, value, kwargs
+        return rule, clock, {**kwargs, head: value}
+    if head == "rule" and field == "buffer":
+        try:
+            return dataclasses.replace(rule, buffer=value), clock, kwargs
+        except TypeError:
+            raise ValueError(f"grid axis 'rule.buffer': {type(rule).__name__}'s buffer is fixed "
+                             "(FedAsync takes one arrival a step)") from None
+    if head == "rule":
+        return with_field(rule, "rule", field, value), clock, kwargs
+    return rule, with_field(clock, "clock", field, value), kwargs
+
+
+def _check_axis(name: str, values) -> list:
+    head, _, field = name.partition(".")
+    if not ((not field and name in _KEYWORDS) or (field and head in ("rule", "clock"))):
+        raise ValueError(f"grid axis {name!r} is not a setting an asynchronous sweep can vary; "
+                         f"use one of {', '.join(_KEYWORDS)}, 'rule.<field>' or 'clock.<field>'")
+    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)) \
+            or len(values) == 0:
+        raise ValueError(f"grid axis {name!r} must be a non-empty list of values, got {values!r}")
+    return list(values)
+
+
+def sweep_async(problem, rule, clock, *, grid: Mapping[str, Sequence],
+                **kwargs) -> AsyncSweepResult:
+    """:func:`~fedjax_abc.timing.simulate_async` at every point of a grid.
+
+    Args:
+      problem, rule, clock: as :func:`~fedjax_abc.timing.simulate_async`; every point's
+        unless the grid varies them.
+      grid: axis name -> values. Names: ``concurrency``, ``local_steps``, ``stepsize``,
+        ``rule``, ``clock``, ``"rule.<field>"`` (``"rule.buffer"`` of FedBuff,
+        ``"rule.server_stepsize"``, ``"rule.staleness.a"``) or ``"clock.<field>"``
+        (``"clock.compute.mean"``, ``"clock.speed.sigma"``).
+      **kwargs: every other argument of ``simulate_async``, the same for all points.
+
+    Example:
+      >>> import jax, jax.numpy as jnp, fedjax_abc as fa
+      >>> p = fa.problems.quadratics(jax.random.key(0), n=20, d=2)
+      >>> out = fa.timing.sweep_async(
+      ...     p, fa.timing.FedBuff(2), fa.timing.Clock(fa.timing.Exponential(1.0)),
+      ...     grid={"rule.buffer": [1, 2], "clock.compute.mean": [0.5, 2.0]},
+      ...     concurrency=4, local_steps=2, stepsize=0.1, steps=20, trials=2,
+      ...     key=jax.random.key(1), x0=jnp.ones(2))
+      >>> out.sweep.shape, out.point(**{"rule.buffer": 2, "clock.compute.mean": 0.5}).staleness.shape
+      ((2, 2), (2, 17))
+    """
+    if not isinstance(grid, Mapping) or not grid:
+        raise ValueError("grid must be a non-empty dict: setting name -> list of values, e.g. "
+                         "{'concurrency': [10, 20]}")
+    axes = {name: _check_axis(name, values) for name, values in grid.items()}
+    for name in axes:
+        if name in kwargs:
+            raise ValueError(f"{name!r} is both a grid axis and a keyword argument")
+    results, staleness = [], []
+    for point in itertools.product(*axes.values()):
+        r, c, kw = rule, clock, dict(kwargs)
+        for name, value in zip(axes, point):
+            r, c, kw = _with(r, c, kw, name, value)
+        out = simulate_async(problem, r, c, **kw)
+        results.append(out.result)
+        staleness.append(out.staleness)
+    labels = {name: tuple(_label(v, j) for j, v in enumerate(values))
+              for name, values in axes.items()}
+    return AsyncSweepResult(SweepResult(labels, tuple(results)), tuple(staleness))
