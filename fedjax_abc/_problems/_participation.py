@@ -495,7 +495,40 @@ class MarkovAvailability(AbstractAvailability):
         return available, {"available": available, "started": jnp.ones((), bool)}
 
 
-class Dropout(AbstractSampler):
+class AbstractWrapper(AbstractSampler):
+    """A sampler that changes another's weights (:class:`Dropout`, :class:`SizeWeighted`):
+    the wrapped sampler's slots, state, records and step limits are its own."""
+
+    sampler: eqx.AbstractVar[AbstractSampler]
+
+    @property
+    def distinct_slots(self):
+        return self.sampler.distinct_slots
+
+    @property
+    def num_sampled(self):
+        return getattr(self.sampler, "num_sampled", None)
+
+    def normalised(self):
+        return self.sampler.normalised()
+
+    def num_slots(self, n):
+        return self.sampler.num_slots(n)
+
+    def init_state(self, n):
+        return self.sampler.init_state(n)
+
+    def record_names(self):
+        return self.sampler.record_names()
+
+    def records(self, state):
+        return self.sampler.records(state)
+
+    def step_limits(self, state):
+        return self.sampler.step_limits(state)
+
+
+class Dropout(AbstractWrapper):
     """A selected client delivers its message with probability ``deliver[i]``, else drops out.
 
     Wraps another sampler: a dropped client's slots get weight 0 (one draw per client and
@@ -522,17 +555,6 @@ class Dropout(AbstractSampler):
     def __check_init__(self):
         _check_probabilities("deliver", self.deliver)
 
-    @property
-    def distinct_slots(self):
-        return self.sampler.distinct_slots
-
-    @property
-    def num_sampled(self):
-        return getattr(self.sampler, "num_sampled", None)
-
-    def normalised(self):
-        return self.sampler.normalised()
-
     def unit_weights(self):
         return self.sampler.unit_weights()
 
@@ -558,26 +580,11 @@ class Dropout(AbstractSampler):
         np.fill_diagonal(m2, np.diag(m.m2) / q)
         return ParticipationMoments(m.pi * q, pi2, m.m1, m2)
 
-    def num_slots(self, n):
-        return self.sampler.num_slots(n)
-
-    def record_names(self):
-        return self.sampler.record_names()
-
-    def step_limits(self, state):
-        return self.sampler.step_limits(state)
-
-    def records(self, state):
-        return self.sampler.records(state)
-
     def capacity(self, n):  # dropping participants leaves the inner sampler's bound
         return self.sampler.capacity(n)
 
     def num_words(self, n):
         return self.sampler.num_words(n) + n
-
-    def init_state(self, n):
-        return self.sampler.init_state(n)
 
     def __call__(self, key, n):
         return _call(self, key, n)
@@ -599,7 +606,7 @@ class Dropout(AbstractSampler):
         return idx, self._drop(words, n, idx, w), state
 
 
-class SizeWeighted(AbstractSampler):
+class SizeWeighted(AbstractWrapper):
     """Another sampler with every slot's weight times n s_i / sum(s) (data-size weighting).
 
     With the paper's sampler this is FedAvg's aggregation sum_{i in S_t} n_i y_i /
@@ -632,17 +639,6 @@ class SizeWeighted(AbstractSampler):
     def unit_weights(self):
         return False
 
-    @property
-    def distinct_slots(self):
-        return self.sampler.distinct_slots
-
-    @property
-    def num_sampled(self):
-        return getattr(self.sampler, "num_sampled", None)
-
-    def normalised(self):
-        return self.sampler.normalised()
-
     def relative_sizes(self, n: int) -> Array:
         """n s_i / sum(s), shape (n,): mean 1."""
         return n * self.sizes / jnp.sum(self.sizes)
@@ -667,17 +663,11 @@ class SizeWeighted(AbstractSampler):
         raise ValueError(f"no closed form for SizeWeighted over the normalised "
                          f"{type(inner).__name__} (a ratio of random sums)")
 
-    def num_slots(self, n):
-        return self.sampler.num_slots(n)
-
     def capacity(self, n):  # the same participants, other weights
         return self.sampler.capacity(n)
 
     def num_words(self, n):
         return self.sampler.num_words(n)
-
-    def init_state(self, n):
-        return self.sampler.init_state(n)
 
     def __call__(self, key, n):
         return _call(self, key, n)
@@ -689,13 +679,4 @@ class SizeWeighted(AbstractSampler):
     def sample(self, words, n, state):
         idx, w, state = self.sampler.sample(words, n, state)
         return idx, (w * self.relative_sizes(n)[idx]).astype(w.dtype), state
-
-    def record_names(self):
-        return self.sampler.record_names()
-
-    def step_limits(self, state):
-        return self.sampler.step_limits(state)
-
-    def records(self, state):
-        return self.sampler.records(state)
 
