@@ -238,4 +238,33 @@ def test_mkdocs_build_strict(tmp_path):
                          timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert out.returncode == 0, out.stderr[-3000:]
     assert (tmp_path / "site" / "api" / "algorithms" / "index.html").exists()
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):  # every notebook a page
+        page = (tmp_path / "site" / "notebooks" / nb.stem / "index.html").read_text()
+        images = re.findall(r'src="\.\./([^"]+\.png)"', page)
+        assert images, f"{nb.name}'s page shows no plot"
+        assert all((tmp_path / "site" / "notebooks" / img).exists() for img in images)
     assert time.perf_counter() - start < 120
+
+
+def _hooks():
+    spec = importlib.util.spec_from_file_location("docs_hooks", DOCS / "_ext" / "hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(not _MKDOCS, reason="the docs extra is not installed here")
+def test_a_notebook_page_shows_its_cells_and_plots():
+    text, images = _hooks().notebook_page(ROOT / "notebooks" / "08_time.ipynb")
+    assert "simulate_async" in text and "```python" in text
+    assert images and all(name.endswith(".png") for name in images)
+    assert all(f"]({name})" in text for name in images)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _MKDOCS, reason="the docs extra is not installed here")
+def test_a_notebook_page_can_be_executed_at_build(tmp_path):
+    """With FEDJAX_ABC_EXECUTE_NOTEBOOKS=1 the page shows a fresh run's outputs."""
+    text, images = _hooks().notebook_page(ROOT / "notebooks" / "03_theory_explorer.ipynb",
+                                          execute=True)
+    assert images and "run top to bottom for this build" in text
