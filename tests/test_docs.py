@@ -268,3 +268,20 @@ def test_a_notebook_page_can_be_executed_at_build(tmp_path):
     text, images = _hooks().notebook_page(ROOT / "notebooks" / "03_theory_explorer.ipynb",
                                           execute=True)
     assert images and "run top to bottom for this build" in text
+
+
+
+def _roles():
+    spec = importlib.util.spec_from_file_location("docs_roles", DOCS / "_ext" / "rst_roles.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(not _MKDOCS, reason="the docs extra is not installed here")
+def test_roles_link_to_the_reference_where_it_has_a_section():
+    roles = _roles()
+    text = roles.markdown("Uses :class:`~fedjax_abc.algorithms.FedAvg` and "
+                          ":func:`~fedjax_abc._engine._random.client_words`::")
+    assert text == ("Uses [`FedAvg`][fedjax_abc.algorithms.FedAvg] and `client_words`:")
+    assert "fedjax_abc.timing.FedBuff" in roles.documented()
