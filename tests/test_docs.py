@@ -238,6 +238,9 @@ def test_mkdocs_build_strict(tmp_path):
                          timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert out.returncode == 0, out.stderr[-3000:]
     assert (tmp_path / "site" / "api" / "algorithms" / "index.html").exists()
+    cli = (tmp_path / "site" / "api" / "cli" / "index.html").read_text()
+    for command in ("reproduce", "report", "compare", "run", "merge"):
+        assert f"fedjax-abc {command}" in cli
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):  # every notebook a page
         page = (tmp_path / "site" / "notebooks" / nb.stem / "index.html").read_text()
         images = re.findall(r'src="\.\./([^"]+\.png)"', page)

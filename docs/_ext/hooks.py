@@ -1,4 +1,5 @@
-"""mkdocs hooks: the notebooks as pages, and the files the guides link to served beside them.
+"""mkdocs hooks: the notebooks and the command line as pages, and the files the guides link
+to served beside them.
 
 The guides link to ``notebooks/*.ipynb`` and ``examples/grids/*.toml``, which live at the
 repository's root, outside ``docs/``; they are added to the site as they are. Each notebook
@@ -6,7 +7,7 @@ is also rendered as a page, ``notebooks/NN_name.md`` (its cells and the outputs 
 with, the plots as image files beside it). With the environment variable
 ``FEDJAX_ABC_EXECUTE_NOTEBOOKS=1`` every notebook is first run top to bottom in a fresh
 kernel (nothing stored is trusted) and the page shows that run's outputs; a cell that fails
-fails the build.
+fails the build. The command line's reference (``api/cli.md``) is its own ``--help``.
 """
 
 from __future__ import annotations
@@ -50,12 +51,31 @@ def notebook_page(path: pathlib.Path, execute: bool = False) -> tuple[str, dict]
     return f"{source}\n\n{body}", resources.get("outputs", {})
 
 
+def cli_page() -> str:
+    """The command line's reference: ``fedjax-abc --help`` and each command's help."""
+    import argparse
+
+    from fedjax_abc.cli import build_parser
+
+    os.environ.setdefault("COLUMNS", "92")
+    parser = build_parser()
+    parts = ["# Command line: fedjax-abc\n",
+             "Generated at build from the command's own help (`fedjax-abc COMMAND --help`).\n",
+             f"```text\n{parser.format_help()}```\n"]
+    for action in parser._actions:  # the subcommands, in the order they were added
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                parts.append(f"## fedjax-abc {name}\n\n```text\n{sub.format_help()}```\n")
+    return "\n".join(parts)
+
+
 def on_files(files, config):
     for pattern in SERVED:
         for path in sorted(ROOT.glob(pattern)):
             uri = path.relative_to(ROOT).as_posix()
             files.append(File(uri, src_dir=str(ROOT), dest_dir=config["site_dir"],
                               use_directory_urls=False))
+    files.append(File.generated(config, "api/cli.md", content=cli_page()))
     execute = os.environ.get(EXECUTE, "") not in ("", "0")
     for path in sorted(ROOT.glob("notebooks/*.ipynb")):
         text, images = notebook_page(path, execute)
