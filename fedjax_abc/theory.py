@@ -25,7 +25,10 @@ General Variance Condition" (Wang, Huang, Johansson, Pu):
   (iterates of a run, e.g. ``abc_constants(problem, oracle, domain=points)``);
 - participation beyond the paper's sampler: :func:`inclusion_probabilities` (pi_i, pi_ij),
   :func:`weight_moments`, :func:`sampling_error` (Lemma 3 / eq. 14 for any sampler with a
-  closed form), :func:`stationary_availability` (the Markov availability model);
+  closed form), :func:`stationary_availability` (the Markov availability model),
+  :func:`monte_carlo_moments` (the same estimated from drawn rounds, any sampler);
+- time: :func:`exponential_staleness` (the staleness law of FedBuff and FedAsync with
+  exponential durations);
 - compression: :func:`compressor_omega` (unbiased compressors' variance factor),
   :func:`compressor_delta` (contractions), :func:`compression_error` (E ||C(v) - v||^2 at
   v), :func:`compressed_abc` (the ABC constants of a compressed oracle);
@@ -112,6 +115,7 @@ from fedjax_abc._theory._participation import (
     stationary_availability,
     weight_moments,
 )
+from fedjax_abc._theory._time import exponential_staleness
 from fedjax_abc._theory._theorem3 import (
     Theorem3ScheduleCheck,
     check_theorem3_schedule,
@@ -132,6 +136,7 @@ __all__ = [
     "stationary_availability",
     "sampling_error",
     "inclusion_probabilities",
+    "exponential_staleness",
     "monte_carlo_moments",
     "WeightMoments",
     "SamplingError",

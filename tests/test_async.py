@@ -79,6 +79,14 @@ def _geometric_counts(p: float, bins: int) -> np.ndarray:
     return np.append(probs, 1 - probs.sum())
 
 
+def test_the_staleness_closed_form():
+    np.testing.assert_allclose(fa.theory.exponential_staleness(6, 2, bins=12),
+                               _geometric_counts(2 / 6, 12), rtol=1e-13)
+    assert fa.theory.exponential_staleness(5, 5, bins=4).tolist() == [1.0, 0.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match=r"buffer \(K=3\) must be at most"):
+        fa.theory.exponential_staleness(2, 3)
+
+
 @pytest.mark.parametrize("C, rule", [(4, fa.timing.FedAsync(0.5)), (6, fa.timing.FedBuff(2))],
                          ids=["FedAsync C=4", "FedBuff C=6 K=2"])
 def test_staleness_is_geometric_with_exponential_durations(problem, C, rule):

@@ -34,6 +34,7 @@ DEFAULT = [
     "fedjax_abc._problems._time",
     "fedjax_abc._problems._timed",
     "fedjax_abc._algorithms._buffered",
+    "fedjax_abc._theory._time",
     "fedjax_abc.repro.faulty",
 ]
 SLOW = [

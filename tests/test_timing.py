@@ -177,6 +177,11 @@ def test_sweep_over_the_deadline_and_a_law(problem):
         fa.UniformWithoutReplacement(5), tm.Clock(tm.Exponential(0.5)), deadline=4.0)})
     np.testing.assert_allclose(point.metrics["time"], own.metrics["time"], rtol=1e-14)
     np.testing.assert_allclose(point.gap, own.gap, rtol=1e-12)
+    # a swept value gets the constructor's checks
+    with pytest.raises(ValueError, match=r"Exponential's mean \(-1.0\) must be finite"):
+        fa.sweep(problem, grid={"sampler.clock.compute.mean": [1.0, -1.0]}, **kw)
+    with pytest.raises(ValueError, match=r"deadline \(0.0\) must be > 0"):
+        fa.sweep(problem, grid={"sampler.deadline": [0.0]}, **kw)
 
 
 def test_speeds_from_file(tmp_path, problem):

@@ -17,7 +17,9 @@ words of stream 5 under k_0. A client dispatched at version u therefore makes ex
 local draws it would make in round u of a synchronous run.
 
 One ``lax.scan`` over server steps carries the in-flight clients (who, their dispatch
-version, arrival time and update) for R trials side by side, ``vmap`` over the trials.
+version, arrival time and update) for R trials side by side, ``vmap`` over the trials,
+which are split over the local devices (``fa.use_cpu_cores()``: every core) when their
+number divides R.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array
 
 from fedjax_abc._algorithms._base import AbstractAlgorithm
@@ -90,6 +93,7 @@ class _Spec(NamedTuple):
     local_steps: int
     generator: str
     bins: int
+    groups: int  # devices the trials are sharded over
 
 
 def smallest(values: Array, count: int, above) -> Array:
@@ -173,16 +177,16 @@ def server_step(parts: _Parts, spec: _Spec, trial_key: Array, state: AsyncState,
                       state.speed, counts)
 
 
-def _record(parts: _Parts, state: AsyncState) -> tuple:
+def _record(parts: _Parts, spec: _Spec, state: AsyncState) -> tuple:
     """(gap, grad_norm_sq, *metrics, time) of every trial (each (R,))."""
-    return record_trials(parts.problem, parts.metrics, state.x) + (state.now,)
+    return record_trials(parts.problem, parts.metrics, state.x, spec.groups) + (state.now,)
 
 
 @eqx.filter_jit
 def _begin(parts: _Parts, spec: _Spec, trial_keys: Array, x0: Array, stepsize):
     state = jax.vmap(lambda k, x: _start(parts, spec, k, x, stepsize), in_axes=(1, 0))(
         trial_keys, x0)
-    return state, _record(parts, state)
+    return state, _record(parts, spec, state)
 
 
 @eqx.filter_jit
@@ -192,7 +196,7 @@ def _blocks(parts: _Parts, spec: _Spec, trial_keys: Array, state: AsyncState, st
 
     def block(state, alphas):
         state, _ = jax.lax.scan(lambda s, a: (step(trial_keys, s, a), None), state, alphas)
-        return state, _record(parts, state)
+        return state, _record(parts, spec, state)
 
     state, records = jax.lax.scan(block, state, stepsizes)
     return state, tuple(jnp.moveaxis(r, 0, 1) for r in records)
@@ -335,9 +339,15 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
     parts = _Parts(problem.astype(jdtype), cast_floating(oracle, jdtype),
                    cast_floating(algorithm, jdtype), cast_floating(rule, jdtype),
                    cast_floating(clock, jdtype), fns)
-    spec = _Spec(C, Q, generator, bins)
+    devices = jax.local_devices()
+    groups = len(devices) if len(devices) > 1 and R % len(devices) == 0 else 1
+    spec = _Spec(C, Q, generator, bins, groups)
     trial_keys = fold_in_data(jax.random.key_data(key), jnp.arange(R, dtype=jnp.int32))
     xs = jnp.broadcast_to(jnp.asarray(x0, jdtype), (R, d))
+    if groups > 1:  # the trials split over the devices (a trial's numbers are the same)
+        mesh = Mesh(np.array(devices), ("trials",))
+        trial_keys = jax.device_put(trial_keys, NamedSharding(mesh, PartitionSpec(None, "trials")))
+        xs = jax.device_put(xs, NamedSharding(mesh, PartitionSpec("trials")))
     state, first = _begin(parts, spec, trial_keys, xs, alphas[0])
     # alpha_u for the clients dispatched at version u = 1 .. T (the last never arrives)
     later = np.concatenate([alphas[1:], alphas[-1:]])

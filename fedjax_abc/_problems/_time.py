@@ -56,6 +56,14 @@ def _parameter(law: str, name: str, value, *, low: float = 0.0, strict: bool = T
     return jnp.asarray(x, float)
 
 
+def _recheck(law: str, name: str, value, *, low: float = 0.0, strict: bool = True) -> None:
+    """The check of :func:`_parameter` on a value put in by ``eqx.tree_at`` (a sweep's axis)."""
+    x = _value(value)
+    if x is not None and (not math.isfinite(x) or (x <= low if strict else x < low)):
+        raise ValueError(f"{law}'s {name} ({x!r}) must be finite and {'>' if strict else '>='} "
+                         f"{low:g}")
+
+
 def _value(a) -> Optional[float]:
     """A parameter as a Python float, or None when it is traced (no closed form then)."""
     return None if isinstance(a, jax.core.Tracer) else float(np.asarray(a))
@@ -98,6 +106,9 @@ class Constant(AbstractLaw):
     def __init__(self, value):
         self.value = _parameter("Constant", "value", value, strict=False)
 
+    def __check_init__(self):
+        _recheck("Constant", "value", self.value, strict=False)
+
     def quantile(self, u):
         return jnp.broadcast_to(self.value, u.shape).astype(u.dtype)
 
@@ -122,6 +133,9 @@ class Exponential(AbstractLaw):
 
     def __init__(self, mean):
         self.mean = _parameter("Exponential", "mean", mean)
+
+    def __check_init__(self):
+        _recheck("Exponential", "mean", self.mean)
 
     def quantile(self, u):
         return (-self.mean * jnp.log1p(-u)).astype(u.dtype)
@@ -150,6 +164,10 @@ class ShiftedExponential(AbstractLaw):
     def __init__(self, shift, mean):
         self.shift = _parameter("ShiftedExponential", "shift", shift, strict=False)
         self.mean = _parameter("ShiftedExponential", "mean", mean)
+
+    def __check_init__(self):
+        _recheck("ShiftedExponential", "shift", self.shift, strict=False)
+        _recheck("ShiftedExponential", "mean", self.mean)
 
     def quantile(self, u):
         return (self.shift - self.mean * jnp.log1p(-u)).astype(u.dtype)
@@ -180,6 +198,10 @@ class LogNormal(AbstractLaw):
         self.mu = _parameter("LogNormal", "mu", mu, low=-math.inf)
         self.sigma = _parameter("LogNormal", "sigma", sigma)
 
+    def __check_init__(self):
+        _recheck("LogNormal", "mu", self.mu, low=-math.inf)
+        _recheck("LogNormal", "sigma", self.sigma)
+
     def quantile(self, u):
         return jnp.exp(self.mu + self.sigma * ndtri(u)).astype(u.dtype)
 
@@ -209,6 +231,10 @@ class Pareto(AbstractLaw):
     def __init__(self, scale, shape):
         self.scale = _parameter("Pareto", "scale", scale)
         self.shape = _parameter("Pareto", "shape", shape)
+
+    def __check_init__(self):
+        _recheck("Pareto", "scale", self.scale)
+        _recheck("Pareto", "shape", self.shape)
 
     def quantile(self, u):
         return (self.scale * jnp.exp(-jnp.log1p(-u) / self.shape)).astype(u.dtype)

@@ -135,8 +135,12 @@ class Timed(AbstractSampler):
         if not isinstance(partial, bool):
             raise ValueError(f"Timed's partial must be True or False, got {partial!r}")
         self.partial = partial
+
+    def __check_init__(self):  # also for a deadline put in by eqx.tree_at (a sweep's axis)
         d = _concrete(self.deadline)
-        if partial and (self.keep is not None or (d is not None and math.isinf(d))):
+        if d is not None and (math.isnan(d) or d <= 0):
+            raise ValueError(f"Timed's deadline ({d!r}) must be > 0 (None or inf for none)")
+        if self.partial and (self.keep is not None or (d is not None and math.isinf(d))):
             raise ValueError("Timed's partial work needs a deadline and no keep: clients send "
                              "what they completed by the deadline")
         least = self._least_duration()
