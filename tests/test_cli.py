@@ -233,6 +233,16 @@ def test_progress_line_reports_rounds_rate_and_time_left():
     assert timing["run"] == "S=4" and timing["work"] == 100.0 and timing["steady_rate"] > 0
 
 
+def test_progress_rate_is_in_the_task_s_unit_of_work():
+    progress = common.Progress("faults", stream=io.StringIO())
+    progress.plan(30.0)
+    callback = progress.task("faults", 30.0, unit="sizes", work_unit="sizes")
+    callback(3, 30, 0.1)
+    time.sleep(0.01)
+    line = progress.line()
+    assert "sizes 3/30" in line and "sizes/s" in line and "client-steps" not in line
+
+
 def test_progress_while_compiling_shows_no_rate():
     progress = common.Progress("demo", stream=io.StringIO())
     progress.plan(200.0)

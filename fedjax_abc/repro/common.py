@@ -411,7 +411,7 @@ class Progress:
         self.thread = None
         self.width = 0
         self.smooth_rate = None  # client-steps/s, smoothed over the progress lines
-        self.unit = "rounds"
+        self.unit, self.work_unit = "rounds", "client-steps"
 
     def plan(self, total_work: float):
         self.total = float(total_work)
@@ -419,12 +419,14 @@ class Progress:
             self.thread = threading.Thread(target=self._beat, daemon=True)
             self.thread.start()
 
-    def task(self, desc: str, work: float, unit: str = "rounds") -> Callable:
+    def task(self, desc: str, work: float, unit: str = "rounds",
+             work_unit: str = "client-steps") -> Callable:
         """``unit``: what the callback's counts count (a grid's sweep: rounds of all its
-        points and trial chunks together)."""
+        points and trial chunks together); ``work_unit``: what ``work`` counts (the rate's
+        unit)."""
         now = time.perf_counter()
         with self.lock:
-            self.unit = unit
+            self.unit, self.work_unit = unit, work_unit
             self.runs += 1
             self.current = (desc, float(work), 0, 0)
             self.timing = {"run": desc, "work": float(work), "start": now, "first": None,
@@ -481,7 +483,7 @@ class Progress:
         self.smooth_rate = rate if self.smooth_rate is None else (
             self.smooth_rate + (rate - self.smooth_rate) / 3)
         left = (self.total - done) / self.smooth_rate if self.total else float("inf")
-        return (f"{self.label} [{desc}] {rounds} | {100 * frac:5.1f}% | {rate:.2e} client-steps/s"
+        return (f"{self.label} [{desc}] {rounds} | {100 * frac:5.1f}% | {rate:.2e} {self.work_unit}/s"
                 f" | {clock(elapsed)} elapsed, ~{clock(max(left, 0.0))} left{whole}")
 
     def _write(self, text: str, final: bool = False):

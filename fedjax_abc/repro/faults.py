@@ -366,7 +366,7 @@ def run(settings: common.Settings, progress: common.Progress) -> dict:
         setting["T"] = settings.rounds
     total = sum(len(f.factors) for f in faults(setting["S"]))
     progress.plan(float(total))
-    callback = progress.task("faults", float(total), unit="sizes")
+    callback = progress.task("faults", float(total), unit="sizes", work_unit="sizes")
     results = scan(setting, settings.seed, progress=callback)
     progress.finish_task()
     c = case(setting)
