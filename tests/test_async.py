@@ -216,3 +216,19 @@ def test_a_sweep_over_the_buffer_and_a_law(problem):
     with pytest.raises(ValueError, match="not a setting"):
         fa.timing.sweep_async(problem, fa.timing.FedAsync(0.5), clock,
                               grid={"trials": [2]}, concurrency=3, **kw)
+
+
+def test_fedprox_clients_reuse_the_algorithm_s_client_rule(problem):
+    """FedProx's proximal local steps run asynchronously: mu = 0 is FedAvg's run bit for
+    bit, mu > 0 pulls the local models toward their start and changes the run."""
+    clock = fa.timing.Clock(fa.timing.Exponential(1.0))
+    kw = dict(concurrency=4, local_steps=Q, stepsize=0.2, steps=10, trials=2,
+              key=jax.random.key(4), x0=jnp.ones(D))
+    plain = fa.timing.simulate_async(problem, fa.timing.FedBuff(2), clock, **kw)
+    zero = fa.timing.simulate_async(problem, fa.timing.FedBuff(2), clock,
+                                    algorithm=fa.algorithms.FedProx(0.0), **kw)
+    prox = fa.timing.simulate_async(problem, fa.timing.FedBuff(2), clock,
+                                    algorithm=fa.algorithms.FedProx(5.0), **kw)
+    np.testing.assert_array_equal(plain.result.gap, zero.result.gap)
+    assert np.max(np.abs(prox.result.gap - plain.result.gap)) > 1e-6
+    np.testing.assert_array_equal(prox.result.metrics["time"], plain.result.metrics["time"])
