@@ -246,3 +246,14 @@ def test_partial_work_is_fednova_with_the_steps_done_by_the_deadline(problem):
     assert np.max(np.abs(whole.gap - ours.gap)) > 1e-6
     with pytest.raises(ValueError, match="partial work needs a deadline"):
         tm.Timed(fa.FullParticipation(), clock, partial=True)
+
+
+def test_the_clock_through_wrappers_and_a_stateful_sampler(problem):
+    """Dropout over a deadline over Markov availability: the wrapper passes the clock on
+    (its records and state), the inner chain keeps its own state, and every round lasts
+    at most the deadline."""
+    inner = tm.Timed(fa.MarkovAvailability(0.2, 0.3, 4), tm.Clock(tm.Exponential(1.0)),
+                     deadline=2.0)
+    res = _run(problem, fa.Dropout(inner, 0.9), rounds=8, record_every=1)
+    steps = np.diff(res.metrics["time"], axis=1)
+    assert np.all(steps > 0) and np.all(steps <= 2.0 + 1e-12) and np.any(steps < 1.9)
