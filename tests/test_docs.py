@@ -249,8 +249,9 @@ def test_mkdocs_build_strict(tmp_path):
     assert time.perf_counter() - start < 120
 
 
-def _hooks():
-    spec = importlib.util.spec_from_file_location("docs_hooks", DOCS / "_ext" / "hooks.py")
+def _docs_module(name: str):
+    """A module of ``docs/_ext`` (the site's hooks and docstring extension), loaded by path."""
+    spec = importlib.util.spec_from_file_location(f"docs_{name}", DOCS / "_ext" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -258,7 +259,7 @@ def _hooks():
 
 @pytest.mark.skipif(not _MKDOCS, reason="the docs extra is not installed here")
 def test_a_notebook_page_shows_its_cells_and_plots():
-    text, images = _hooks().notebook_page(ROOT / "notebooks" / "08_time.ipynb")
+    text, images = _docs_module("hooks").notebook_page(ROOT / "notebooks" / "08_time.ipynb")
     assert "simulate_async" in text and "```python" in text
     assert images and all(name.endswith(".png") for name in images)
     assert all(f"]({name})" in text for name in images)
@@ -268,22 +269,15 @@ def test_a_notebook_page_shows_its_cells_and_plots():
 @pytest.mark.skipif(not _MKDOCS, reason="the docs extra is not installed here")
 def test_a_notebook_page_can_be_executed_at_build(tmp_path):
     """With FEDJAX_ABC_EXECUTE_NOTEBOOKS=1 the page shows a fresh run's outputs."""
-    text, images = _hooks().notebook_page(ROOT / "notebooks" / "03_theory_explorer.ipynb",
+    text, images = _docs_module("hooks").notebook_page(ROOT / "notebooks" / "03_theory_explorer.ipynb",
                                           execute=True)
     assert images and "run top to bottom for this build" in text
 
 
 
-def _roles():
-    spec = importlib.util.spec_from_file_location("docs_roles", DOCS / "_ext" / "rst_roles.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.skipif(not _MKDOCS, reason="the docs extra is not installed here")
 def test_roles_link_to_the_reference_where_it_has_a_section():
-    roles = _roles()
+    roles = _docs_module("rst_roles")
     text = roles.markdown("Uses :class:`~fedjax_abc.algorithms.FedAvg` and "
                           ":func:`~fedjax_abc._engine._random.client_words`::")
     assert text == ("Uses [`FedAvg`][fedjax_abc.algorithms.FedAvg] and `client_words`:")
