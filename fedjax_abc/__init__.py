@@ -46,6 +46,7 @@ from fedjax_abc._engine._result import (
 from fedjax_abc._problems._moments import ParticipationMoments
 from fedjax_abc._problems._samplers import (
     AbstractSampler,
+    AbstractStatelessSampler,
     Bernoulli,
     FullParticipation,
     UniformWithoutReplacement,
@@ -97,6 +98,7 @@ __all__ = [
     "AbstractOracle",
     "algorithms",
     "AbstractSampler",
+    "AbstractStatelessSampler",
     "Bernoulli",
     "Client",
     "client_noise",

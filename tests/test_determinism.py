@@ -277,7 +277,7 @@ def test_records_do_not_depend_on_the_number_of_trials_at_paper_size():
 # ---------------------------------------------- random-size participation: the capacity
 
 
-class Capped(fa.AbstractSampler):
+class Capped(fa.AbstractStatelessSampler):
     """Another sampler with its capacity set by hand (overflow forced in most rounds)."""
 
     inner: fa.AbstractSampler
@@ -296,9 +296,6 @@ class Capped(fa.AbstractSampler):
 
     def capacity(self, n):
         return self.cap
-
-    def __call__(self, key, n):
-        return self.inner(key, n)
 
     def from_words(self, words, n):
         return self.inner.from_words(words, n)

@@ -273,9 +273,6 @@ class Cyclic(fa.AbstractSampler):
     def num_slots(self, n):
         return 1
 
-    def __call__(self, key, n):
-        return jnp.zeros((1,), jnp.int32), jnp.ones((1,))
-
     def init_state(self, n):
         return jnp.zeros((), jnp.int32)
 

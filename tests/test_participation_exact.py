@@ -250,7 +250,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 
-class Pair(fa.AbstractSampler):
+class Pair(fa.AbstractStatelessSampler):
     """Clients 0 and 1 every round, averaged: A = (v_0 + v_1) / 2, no randomness."""
 
     distinct_slots = True
@@ -258,7 +258,7 @@ class Pair(fa.AbstractSampler):
     def num_slots(self, n):
         return 2
 
-    def __call__(self, key, n):
+    def from_words(self, words, n):
         return jnp.array([0, 1], jnp.int32), jnp.ones(2)
 
     def participation_moments(self, n, round=None):

@@ -496,20 +496,20 @@ class NumpyNoise(fa.AbstractOracle):
         return problem.local_grad(client, x) + z
 
 
-class NumpyChoice(fa.AbstractSampler):
+class NumpyChoice(fa.AbstractStatelessSampler):
     def num_slots(self, n):
         return 2
 
-    def __call__(self, key, n):
+    def from_words(self, words, n):
         idx = np.random.choice(n, 2, replace=False)  # once, at trace time
         return jnp.asarray(idx, jnp.int32), jnp.full((2,), n / 2)
 
 
-class LocalGenerator(fa.AbstractSampler):
+class LocalGenerator(fa.AbstractStatelessSampler):
     def num_slots(self, n):
         return 2
 
-    def __call__(self, key, n):
+    def from_words(self, words, n):
         rng = np.random.default_rng()  # made and drawn from once, at trace time
         return jnp.asarray(rng.choice(n, 2, replace=False), jnp.int32), jnp.full((2,), n / 2)
 

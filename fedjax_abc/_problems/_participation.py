@@ -37,7 +37,7 @@ from jaxtyping import Array, Bool, Float, Int
 from fedjax_abc._problems._args import check_count
 from fedjax_abc._problems._moments import (ParticipationMoments, available_set, multinomial,
                                           rows_moments)
-from fedjax_abc._problems._samplers import AbstractSampler, tail_capacity
+from fedjax_abc._problems._samplers import AbstractSampler, AbstractStatelessSampler, tail_capacity
 
 __all__ = ["AbstractAvailability", "Cyclic", "Dropout", "ImportanceSampler", "MarkovAvailability", "Poisson",
            "SizeWeighted", "TraceAvailability", "uniform_among"]
@@ -95,12 +95,6 @@ def _check_size(S) -> int:
     return check_count("num_sampled (S)", S)
 
 
-def _call(sampler: AbstractSampler, key: Array, n: int):
-    """One round from a key: the sampler's first round (from its initial state)."""
-    words = jax.random.bits(key, (sampler.num_words(n),), jnp.uint32)
-    return sampler.from_words(words, n)
-
-
 def uniform_among(words: Array, available: Array, num_sampled: int) -> tuple[Array, Array]:
     """S slots uniformly without replacement among the available clients (fewer if fewer).
 
@@ -121,7 +115,7 @@ def uniform_among(words: Array, available: Array, num_sampled: int) -> tuple[Arr
     return idx.astype(jnp.int32), (top >= 0).astype(float)
 
 
-class Poisson(AbstractSampler):
+class Poisson(AbstractStatelessSampler):
     """Client i takes part independently with probability ``probs[i]`` (Poisson sampling).
 
     ``unbiased=True`` (default): participant i has weight 1 / (n p_i), and the server's
@@ -183,9 +177,6 @@ class Poisson(AbstractSampler):
     def num_words(self, n):
         return n
 
-    def __call__(self, key, n):
-        return _call(self, key, n)
-
     def from_words(self, words, n):
         p = jnp.broadcast_to(self.probs, (n,))
         take = _unit(words[:n]) < p.astype(_unit(words[:1]).dtype)
@@ -193,7 +184,7 @@ class Poisson(AbstractSampler):
         return jnp.arange(n, dtype=jnp.int32), w.astype(float)
 
 
-class ImportanceSampler(AbstractSampler):
+class ImportanceSampler(AbstractStatelessSampler):
     """S independent draws of a client from the distribution ``probs`` (with replacement).
 
     ``unbiased=True`` (default): a draw of client i has weight 1 / (S n p_i) and the server's
@@ -248,9 +239,6 @@ class ImportanceSampler(AbstractSampler):
     def num_words(self, n):
         return self.num_sampled
 
-    def __call__(self, key, n):
-        return _call(self, key, n)
-
     def from_words(self, words, n):
         u = _unit(words[:self.num_sampled])
         cdf = jnp.cumsum(self.probs.astype(u.dtype))
@@ -292,13 +280,6 @@ class AbstractAvailability(AbstractSampler):
 
     def num_words(self, n):
         return self.availability_words(n) + n
-
-    def __call__(self, key, n):
-        return _call(self, key, n)
-
-    def from_words(self, words, n):
-        idx, w, _ = self.sample(words, n, self.init_state(n))
-        return idx, w
 
     def sample(self, words, n, state):
         V = self.availability_words(n)
@@ -586,9 +567,6 @@ class Dropout(AbstractWrapper):
     def num_words(self, n):
         return self.sampler.num_words(n) + n
 
-    def __call__(self, key, n):
-        return _call(self, key, n)
-
     def _drop(self, words, n, idx, w):
         u = _unit(words[self.sampler.num_words(n):])
         q = jnp.broadcast_to(self.deliver, (n,)).astype(u.dtype)
@@ -596,10 +574,6 @@ class Dropout(AbstractWrapper):
         if self.sampler.normalised():
             return jnp.where(arrives, w, 0)
         return jnp.where(arrives, w / q[idx], 0).astype(w.dtype)
-
-    def from_words(self, words, n):
-        idx, w = self.sampler.from_words(words[:self.sampler.num_words(n)], n)
-        return idx, self._drop(words, n, idx, w)
 
     def sample(self, words, n, state):
         idx, w, state = self.sampler.sample(words[:self.sampler.num_words(n)], n, state)
@@ -668,13 +642,6 @@ class SizeWeighted(AbstractWrapper):
 
     def num_words(self, n):
         return self.sampler.num_words(n)
-
-    def __call__(self, key, n):
-        return _call(self, key, n)
-
-    def from_words(self, words, n):
-        idx, w = self.sampler.from_words(words, n)
-        return idx, (w * self.relative_sizes(n)[idx]).astype(w.dtype)
 
     def sample(self, words, n, state):
         idx, w, state = self.sampler.sample(words, n, state)

@@ -35,6 +35,7 @@ from fedjax_abc._problems._moments import ParticipationMoments, available_set, m
 
 __all__ = [
     "AbstractSampler",
+    "AbstractStatelessSampler",
     "Bernoulli",
     "FullParticipation",
     "UniformWithoutReplacement",
@@ -98,6 +99,12 @@ def _check_size(S) -> None:
 class AbstractSampler(eqx.Module):
     """Chooses the participants of one round.
 
+    One method samples: :meth:`sample`, a round's slots from its random words and the
+    sampler's state (``init_state``; ``()`` for none). A sampler without state subclasses
+    :class:`AbstractStatelessSampler` and writes :meth:`from_words` instead. The rest is
+    derived: a round from a key (``sampler(key, n)``), the first round from words
+    (:meth:`from_words`), many trials at once (:meth:`from_words_batched`).
+
     Attributes:
       distinct_slots: class attribute, True when no client fills two slots of a round
         (algorithms with client states need it); False unless a subclass says so.
@@ -107,11 +114,17 @@ class AbstractSampler(eqx.Module):
 
     @abc.abstractmethod
     def num_slots(self, n: int) -> int:
-        """m: how many (index, weight) slots ``__call__`` returns for n clients."""
+        """m: how many (index, weight) slots a round has for n clients."""
 
     @abc.abstractmethod
+    def sample(self, words: Array, n: int, state) -> tuple[Int[Array, " m"], Float[Array, " m"],
+                                                          object]:
+        """(indices, weights, next state) of one trial's round from its ``num_words(n)``
+        random words (uint32) and its state."""
+
     def __call__(self, key: Array, n: int) -> tuple[Int[Array, " m"], Float[Array, " m"]]:
-        """(indices, weights) of the m slots of one round."""
+        """(indices, weights) of the m slots of a first round, drawn with ``key``."""
+        return self.from_words(jax.random.bits(key, (self.num_words(n),), jnp.uint32), n)
 
     def validate(self, n: int) -> None:
         """Raises ValueError when the sampler does not fit n clients."""
@@ -192,41 +205,44 @@ class AbstractSampler(eqx.Module):
         return None
 
     def from_words(self, words: Array, n: int) -> tuple[Int[Array, " m"], Float[Array, " m"]]:
-        """The round's slots from ``num_words(n)`` random words (default: a key of two)."""
-        return self(jax.random.wrap_key_data(words[:2]), n)
+        """The slots of a first round (from :meth:`init_state`) from its words."""
+        idx, w, _ = self.sample(words, n, self.init_state(n))
+        return idx, w
 
     def init_state(self, n: int):
-        """The sampler's state of one trial at t = 0 (default: ``()``, stateless).
+        """The sampler's state of one trial at t = 0 (default: ``()``, none).
 
         A stateful sampler (each client's availability, say) returns a pytree of arrays
-        here and implements :meth:`sample`; the engine carries the state from round to
-        round, one per trial.
+        here; the engine carries the state from round to round, one per trial.
         """
         return ()
 
-    def sample(self, words: Array, n: int, state) -> tuple[Int[Array, " m"], Float[Array, " m"],
-                                                          object]:
-        """(indices, weights, next state) of one trial's round from its words and state.
-
-        Default: :meth:`from_words`, the state passed on unchanged. The engine calls it
-        only for a sampler whose :meth:`init_state` has array leaves (otherwise
-        :meth:`from_words_batched`).
-        """
-        idx, w = self.from_words(words, n)
-        return idx, w, state
-
     def from_words_batched(self, words: Array, n: int) -> tuple[Int[Array, "m R"],
                                                                 Float[Array, "m R"]]:
-        """The slots of R trials' rounds at once: words (num_words(n), R) -> (m, R) each.
-
-        The simulator calls this; by default it maps :meth:`from_words` over the columns.
-        A sampler may compute it directly, trial by trial in every row (see
-        :class:`UniformWithoutReplacement`), with the same result.
+        """The slots of R trials' first rounds at once: words (num_words(n), R) -> (m, R)
+        each. The simulator calls this for a sampler without state; by default it maps
+        :meth:`from_words` over the columns. A sampler may compute it directly, trial by
+        trial in every row (see :class:`UniformWithoutReplacement`), with the same result.
         """
         return jax.vmap(lambda w: self.from_words(w, n), in_axes=1, out_axes=1)(words)
 
 
-class UniformWithoutReplacement(AbstractSampler):
+class AbstractStatelessSampler(AbstractSampler):
+    """A sampler without state: each round's slots a function of its words alone.
+
+    Subclasses write :meth:`from_words`; :meth:`sample` passes the (empty) state on.
+    """
+
+    @abc.abstractmethod
+    def from_words(self, words: Array, n: int) -> tuple[Int[Array, " m"], Float[Array, " m"]]:
+        """(indices, weights) of the round's m slots from ``num_words(n)`` random words."""
+
+    def sample(self, words, n, state):
+        idx, w = self.from_words(words, n)
+        return idx, w, state
+
+
+class UniformWithoutReplacement(AbstractStatelessSampler):
     """S of n clients uniformly without replacement (Assumption 3).
 
     Floyd's algorithm: for j = n-S, ..., n-1 draw t uniform in [0, j]; take t unless it is
@@ -252,9 +268,6 @@ class UniformWithoutReplacement(AbstractSampler):
         _check_size(self.num_sampled)
         if not 1 <= self.num_sampled <= n:
             raise ValueError(f"num_sampled (S={self.num_sampled}) must be in [1, n={n}]")
-
-    def __call__(self, key, n):
-        return self.from_words(jax.random.bits(key, (self.num_sampled,), jnp.uint32), n)
 
     def num_words(self, n):
         return 0 if self.num_sampled == n else self.num_sampled
@@ -299,7 +312,7 @@ class UniformWithoutReplacement(AbstractSampler):
         return jnp.stack(chosen), jnp.ones((S, R))
 
 
-class FullParticipation(AbstractSampler):
+class FullParticipation(AbstractStatelessSampler):
     """Every client every round (S = n, I_S = 0)."""
 
     distinct_slots: ClassVar[bool] = True
@@ -313,17 +326,14 @@ class FullParticipation(AbstractSampler):
     def num_slots(self, n):
         return n
 
-    def __call__(self, key, n):
-        return jnp.arange(n, dtype=jnp.int32), jnp.ones((n,))
-
     def num_words(self, n):
         return 0
 
     def from_words(self, words, n):
-        return self(None, n)
+        return jnp.arange(n, dtype=jnp.int32), jnp.ones((n,))
 
 
-class WithReplacement(AbstractSampler):
+class WithReplacement(AbstractStatelessSampler):
     """S independent uniform draws from the n clients; a client drawn twice counts twice."""
 
     num_sampled: int = eqx.field(static=True)
@@ -344,9 +354,6 @@ class WithReplacement(AbstractSampler):
         if self.num_sampled < 1:
             raise ValueError(f"num_sampled (S={self.num_sampled}) must be >= 1")
 
-    def __call__(self, key, n):
-        return self.from_words(jax.random.bits(key, (self.num_sampled,), jnp.uint32), n)
-
     def num_words(self, n):
         return self.num_sampled
 
@@ -358,7 +365,7 @@ def _bad_probability(p):
     raise ValueError(f"participation probability (p={p!r}) must be a number in (0, 1]")
 
 
-class Bernoulli(AbstractSampler):
+class Bernoulli(AbstractStatelessSampler):
     """Each client takes part independently with probability p (the same p for all).
 
     The round's m_t participants are averaged with weight 1 each: x_{t+1} is the mean of
@@ -409,9 +416,9 @@ class Bernoulli(AbstractSampler):
             return None
         return tail_capacity(float(self.p), n)
 
-    def __call__(self, key, n):
+    def from_words(self, words, n):  # two words as a key: n draws from JAX's generator
         p = jnp.asarray(self.p, float)  # float32 if x64 was switched off after construction
-        take = jax.random.bernoulli(key, p, (n,))
+        take = jax.random.bernoulli(jax.random.wrap_key_data(words[:2]), p, (n,))
         return jnp.arange(n, dtype=jnp.int32), take.astype(float)
 
 

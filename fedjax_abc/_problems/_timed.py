@@ -203,14 +203,6 @@ class Timed(AbstractSampler):
     def records(self, state):
         return (state["time"],) + tuple(self.sampler.records(state["inner"]))
 
-    def __call__(self, key, n):
-        words = jax.random.bits(key, (self.num_words(n),), jnp.uint32)
-        return self.from_words(words, n)
-
-    def from_words(self, words, n):
-        idx, w, _ = self.sample(words, n, self.init_state(n))
-        return idx, w
-
     def sample(self, words, n, state):
         m = self.sampler.num_words(n)
         idx, w, inner = self.sampler.sample(words[:m], n, state["inner"])

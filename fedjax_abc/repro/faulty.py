@@ -39,7 +39,7 @@ from fedjax_abc.algorithms import AbstractAlgorithm, AbstractServerState, Server
 
 
 @final
-class TiltedSampler(fa.AbstractSampler):
+class TiltedSampler(fa.AbstractStatelessSampler):
     """S distinct clients drawn with weights exp(tilt (i / (n - 1) - 1/2)) one after the
     other (Gumbel top-k); tilt = 0 is the paper's uniform sampler (Assumption 3)."""
 
@@ -53,14 +53,15 @@ class TiltedSampler(fa.AbstractSampler):
     def num_slots(self, n):
         return self.num_sampled
 
-    def __call__(self, key, n):
+    def from_words(self, words, n):  # two words as a key: n Gumbel draws from JAX's generator
         logits = self.tilt * (jnp.arange(n) / max(n - 1, 1) - 0.5)
-        _, idx = jax.lax.top_k(logits + jax.random.gumbel(key, (n,)), self.num_sampled)
+        gumbel = jax.random.gumbel(jax.random.wrap_key_data(words[:2]), (n,))
+        _, idx = jax.lax.top_k(logits + gumbel, self.num_sampled)
         return idx.astype(jnp.int32), jnp.ones((self.num_sampled,))
 
 
 @final
-class DropsWeights(fa.AbstractSampler):
+class DropsWeights(fa.AbstractStatelessSampler):
     """The slots of ``inner`` with every weight set to 1 and the server told to average
     them: the weights the server should have applied are lost."""
 
@@ -71,10 +72,6 @@ class DropsWeights(fa.AbstractSampler):
 
     def num_words(self, n):
         return self.inner.num_words(n)
-
-    def __call__(self, key, n):
-        idx, w = self.inner(key, n)
-        return idx, jnp.ones_like(w)
 
     def from_words(self, words, n):
         idx, w = self.inner.from_words(words, n)
