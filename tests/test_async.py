@@ -232,3 +232,13 @@ def test_fedprox_clients_reuse_the_algorithm_s_client_rule(problem):
     np.testing.assert_array_equal(plain.result.gap, zero.result.gap)
     assert np.max(np.abs(prox.result.gap - plain.result.gap)) > 1e-6
     np.testing.assert_array_equal(prox.result.metrics["time"], plain.result.metrics["time"])
+
+
+def test_a_run_that_cannot_fit_is_refused_before_any_work(problem, monkeypatch):
+    monkeypatch.setenv("FEDJAX_ABC_MEMORY_BYTES", str(10 ** 6))
+    with pytest.raises(ValueError, match=r"run fewer trials at a time") as err:
+        fa.timing.simulate_async(problem, fa.timing.FedBuff(2),
+                                 fa.timing.Clock(fa.timing.Exponential(1.0)), concurrency=10,
+                                 local_steps=Q, stepsize=0.1, steps=5, trials=10_000,
+                                 key=jax.random.key(0), x0=jnp.ones(D))
+    assert "\n" not in str(err.value)

@@ -37,6 +37,7 @@ from jaxtyping import Array
 from fedjax_abc._algorithms._base import AbstractAlgorithm
 from fedjax_abc._algorithms._buffered import AbstractAsyncRule
 from fedjax_abc._algorithms._fedavg import FedAvg
+from fedjax_abc._engine._memory import available_bytes, format_bytes
 from fedjax_abc._engine._metrics import check_metrics, record_trials
 from fedjax_abc._engine._plan import default_record_every, recorded_rounds, stepsize_array
 from fedjax_abc._engine._random import (GENERATORS, SAMPLER_STREAM, SPEED_STREAM, TIME_STREAM,
@@ -250,6 +251,18 @@ def _check_algorithm(algorithm, x) -> None:
                          "asynchronous client starts from the model alone")
 
 
+def _check_memory(R: int, C: int, n: int, d: int, itemsize: int) -> None:
+    """ValueError (one line) when the in-flight updates cannot fit: each trial holds C
+    updates of d numbers, and a server step makes about two more copies of them."""
+    need = 3 * R * (C * d + n) * itemsize
+    available = available_bytes()
+    if available is not None and need > available:
+        raise ValueError(f"{R} trials with C={C} updates of d={d} in flight need about "
+                         f"{format_bytes(need)}, more than the {format_bytes(available)} "
+                         "available: run fewer trials at a time (several calls with other "
+                         "keys) or fewer clients in flight")
+
+
 def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
                    concurrency: int, local_steps: int, stepsize, steps: int, trials: int,
                    key, x0, oracle: Optional[AbstractOracle] = None,
@@ -332,6 +345,7 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
     if k > T:
         raise ValueError(f"record_every (k={k}) must be at most steps (T={T})")
     bins = 4 * C + 1 if staleness_bins is None else check_count("staleness_bins", staleness_bins, 2)
+    _check_memory(R, C, n, d, np.dtype(jdtype).itemsize)
     alphas = stepsize_array(stepsize, T).astype(jdtype)
     names, fns = check_metrics(metrics, d, jdtype)
     if "time" in names:
