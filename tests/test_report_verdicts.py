@@ -122,6 +122,14 @@ def test_alpha_profile_sentence():
     assert "the gaps do not pin alpha" in loose
     none = report._alpha_profile({"config": {}, "alpha_profile": [row(0.8, 0.01)]}, {"p_value": 0.01})[0]
     assert "every value tested is rejected" in none
+    card = []  # a reconciliation row: holds only where alpha is pinned on both sides
+    report._alpha_profile({"config": {}, "alpha_profile": [
+        row(0.9, 0.01), row(1.1, 0.4), row(1.5, 0.03)]}, {"p_value": 0.3}, card)
+    report._alpha_profile({"config": {}, "alpha_profile": [row(0.8, 0.3), row(1.2, 0.3)]},
+                          None, card)
+    assert [(c.kind, c.verdict) for c in card] == [("reconciliation", "holds"),
+                                                   ("reconciliation", "not shown")]
+    assert "between 0.9x and 1.5x the reading" in card[0].ours
 
 
 def test_scorecard_uses_one_legend(tmp_path):

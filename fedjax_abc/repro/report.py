@@ -570,7 +570,7 @@ def _hypotheses(doc: dict, results: str, out_dir: str, card: list) -> list[str]:
                     statistic=f"z per cell (s.e. over R = {cf['trials']} trials, keys of its "
                               "own); reproduces: max |z| <= 3 and the S-ordering",
                     kind="reconciliation")
-        lines += _alpha_profile(doc, good[0] if len(good) == 1 else None)
+        lines += _alpha_profile(doc, good[0] if len(good) == 1 else None, card)
     else:
         lines.append(f"**Result.** No single change reproduces Table II (gaps within "
                      f"{c['z_max']:g} standard errors and the S-ordering together). The smallest "
@@ -585,13 +585,28 @@ def _hypotheses(doc: dict, results: str, out_dir: str, card: list) -> list[str]:
     return lines + [""]
 
 
-def _alpha_profile(doc: dict, reading: Optional[dict] = None) -> list[str]:
+def _alpha_profile(doc: dict, reading: Optional[dict] = None,
+                   card: Optional[list] = None) -> list[str]:
     """How tightly the printed gaps pin alpha: the chi^2 over all cells of each profile
     alternative around the reading (and of the reading itself, ``reading``), not rejected
-    where p >= 0.05."""
+    where p >= 0.05. With ``card``, the result is also a row of the reconciliation table
+    (holds where alpha is bounded on both sides)."""
+    lines, ours, pinned = _profile_lines(doc, reading)
+    if card is not None and ours:
+        dof = (doc.get("alpha_profile") or [{}])[0].get("dof", 12)
+        say(card, "Table II hypotheses", "how tightly the printed gaps pin alpha", ours,
+            "holds" if pinned else "not shown",
+            statistic=f"chi^2 over all {dof} cells at each alpha (s.e. over the R trials); "
+                      "a value is kept where p >= 0.05", kind="reconciliation")
+    return lines
+
+
+def _profile_lines(doc: dict, reading: Optional[dict]) -> tuple[list[str], str, bool]:
+    """(the profile's sentence, its summary for a table, whether alpha is pinned on both
+    sides) of :func:`_alpha_profile`."""
     prof = doc.get("alpha_profile") or []
     if not prof:
-        return []
+        return [], "", False
     cells = "; ".join(f"{p['factor']:g}x ({p['alpha']:.3g}): chi^2 = {p['chi2']:.3g} (p = "
                       f"{p['p_value']:.2g}), max |z| = {p['max_abs_z']:.3g}, {p['verdict']}"
                       for p in prof)
@@ -604,27 +619,33 @@ def _alpha_profile(doc: dict, reading: Optional[dict] = None) -> list[str]:
     head = (f"How tightly the gaps pin alpha (same R, keys of their own): {cells}. Judged by "
             f"the chi^2 over all {dof} cells (rejected at 5%), not by single cells")
     if not kept:
-        return [head + ": every value tested is rejected, the reading included."]
+        return ([head + ": every value tested is rejected, the reading included."],
+                "every value tested rejected", False)
     lo, hi = min(kept), max(kept)
     below = [f for f, pv in points if pv < 0.05 and f < lo]
     above = [f for f, pv in points if pv < 0.05 and f > hi]
     gaps = [f for f, pv in points if pv < 0.05 and lo < f < hi]
     kept_txt = ", ".join(f"{f:g}x" for f in kept)
     if below and above:
+        short = f"alpha between {max(below):g}x and {min(above):g}x the reading"
         pin = (f"not rejected at {kept_txt}, rejected at {max(below):g}x below and {min(above):g}x "
                f"above: the printed gaps pin alpha to between {max(below):g}x and "
                f"{min(above):g}x the reading (within -{100 * (1 - max(below)):.0f}% and "
                f"+{100 * (min(above) - 1):.0f}%)")
     elif below or above:
         side, edge = ("below", max(below)) if below else ("above", min(above))
+        short = f"alpha bounded from {side} only ({edge:g}x rejected)"
         pin = (f"not rejected at {kept_txt}, rejected at {edge:g}x: the gaps bound alpha from "
                f"{side} only")
     else:
+        short = f"no value tested rejected ({kept_txt})"
         pin = f"not rejected at any value tested ({kept_txt}): the gaps do not pin alpha"
     if gaps:
         pin += f" (though rejected in between, at {', '.join(f'{f:g}x' for f in gaps)})"
-    return [head + f": {pin}. With R = {doc['config'].get('trials', 'n/a')} trials per run the "
-            "standard errors are themselves estimated, so p near 0.05 is approximate."]
+        short += f"; rejected in between at {', '.join(f'{f:g}x' for f in gaps)}"
+    return ([head + f": {pin}. With R = {doc['config'].get('trials', 'n/a')} trials per run the "
+             "standard errors are themselves estimated, so p near 0.05 is approximate."],
+            f"kept at {kept_txt}: {short}", bool(below and above))
 
 
 def _fig3(doc: dict, results: str, out_dir: str, card: list) -> list[str]:
