@@ -242,3 +242,20 @@ def test_a_run_that_cannot_fit_is_refused_before_any_work(problem, monkeypatch):
                                  local_steps=Q, stepsize=0.1, steps=5, trials=10_000,
                                  key=jax.random.key(0), x0=jnp.ones(D))
     assert "\n" not in str(err.value)
+
+
+def test_progress_cuts_the_run_into_calls_with_the_same_numbers(problem):
+    """T = 23 steps recorded every 2: 11 blocks (calls of one block, then a tail of one
+    step) report 2, 4, ..., 22, 23 steps; the records and staleness are those of one call."""
+    seen = []
+    kw = dict(concurrency=4, local_steps=Q, stepsize=0.2, steps=23, trials=2,
+              key=jax.random.key(6), x0=jnp.ones(D), record_every=2)
+    clock = fa.timing.Clock(fa.timing.Exponential(1.0))
+    cut = fa.timing.simulate_async(problem, fa.timing.FedBuff(2), clock,
+                                   progress=lambda done, total, secs: seen.append((done, total)),
+                                   **kw)
+    whole = fa.timing.simulate_async(problem, fa.timing.FedBuff(2), clock, **kw)
+    assert seen[-1] == (23, 23) and [d for d, _ in seen][:3] == [2, 4, 6]
+    np.testing.assert_array_equal(cut.result.gap, whole.result.gap)
+    np.testing.assert_array_equal(cut.result.metrics["time"], whole.result.metrics["time"])
+    np.testing.assert_array_equal(cut.staleness, whole.staleness)

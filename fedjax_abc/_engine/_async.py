@@ -39,7 +39,9 @@ from fedjax_abc._algorithms._buffered import AbstractAsyncRule
 from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine._memory import available_bytes, format_bytes
 from fedjax_abc._engine._metrics import check_metrics, record_trials
-from fedjax_abc._engine._plan import default_record_every, recorded_rounds, stepsize_array
+from fedjax_abc._engine._plan import (default_record_every, recorded_rounds, segment_records,
+                                      stepsize_array)
+from fedjax_abc._engine._progress import Reporting, progress_meter
 from fedjax_abc._engine._random import (GENERATORS, SAMPLER_STREAM, SPEED_STREAM, TIME_STREAM,
                                         client_words, round_keys, stream_words)
 from fedjax_abc._engine._result import SimResult
@@ -269,7 +271,7 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
                    algorithm: Optional[AbstractAlgorithm] = None,
                    record_every: Optional[int] = None, dtype: str = "float64",
                    metrics=None, generator: str = "threefry",
-                   staleness_bins: Optional[int] = None) -> AsyncResult:
+                   staleness_bins: Optional[int] = None, progress=False) -> AsyncResult:
     """Asynchronous training (FedAsync, FedBuff) of ``trials`` trials on a simulated clock.
 
     Args:
@@ -290,6 +292,9 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
       metrics: user metrics of x, as ``simulate``.
       staleness_bins: the staleness histogram's bins (default 4 C + 1; the last counts
         everything beyond).
+      progress: as ``simulate``'s: True for a bar over the server steps, a callback
+        ``(steps_done, total, secs)`` or a progress meter; the run is then cut into about
+        50 calls of one compiled program (the same numbers).
 
     Returns:
       :class:`AsyncResult`.
@@ -365,13 +370,25 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
     state, first = _begin(parts, spec, trial_keys, xs, alphas[0])
     # alpha_u for the clients dispatched at version u = 1 .. T (the last never arrives)
     later = np.concatenate([alphas[1:], alphas[-1:]])
-    main, tail = T // k * k, T % k
+    blocks, tail = T // k, T % k
+    reporting = Reporting(progress_meter(progress), T,
+                          f"{type(rule).__name__}, {R} trials x {T} server steps")
+    # with reports, calls of `per` blocks each (one program): about 50 of them
+    per = segment_records(blocks, 50) if reporting.reports else blocks
     pieces = [first]
-    state, records = _blocks(parts, spec, trial_keys, state, later[:main].reshape(T // k, k))
-    pieces.append(records)
-    if tail:
-        state, records = _blocks(parts, spec, trial_keys, state, later[main:].reshape(1, tail))
-        pieces.append(records)
+    try:
+        for start in range(0, blocks, per):
+            state, records = _blocks(parts, spec, trial_keys, state,
+                                     later[start * k:(start + per) * k].reshape(per, k))
+            pieces.append(records)
+            reporting((start + per) * k)
+        if tail:
+            state, records = _blocks(parts, spec, trial_keys, state,
+                                     later[blocks * k:].reshape(1, tail))
+            pieces.append(records)
+            reporting(T)
+    finally:
+        reporting.close()
     columns = [np.concatenate([np.asarray(first[j])[:, None]] + [np.asarray(p[j])
                                for p in pieces[1:]], axis=1) for j in range(len(first))]
     gap, grad, *rest = columns

@@ -15,7 +15,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 __all__ = ["Plan", "Segment", "client_block", "closed_form_gradient", "default_record_every",
-           "make_plan", "num_records", "recorded_rounds", "stepsize_array", "trial_work"]
+           "make_plan", "num_records", "recorded_rounds", "segment_records", "stepsize_array",
+           "trial_work"]
 
 # trials per device come in multiples of _TRIAL_LANES: whole 256-bit SIMD registers (XLA:CPU's
 # preferred vector width on x86: 8 float32 lanes, two registers of 4 float64) and whole
@@ -117,7 +118,7 @@ def num_records(rounds: int, record_every: int) -> int:
     return rounds // record_every + 1 + (rounds % record_every > 0)
 
 
-def _segment_records(records: int, pieces: int) -> int:
+def segment_records(records: int, pieces: int) -> int:
     """The largest divisor s of ``records`` with s <= records / ``pieces`` (1 if none)."""
     target = max(1, records // max(1, pieces))
     return max(s for s in _divisors(records) if s <= target)
@@ -280,6 +281,6 @@ def make_plan(rounds: int, record_every: int, chunk: int, dtype, devices,
     main = rounds - tail
     b = _progress_block(main, record_every) if segmented else record_every
     blocks = main // b
-    segment = _segment_records(blocks, 100) if segmented else blocks
+    segment = segment_records(blocks, 100) if segmented else blocks
     block_of_clients = client_block(num_clients, dim, dtype, devices[0].platform, closed_form)
     return Plan(per_call, sharding, b, blocks, record_every // b, segment, tail, block_of_clients)
