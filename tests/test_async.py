@@ -72,6 +72,10 @@ def test_the_reference_comparison_fails_on_a_wrong_tie_break_or_staleness(proble
     assert np.max(np.abs(xs - ref.xs)) > 1e-6
     np.testing.assert_allclose(out.result.metrics["time"][0, 1:], ref.times, rtol=1e-14)
     assert not np.array_equal(out.staleness[0], out.staleness[1])
+    # every setting of the rule and the clock in the result's config
+    assert out.result.config["rule"] == "FedBuff(buffer=2, " \
+        "staleness=PolynomialStaleness(a=0.5), server_stepsize=1)"
+    assert "Exponential(mean=1.5)" in out.result.config["clock"]
 
 
 def _geometric_counts(p: float, bins: int) -> np.ndarray:

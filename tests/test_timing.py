@@ -115,6 +115,10 @@ def test_timed_rounds_record_the_clock(problem):
     assert np.all(np.diff(gather.metrics["time"], axis=1) > 0)
     assert np.all(np.diff(gather.metrics["time"], axis=1) <= 3.0)
     # the same clients, all kept, with a deadline nobody misses: FedAvg's run
+    assert gather.config["sampler_config"] == (
+        "Timed(sampler=UniformWithoutReplacement(num_sampled=6), clock=Clock(compute="
+        "Exponential(mean=1), speed=Constant(value=1), communication=Constant(value=0)), "
+        "deadline=3.0, keep=4, steps=1, partial=False)")
     plain = _run(problem, fa.UniformWithoutReplacement(6))
     late = _run(problem, tm.Timed(fa.UniformWithoutReplacement(6), clock, deadline=100.0))
     np.testing.assert_array_equal(plain.gap, late.gap)

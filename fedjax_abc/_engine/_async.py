@@ -39,6 +39,7 @@ from fedjax_abc._algorithms._buffered import AbstractAsyncRule
 from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine._memory import available_bytes, format_bytes
 from fedjax_abc._engine._metrics import check_metrics, record_trials
+from fedjax_abc._engine._names import describe
 from fedjax_abc._engine._plan import (default_record_every, recorded_rounds, segment_records,
                                       stepsize_array)
 from fedjax_abc._engine._progress import Reporting, progress_meter
@@ -393,10 +394,11 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
                                for p in pieces[1:]], axis=1) for j in range(len(first))]
     gap, grad, *rest = columns
     user, time = rest[:-1], rest[-1]
-    config = {"algorithm": type(algorithm).__name__, "rule": type(rule).__name__,
+    config = {"algorithm": describe(algorithm), "rule": describe(rule),
+              "clock": describe(clock), "oracle": describe(oracle), "problem": problem.name,
               "buffer": K, "concurrency": C, "local_steps": Q, "steps": T, "trials": R,
               "record_every": k, "dtype": dtype, "generator": generator,
-              "num_clients": n, "dim": d,
+              "num_clients": n, "dim": d, "stepsize": float(alphas[0]),
               "key_data": np.asarray(jax.random.key_data(key)).tolist()}
     result = SimResult(rounds=recorded_rounds(T, k), gap=gap, grad_norm_sq=grad, x=None,
                        x_final=np.asarray(state.x), config=config,

@@ -77,6 +77,8 @@ def describe_sampler(sampler) -> str:
         value = getattr(sampler, f.name)
         if isinstance(value, AbstractSampler):
             text = describe_sampler(value)
+        elif isinstance(value, eqx.Module):  # a sampler's own parts (a clock, its laws)
+            text = describe(value)
         elif isinstance(value, (jax.Array, np.ndarray)):
             a = np.asarray(value)
             text = (f"{a.tolist()}" if a.size <= 8 else
