@@ -180,8 +180,9 @@ def main(argv=None) -> int:
     scale = "reduced" if args.reduced else "full"
     cases = [run_case(c, SHAPES[c][scale], args.trials) for c in (args.case or SHAPES)]
     device = jax.devices()[0]
+    suffix = "_reduced" if args.reduced else ""
     out = args.json or os.path.join(REPO, "benchmarks", "results",
-                                    f"peers_{device.platform}{'_reduced' if args.reduced else ''}.json")
+                                    f"peers_{device.platform}{suffix}.json")
     info = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
             "platform": platform.platform(), "device": device.device_kind,
             "devices": len(jax.devices()), "scale": scale, "jax": jax.__version__}

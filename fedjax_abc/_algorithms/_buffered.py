@@ -24,7 +24,8 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from fedjax_abc._algorithms._checks import _concrete, check_leaf, nonnegative_scalar, positive_scalar
+from fedjax_abc._algorithms._checks import (_concrete, check_leaf, nonnegative_scalar,
+                                            positive_scalar)
 from fedjax_abc._problems._args import check_count
 
 __all__ = ["AbstractAsyncRule", "AbstractStaleness", "ConstantStaleness", "FedAsync", "FedBuff",

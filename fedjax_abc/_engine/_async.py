@@ -347,7 +347,8 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
         raise ValueError(f"oracle must be a fedjax_abc.AbstractOracle, got {type(oracle).__name__}")
     algorithm = FedAvg() if algorithm is None else algorithm
     _check_algorithm(algorithm, jax.ShapeDtypeStruct((d,), jdtype))
-    k = default_record_every(T) if record_every is None else check_count("record_every", record_every)
+    k = (default_record_every(T) if record_every is None
+         else check_count("record_every", record_every))
     if k > T:
         raise ValueError(f"record_every (k={k}) must be at most steps (T={T})")
     bins = 4 * C + 1 if staleness_bins is None else check_count("staleness_bins", staleness_bins, 2)

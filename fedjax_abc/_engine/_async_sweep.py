@@ -103,7 +103,8 @@ def sweep_async(problem, rule, clock, *, grid: Mapping[str, Sequence],
       ...     grid={"rule.buffer": [1, 2], "clock.compute.mean": [0.5, 2.0]},
       ...     concurrency=4, local_steps=2, stepsize=0.1, steps=20, trials=2,
       ...     key=jax.random.key(1), x0=jnp.ones(2))
-      >>> out.sweep.shape, out.point(**{"rule.buffer": 2, "clock.compute.mean": 0.5}).staleness.shape
+      >>> point = out.point(**{"rule.buffer": 2, "clock.compute.mean": 0.5})
+      >>> out.sweep.shape, point.staleness.shape
       ((2, 2), (2, 17))
     """
     if not isinstance(grid, Mapping) or not grid:

@@ -204,9 +204,9 @@ class Timed(AbstractSampler):
         return (state["time"],) + tuple(self.sampler.records(state["inner"]))
 
     def sample(self, words, n, state):
-        m = self.sampler.num_words(n)
-        idx, w, inner = self.sampler.sample(words[:m], n, state["inner"])
-        clock_words = words[m:]
+        used = self.sampler.num_words(n)  # the wrapped sampler's words, then the clock's
+        idx, w, inner = self.sampler.sample(words[:used], n, state["inner"])
+        clock_words = words[used:]
         dtype = state["time"].dtype
         speed = jnp.where(state["drawn"], state["speed"],
                           self.clock.speeds(clock_words[:n], dtype))
@@ -225,7 +225,8 @@ class Timed(AbstractSampler):
 
     def finish_probabilities(self, n: int) -> Optional[np.ndarray]:
         """P(client i finishes by the deadline) (with partial work: one step and its
-        communication), shape (n,), in closed form where the clock allows (:meth:`~fedjax_abc.timing.Clock.finish_probability`), else None."""
+        communication), shape (n,), in closed form where the clock allows
+        (:meth:`~fedjax_abc.timing.Clock.finish_probability`), else None."""
         d = _concrete(self.deadline)
         steps = 1 if self.partial else self.steps  # partial work: one step is enough
         return None if d is None else self.clock.finish_probability(d, steps, n)
