@@ -103,6 +103,13 @@ class AbstractAsyncRule(eqx.Module):
         staleness weights s(tau_k) (K,)."""
 
 
+def _staleness(staleness) -> AbstractStaleness:
+    if not isinstance(staleness, AbstractStaleness):
+        raise ValueError(f"staleness must be a fedjax_abc.timing staleness function, got "
+                         f"{type(staleness).__name__}")
+    return staleness
+
+
 def _check_buffer(K) -> int:
     return check_count("buffer (K)", K)
 
@@ -131,11 +138,7 @@ class FedBuff(AbstractAsyncRule):
                  staleness: Optional[AbstractStaleness] = None):
         self.buffer = _check_buffer(buffer)
         self.server_stepsize = positive_scalar("server_stepsize (eta_g)", server_stepsize)
-        staleness = PolynomialStaleness(0.5) if staleness is None else staleness
-        if not isinstance(staleness, AbstractStaleness):
-            raise ValueError(f"staleness must be a fedjax_abc.timing staleness function, got "
-                             f"{type(staleness).__name__}")
-        self.staleness = staleness
+        self.staleness = _staleness(PolynomialStaleness(0.5) if staleness is None else staleness)
 
     def __check_init__(self):
         check_leaf("server_stepsize (eta_g)", self.server_stepsize, 0.0, strict=True)
@@ -169,11 +172,7 @@ class FedAsync(AbstractAsyncRule):
 
     def __init__(self, mixing=0.6, staleness: Optional[AbstractStaleness] = None):
         self.mixing = positive_scalar("mixing (a)", mixing)
-        staleness = ConstantStaleness() if staleness is None else staleness
-        if not isinstance(staleness, AbstractStaleness):
-            raise ValueError(f"staleness must be a fedjax_abc.timing staleness function, got "
-                             f"{type(staleness).__name__}")
-        self.staleness = staleness
+        self.staleness = _staleness(ConstantStaleness() if staleness is None else staleness)
         self.buffer = 1
 
     def __check_init__(self):

@@ -35,10 +35,10 @@ __all__ = ["AbstractLaw", "Clock", "Constant", "Exponential", "LogNormal", "Pare
            "ShiftedExponential", "speeds_from_file"]
 
 
-def _parameter(law: str, name: str, value, *, low: float = 0.0, strict: bool = True):
-    """A law's scalar parameter as a float array leaf; one-line ValueError when it is not a
-    finite number above ``low`` (at least ``low`` without ``strict``). A traced value (a
-    sweep's axis) passes unchecked."""
+def _parameter(law: str, name: str, value):
+    """A law's scalar parameter as a float array leaf; one-line ValueError when it is not
+    one number. Its range is the law's ``__check_init__`` (:func:`_recheck`), which runs
+    after the constructor and after ``eqx.tree_at`` alike. A traced value passes as it is."""
     if isinstance(value, jax.core.Tracer):
         return value
     if isinstance(value, (bool, str, bytes)) or value is None:
@@ -49,15 +49,12 @@ def _parameter(law: str, name: str, value, *, low: float = 0.0, strict: bool = T
         raise ValueError(f"{law}'s {name} must be a number, got {value!r}"[:200]) from None
     if a.shape != ():
         raise ValueError(f"{law}'s {name} must be one number, got shape {a.shape}")
-    x = float(a)
-    if not math.isfinite(x) or (x <= low if strict else x < low):
-        raise ValueError(f"{law}'s {name} ({x!r}) must be finite and {'>' if strict else '>='} "
-                         f"{low:g}")
-    return jnp.asarray(x, float)
+    return jnp.asarray(float(a), float)
 
 
 def _recheck(law: str, name: str, value, *, low: float = 0.0, strict: bool = True) -> None:
-    """The check of :func:`_parameter` on a value put in by ``eqx.tree_at`` (a sweep's axis)."""
+    """ValueError (one line) unless a law's parameter is finite and above ``low`` (at least
+    ``low`` without ``strict``); a traced value (a sweep's axis) passes unchecked."""
     x = _value(value)
     if x is not None and (not math.isfinite(x) or (x <= low if strict else x < low)):
         raise ValueError(f"{law}'s {name} ({x!r}) must be finite and {'>' if strict else '>='} "
@@ -104,7 +101,7 @@ class Constant(AbstractLaw):
     value: Float[Array, ""]
 
     def __init__(self, value):
-        self.value = _parameter("Constant", "value", value, strict=False)
+        self.value = _parameter("Constant", "value", value)
 
     def __check_init__(self):
         _recheck("Constant", "value", self.value, strict=False)
@@ -162,7 +159,7 @@ class ShiftedExponential(AbstractLaw):
     mean: Float[Array, ""]
 
     def __init__(self, shift, mean):
-        self.shift = _parameter("ShiftedExponential", "shift", shift, strict=False)
+        self.shift = _parameter("ShiftedExponential", "shift", shift)
         self.mean = _parameter("ShiftedExponential", "mean", mean)
 
     def __check_init__(self):
@@ -195,7 +192,7 @@ class LogNormal(AbstractLaw):
     sigma: Float[Array, ""]
 
     def __init__(self, mu, sigma):
-        self.mu = _parameter("LogNormal", "mu", mu, low=-math.inf)
+        self.mu = _parameter("LogNormal", "mu", mu)
         self.sigma = _parameter("LogNormal", "sigma", sigma)
 
     def __check_init__(self):

@@ -33,7 +33,7 @@ from jaxtyping import Array, Float
 from fedjax_abc._problems._args import check_count
 from fedjax_abc._problems._moments import available_set
 from fedjax_abc._problems._samplers import AbstractSampler
-from fedjax_abc._problems._time import AbstractLaw, Clock
+from fedjax_abc._problems._time import AbstractLaw, Clock, _value
 
 __all__ = ["Timed"]
 
@@ -49,13 +49,7 @@ def _deadline(value) -> Array:
         x = float(np.asarray(value, np.float64))
     except (TypeError, ValueError):
         raise ValueError(f"Timed's deadline must be a number, got {value!r}"[:200]) from None
-    if math.isnan(x) or x <= 0:
-        raise ValueError(f"Timed's deadline ({x!r}) must be > 0 (None or inf for none)")
-    return jnp.asarray(x, float)
-
-
-def _concrete(a) -> Optional[float]:
-    return None if isinstance(a, jax.core.Tracer) else float(np.asarray(a))
+    return jnp.asarray(x, float)  # its range: Timed.__check_init__
 
 
 def round_time(finish: Array, taking_part: Array, deadline, keep: Optional[int]):
@@ -137,7 +131,7 @@ class Timed(AbstractSampler):
         self.partial = partial
 
     def __check_init__(self):  # also for a deadline put in by eqx.tree_at (a sweep's axis)
-        d = _concrete(self.deadline)
+        d = _value(self.deadline)
         if d is not None and (math.isnan(d) or d <= 0):
             raise ValueError(f"Timed's deadline ({d!r}) must be > 0 (None or inf for none)")
         if self.partial and (self.keep is not None or (d is not None and math.isinf(d))):
@@ -227,7 +221,7 @@ class Timed(AbstractSampler):
         """P(client i finishes by the deadline) (with partial work: one step and its
         communication), shape (n,), in closed form where the clock allows
         (:meth:`~fedjax_abc.timing.Clock.finish_probability`), else None."""
-        d = _concrete(self.deadline)
+        d = _value(self.deadline)
         steps = 1 if self.partial else self.steps  # partial work: one step is enough
         return None if d is None else self.clock.finish_probability(d, steps, n)
 
