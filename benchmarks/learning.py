@@ -19,8 +19,8 @@ Rows, each timed in this one process, one after the other:
 
 - ``package``: ``fa.simulate(..., mode="gather", record_every=T)`` (records at t = 0 and T
   only, as the peers evaluate nothing in between) at R trials; set-up (building the
-  problem: f*, every client's f_i*), the first call's extra time (compilation) and the
-  run's time are reported apart.
+  problem; its f* and f_i* are computed only when asked for, which no row does), the first
+  call's extra time (compilation) and the run's time are reported apart.
 - ``plain_jax``: :mod:`benchmarks.baselines.fedavg_jax`, FedAvg written out in plain JAX
   (jit, vmap over trials and clients, one batched product a layer); always available.
 - ``products``: the matrix products of one local step of the S x R sampled clients as
@@ -31,9 +31,8 @@ Rows, each timed in this one process, one after the other:
   (their figures in ``docs/performance.md`` came from scripts written for each).
 
 Throughput is trials/s = R / run s; client-steps/s = R S Q T / run s. On 2 busy cores
-(load 3-6) the full run took about 20 minutes, ``--quick`` 5, of which 2-3 minutes are the
-softmax problem's set-up (Newton's method for f* and the 100 f_i*); ``--model mlp`` with
-one R about 2.
+(load 3-6) the full run took about 20 minutes, ``--quick`` 5; ``--model mlp`` with one R
+about 2.
 """
 
 from __future__ import annotations
@@ -110,7 +109,7 @@ def package_row(problem, x0, model, R, T, dtype, repeat):
         res = fa.simulate(problem, num_sampled=S, local_steps=Q, stepsize=STEPSIZE, rounds=T,
                           x0=x0, trials=R, key=jax.random.key(seed[0]), mode="gather",
                           record_every=T, dtype=dtype)
-        jax.block_until_ready(res.gap)
+        jax.block_until_ready(res.x_final)  # the gap would compute f* (not the peers' work)
 
     return dict(impl="package", model=model, trials=R, rounds=T, dtype=dtype,
                 **_timed(go, repeat))

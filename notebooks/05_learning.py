@@ -62,8 +62,8 @@ start_all = time.perf_counter()
 # $\lfloor \mathrm{LogNormal}(4, 2) \rfloor + 50$, 90% for training); `fa.data.load_digits`
 # holds out a stratified 20% test set and splits the rest by Dirichlet(0.3) label
 # proportions (Hsu et al. 2019). `fa.problems.softmax_regression` finds $f_i^\star$,
-# $f^\star$ and $x^\star$ by Newton's method in float64 when it is built (all clients
-# and $f$ in one compiled program). $L$ is the closed-form bound
+# $f^\star$ and $x^\star$ by Newton's method in float64 when they are first asked for
+# (all clients and $f$ in one compiled program). $L$ is the closed-form bound
 # $\max_i \lambda_{\max}(\tilde X_i^\top \tilde X_i / m_i)/2 + \ell_2$.
 
 # %%

@@ -357,7 +357,7 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
     names, fns = check_metrics(metrics, d, jdtype)
     if "time" in names:
         raise ValueError("metric name 'time' is taken by the simulated time; rename the metric")
-    parts = _Parts(problem.astype(jdtype), cast_floating(oracle, jdtype),
+    parts = _Parts(problem.solved().astype(jdtype), cast_floating(oracle, jdtype),
                    cast_floating(algorithm, jdtype), cast_floating(rule, jdtype),
                    cast_floating(clock, jdtype), fns)
     devices = jax.local_devices()

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
-from typing import Any, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import numpy as np
 
 from fedjax_abc._engine import _labelled
 from fedjax_abc._engine._names import coordinate_label
 
-__all__ = ["DivergenceWarning", "SimResult", "Summary", "SweepResult", "divergence_rounds",
+__all__ = ["DivergenceWarning", "PendingGap", "SimResult", "Summary", "SweepResult", "divergence_rounds",
            "load", "summarize"]
 
 Z95 = 1.959963984540054  # standard normal 97.5% quantile
@@ -104,6 +104,42 @@ def divergence_rounds(rounds, gap, grad_norm_sq, x, x_final) -> np.ndarray:
     return np.where(bad.any(axis=1), np.asarray(rounds)[first], -1).astype(np.int64)
 
 
+class PendingGap(NamedTuple):
+    """Records of f(x_t) whose gap f(x_t) - f* is formed when first read: a run of a problem
+    whose f* is computed on demand (a learning problem's) needs it only then.
+
+    ``f_star()`` gives f* in the run's dtype, so that the gap is the same subtraction, bit
+    for bit, the compiled run makes for a problem whose f* is known.
+    """
+
+    loss: np.ndarray
+    f_star: Callable[[], Any]
+
+    def formed(self) -> np.ndarray:
+        """f(x_t) - f* (computing f* if it is not yet)."""
+        return self.loss - np.asarray(self.f_star(), self.loss.dtype)
+
+
+class _Gap:
+    """The ``gap`` field of :class:`SimResult`: an array, or a :class:`PendingGap` turned
+    into one, and kept, the first time it is read."""
+
+    def __set_name__(self, owner, name):
+        self.slot = name  # the instance's __dict__ entry of that name (vars(result) shows it)
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            raise AttributeError("gap")  # no class-level default for the dataclass
+        value = obj.__dict__[self.slot]
+        if isinstance(value, PendingGap):
+            value = value.formed()
+            obj.__dict__[self.slot] = value
+        return value
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.slot] = value
+
+
 @dataclasses.dataclass(frozen=True)
 class SimResult:
     """What :func:`fedjax_abc.simulate` returns (NumPy arrays on the host).
@@ -115,7 +151,9 @@ class SimResult:
     Attributes:
       rounds: Int[ndarray, "records"], the recorded rounds t = 0, k, 2k, ..., T (the last
         interval shorter where k does not divide T).
-      gap: Float[ndarray, "trials records"], f(x_t) - f*.
+      gap: Float[ndarray, "trials records"], f(x_t) - f*. For a problem whose f* is
+        computed on demand (a learning problem's), formed the first time it is read (the
+        run records f(x_t), which ``metrics["loss"]`` holds).
       grad_norm_sq: Float[ndarray, "trials records"], ||grad f(x_t)||^2.
       x: Float[ndarray, "trials records d"] or None (``record_x=False``), the iterates x_t.
       x_final: Float[ndarray, "trials d"], x_T.
@@ -124,12 +162,13 @@ class SimResult:
         gap, grad_norm_sq or x (x_final at t = T) is not finite; -1 if it never is.
         Computed from the arrays when not given.
       metrics: name -> Float[ndarray, "trials records"], the user metrics of
-        ``simulate(..., metrics=...)`` at every record (empty without them). :meth:`summary`
-        and :meth:`final` take their names.
+        ``simulate(..., metrics=...)`` at every record (empty without them), and the loss
+        f(x_t) where the gap is formed on demand. :meth:`summary` and :meth:`final` take
+        their names.
     """
 
     rounds: np.ndarray
-    gap: np.ndarray
+    gap: np.ndarray = _Gap()
     grad_norm_sq: np.ndarray
     x: Optional[np.ndarray]
     x_final: np.ndarray
@@ -138,13 +177,27 @@ class SimResult:
     metrics: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
-        if self.diverged_at is None:
+        if self.diverged_at is None:  # f(x_t) is finite where f(x_t) - f* is
+            gap = self.__dict__["gap"]
             object.__setattr__(self, "diverged_at", divergence_rounds(
-                self.rounds, self.gap, self.grad_norm_sq, self.x, self.x_final))
+                self.rounds, gap.loss if isinstance(gap, PendingGap) else gap,
+                self.grad_norm_sq, self.x, self.x_final))
+
+    def __getstate__(self):
+        self.gap  # a pending gap is formed: its f* is the problem's, which stays here
+        return self.__dict__
+
+    def _replace(self, **changes) -> "SimResult":
+        """This result with ``changes`` to fields other than ``gap``, a pending gap kept
+        pending (``dataclasses.replace`` would read it)."""
+        copy = object.__new__(SimResult)
+        copy.__dict__.update(self.__dict__)
+        copy.__dict__.update(changes)
+        return copy
 
     @property
     def trials(self) -> int:
-        return int(self.gap.shape[0])
+        return int(self.grad_norm_sq.shape[0])
 
     @property
     def diverged(self) -> np.ndarray:
@@ -221,7 +274,7 @@ class SimResult:
           >>> r.with_metrics(t_squared=r.rounds ** 2).metrics["t_squared"][2]
           array([ 0.,  1.,  4.,  9., 16.])
         """
-        shape = self.gap.shape
+        shape = self.grad_norm_sq.shape
         metrics = dict(self.metrics)
         for name, value in values.items():
             if name in metrics or name in FIELDS:
@@ -233,7 +286,7 @@ class SimResult:
                 raise ValueError(f"metric {name!r} must have shape (records,) = {shape[1:]} or "
                                  f"(trials, records) = {shape}, got {a.shape}")
             metrics[name] = a
-        return dataclasses.replace(self, metrics=metrics)
+        return self._replace(metrics=metrics)
 
     def on_time_grid(self, name: str = "gap", times=None, points: int = 200,
                      clock: str = "time"):

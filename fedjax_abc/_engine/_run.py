@@ -33,12 +33,12 @@ from fedjax_abc._engine._plan import (default_record_every, num_records, stepsiz
                                       trial_work)
 from fedjax_abc._engine._random import GENERATORS
 from fedjax_abc._problems._args import DTYPES, X64_FIX, check_key
-from fedjax_abc._problems._checks import check_components
+from fedjax_abc._problems._checks import check_components, reads_local_minima
 from fedjax_abc._problems._host import method
 from fedjax_abc._problems._local_work import AbstractLocalSteps, PerClientSteps
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import (Problem, cast_floating, renamed,
-                                          with_constant_zero_minima)
+                                          with_constant_zero_minima, with_placeholder_minima)
 from fedjax_abc._problems._samplers import (AbstractSampler, FullParticipation,
                                             UniformWithoutReplacement)
 
@@ -120,6 +120,9 @@ class Spec(NamedTuple):
     stat_names: tuple  # the transform's statistics, sorted
     state_sizes: _memory.StateSizes
     layout: tuple
+    # the problem's f* is computed on demand and no step reads f_i*: the program runs on
+    # zeros in their place, records f(x_t), and the result forms the gap when it is read
+    gap_on_host: bool = False
 
 
 def layout(components: Components) -> tuple:
@@ -194,6 +197,9 @@ class Run:
     state_sizes: Optional[_memory.StateSizes] = None  # of the algorithm (and the transform)
     # the sampler's capacity for the n clients (AbstractSampler.capacity), read once a call
     capacity: Optional[int] = None
+    # where the program records f(x_t) (Spec.gap_on_host): the problem whose f* the result
+    # subtracts when its gap is read
+    gap_from: Optional[Problem] = None
 
     def parts(self) -> "Parts":
         """The components as the compiled program reads them."""
@@ -322,6 +328,10 @@ def build(problem, num_sampled, local_steps, rounds, record_every, mode, sampler
         raise ValueError("transform must be a fedjax_abc.transforms.AbstractTransform or None, "
                          f"got {type(transform).__name__}")
     stat_names = _round.transform_stats(transform, d, jdtype)
+    gap_on_host = problem.minima.deferred and not reads_local_minima(problem, oracle, Q, dtype)
+    if gap_on_host and "loss" in metric_names:
+        raise ValueError("metric name 'loss' is taken: a learning problem's run records its "
+                         "loss f(x_t) under that name; rename the metric")
     taken = set(metric_names) | {"gap", "grad_norm_sq", "x", "diverged"}
     if taken & set(stat_names):
         raise ValueError(f"the transform's statistics {sorted(taken & set(stat_names))} are named "
@@ -346,8 +356,8 @@ def build(problem, num_sampled, local_steps, rounds, record_every, mode, sampler
         local_steps=None if isinstance(local_steps, int) else cast_floating(local_steps, jdtype),
         metrics=metric_fns)
     # a point of R^d in the run's dtype that exists already (a new array is a device copy)
-    x_star = components.problem.x_star
-    point = x_star if x_star.dtype == jdtype else jnp.zeros((d,), jdtype)
+    x_star = None if problem.minima.deferred else components.problem.x_star
+    point = x_star if x_star is not None and x_star.dtype == jdtype else jnp.zeros((d,), jdtype)
     sizes = _memory.state_sizes(components.algorithm, point, components.transform)
     if sizes.client_states and not sampler.distinct_slots:
         raise ValueError(f"{type(algorithm).__name__} keeps client states: it needs a sampler "
@@ -355,7 +365,8 @@ def build(problem, num_sampled, local_steps, rounds, record_every, mode, sampler
     spec = Spec(rounds=T, record_every=k, local_steps=Q if isinstance(local_steps, int) else None,
                 mode=mode, dtype=dtype, generator=generator, record_x=record_x,
                 trial_chunk=chunk, devices=devices, metric_names=metric_names,
-                stat_names=stat_names, state_sizes=sizes, layout=layout(components))
+                stat_names=stat_names, state_sizes=sizes, layout=layout(components),
+                gap_on_host=gap_on_host)
     return components, spec
 
 
@@ -456,7 +467,8 @@ def for_call(components: Components, spec: Spec, stepsize, x0, trials, key, firs
         trials=R, trial_chunk=chunk, key=list(key_words), first_trial=first_trial,
         stepsize=float(alphas[0]) if np.all(alphas == alphas[0]) else "schedule"))
     return Run(
-        problem=_run_problem(problem, _native_loops()), oracle=components.oracle,
+        problem=_run_problem(problem, spec.gap_on_host, _native_loops()),
+        oracle=components.oracle,
         sampler=components.sampler, algorithm=components.algorithm, alphas=alphas, x0=x0,
         key=key, local_steps=local_work(components, spec), rounds=T, trials=R, record_every=k, mode=spec.mode,
         dtype=jdtype, chunk=chunk, record_x=spec.record_x, devices=devices, config=config,
@@ -464,7 +476,8 @@ def for_call(components: Components, spec: Spec, stepsize, x0, trials, key, firs
         metric_names=spec.metric_names, metrics=components.metrics, generator=spec.generator,
         key_words=key_words, transform=components.transform, stat_names=spec.stat_names,
         state_sizes=spec.state_sizes,
-        capacity=method(components.sampler, "capacity")(problem.num_clients))
+        capacity=method(components.sampler, "capacity")(problem.num_clients),
+        gap_from=problem if spec.gap_on_host else None)
 
 
 def _config(components: Components, spec: Spec, devices: list, call: dict) -> dict:
@@ -566,11 +579,14 @@ def _native_loops() -> bool:
     return len(jax.devices("cpu")) > 1
 
 
-def _run_problem(problem: Problem, native: bool) -> Problem:
+def _run_problem(problem: Problem, gap_on_host: bool, native: bool) -> Problem:
     """The simulator's copy of a problem (already in the run's dtype): its name dropped
     (static: problems differing only in name share one compilation), f_i* = 0 a constant
     where ``native`` (the loops are native functions, see :func:`_native_loops`), where a
-    lighter local step pays (see ``with_constant_zero_minima``)."""
+    lighter local step pays (see ``with_constant_zero_minima``). Deferred f_i*, f*, x*
+    are zeros where ``gap_on_host`` (see ``Spec``), else computed now (a step reads f_i*)."""
+    if problem.minima.deferred:
+        problem = with_placeholder_minima(problem) if gap_on_host else problem.solved()
     if native:
         return with_constant_zero_minima(problem, name="")
     return renamed(problem, "")

@@ -46,7 +46,7 @@ from fedjax_abc._engine._run import for_call as _for_call
 from fedjax_abc._engine._checkpoint import Position
 from fedjax_abc._engine._plan import (closed_form_gradient, make_plan, recorded_rounds,
                                       stepsize_array)
-from fedjax_abc._engine._result import DivergenceWarning, SimResult
+from fedjax_abc._engine._result import DivergenceWarning, PendingGap, SimResult
 from fedjax_abc._problems._local_work import AbstractLocalSteps
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import Problem
@@ -61,10 +61,14 @@ def _assemble(run: _Run, chunks: Sequence[dict]) -> SimResult:
             return None
         return chunks[0][name] if len(chunks) == 1 else np.concatenate([c[name] for c in chunks])
 
-    return SimResult(rounds=recorded_rounds(run.rounds, run.record_every), gap=cat("gap"),
+    metrics = {name: cat(name) for name in run.metric_names + run.stat_names}
+    gap = cat("gap")
+    if run.gap_from is not None:  # the program recorded f(x_t)
+        metrics["loss"] = gap
+        gap = PendingGap(gap, lambda: run.gap_from.f_star)
+    return SimResult(rounds=recorded_rounds(run.rounds, run.record_every), gap=gap,
                      grad_norm_sq=cat("grad_norm_sq"), x=cat("x"), x_final=cat("x_final"),
-                     config=run.config,
-                     metrics={name: cat(name) for name in run.metric_names + run.stat_names})
+                     config=run.config, metrics=metrics)
 
 
 def _warn_divergence(result: SimResult) -> None:

@@ -46,10 +46,11 @@ import numpy as np
 from fedjax_abc._problems._args import DTYPES
 from fedjax_abc._problems._host import method
 from fedjax_abc._problems._oracles import AbstractOracle
-from fedjax_abc._problems._problem import Problem, cast_floating, renamed
+from fedjax_abc._problems._problem import (Problem, cast_floating, renamed,
+                                          with_placeholder_minima)
 from fedjax_abc._problems._samplers import AbstractSampler
 
-__all__ = ["check_components"]
+__all__ = ["check_components", "reads_local_minima"]
 
 _WORD_SETS = 30  # random word sets on which the sampler's values are checked, plus 2 extremes
 _SEED = 20240601  # fixed: the check is deterministic
@@ -151,6 +152,8 @@ def _check_problem(problem: Problem) -> None:
     if lengths != [n]:
         raise ValueError(f"Problem.params leaves have leading axes {lengths}: every leaf needs "
                          f"the same leading axis n (clients)")
+    if problem.minima.deferred:
+        return  # computed on demand, of the shapes n and d set
     if np.ndim(problem.x_star) != 1:
         raise ValueError(f"Problem.x_star must have shape (d,), got {np.shape(problem.x_star)}")
     if np.shape(problem.local_minima) != (n,):
@@ -227,6 +230,27 @@ def _oracle_shapes(problem: Problem, oracle: AbstractOracle, Q: int, W: int, dty
     if jnp.result_type(dtype, g.dtype) != jnp.dtype(dtype):
         raise ValueError(f"{name}.gradient must keep the run's dtype {jnp.dtype(dtype).name}, "
                          f"got {g.dtype}")
+
+
+def reads_local_minima(problem: Problem, oracle: AbstractOracle, local_steps: int,
+                       dtype) -> bool:
+    """Whether ``oracle``'s gradient reads a client's f_i* (``Client.local_min``), as the
+    paper's oracle (26) does: found from its traced program, so it holds for a user's
+    oracle too."""
+    jdtype = jnp.dtype(DTYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype)
+    problem_c = with_placeholder_minima(problem).astype(jdtype)
+    oracle_c = cast_floating(oracle, jdtype)
+    d = problem.dim
+    shape = (local_steps, d)
+
+    def gradient(local_min, words):
+        z = oracle_c.noise_from_words(words, shape, jdtype)
+        z_0 = oracle_c.step_noise(z, jnp.asarray(0, jnp.int32), shape, jdtype)
+        client = problem_c.client(0)._replace(local_min=local_min)
+        return oracle_c.gradient(problem_c, client, jnp.zeros((d,), jdtype), z_0)
+
+    words = jnp.zeros((method(oracle, "num_words")(shape),), jnp.uint32)
+    return _used_inputs(gradient, jnp.zeros((), jdtype), words)[0]
 
 
 def _used_inputs(fn, *args) -> list:
@@ -339,6 +363,7 @@ def check_components(problem: Problem, oracle: AbstractOracle, sampler: Abstract
     """
     jdtype = jnp.dtype(DTYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype)
     _check_problem(problem)
+    problem = with_placeholder_minima(problem)  # traced below: deferred values not computed
     n, Q = problem.num_clients, local_steps
     method(oracle, "validate")(problem)  # e.g. a mini-batch larger than a client's data
     name = type(sampler).__name__

@@ -19,10 +19,12 @@ stepsize alpha n m_i / m. This is not McMahan et al.'s FedAvg, which averages th
 models with weights m_i (a sampler whose slot weights are m_i would give that; the paper's
 theory is for uniform averaging). With one local step and full participation the two agree.
 
-f_i*, f* and x* are computed in float64 when the problem is built: by Newton's method for
-the convex models (softmax and logistic regression with l2 > 0), to float64 precision; by
-L-BFGS for the MLP, whose values are the best found, not certified infima
-(``Problem.certified`` is False).
+f_i*, f* and x* are computed in float64 the first time they are asked for (reading
+``problem.f_star``, a theory function, a run's ``SimResult.gap``; building the problem and
+training on it need none of them): by Newton's method for the convex models (softmax and
+logistic regression with l2 > 0), to float64 precision; by L-BFGS for the MLP, whose values
+are the best found, not certified infima (``Problem.certified`` is False). Then the problem
+keeps them.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from fedjax_abc._problems._args import check_count, check_key, check_real
 from fedjax_abc._problems._models import (MLP, AbstractModel, ClientData, DatasetGrad,
                                           DatasetLoss, EquinoxModel, LogisticRegression,
                                           PooledData, SoftmaxRegression)
+from fedjax_abc._problems._minima import DeferredMinima, Solver
 from fedjax_abc._problems._oracles import AbstractOracle, ExactOracle
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._problems._solve import solve_clients_and_global
@@ -234,20 +237,34 @@ def learning_problem(model, features, labels, *, l2: float = 1e-3, weighting: st
     start = np.asarray(model.init(jax.random.key(0)) if x0 is None else x0, np.float64)
     if start.shape != (model.dim,):
         raise ValueError(f"x0 must have shape (d={model.dim},), got {start.shape}")
-    data = _padded(Xs, ys, weights, l2)
-    probe = Problem(loss=DatasetLoss(model), params=data, local_minima=jnp.zeros(len(ys)),
-                    f_star=jnp.zeros(()), x_star=jnp.zeros(model.dim), oracle=oracle)
-    oracle.validate(probe)  # e.g. a mini-batch larger than a client's data
-    local_f, _, f_star, x_star, _ = solve_clients_and_global(model, Xs, ys, weights, l2, start,
-                                                             steps=solver_steps)
+    minima = DeferredMinima(_solver(model, Xs, ys, weights, l2, start, solver_steps),
+                            num_clients=len(ys), d=model.dim)
     label = name or (f"{type(model).__name__}(n={len(ys)}, d={model.dim}, l2={l2:g}, "
                      f"{weighting})")
-    return Problem(loss=DatasetLoss(model), params=data,
-                   local_minima=jnp.asarray(local_f, jnp.float64),
-                   f_star=jnp.asarray(f_star, jnp.float64),
-                   x_star=jnp.asarray(x_star, jnp.float64), oracle=oracle,
-                   grad_fn=DatasetGrad(model), name=label, certified=bool(model.convex),
-                   pooled=_pooled(model, Xs, ys, weights, l2))
+    problem = Problem(loss=DatasetLoss(model), params=_padded(Xs, ys, weights, l2),
+                      minima=minima, oracle=oracle, grad_fn=DatasetGrad(model), name=label,
+                      certified=bool(model.convex), pooled=_pooled(model, Xs, ys, weights, l2))
+    oracle.validate(problem)  # e.g. a mini-batch larger than a client's data
+    return problem
+
+
+def _solver(model, Xs, ys, weights, l2: float, start: np.ndarray, steps: int) -> Solver:
+    """The computation of a learning problem's f_i*, f*, x*, for when they are first asked
+    for (see :func:`~fedjax_abc._problems._solve.solve_clients_and_global`)."""
+    n, d, m = len(ys), model.dim, sum(len(y) for y in ys)
+    if model.convex:  # about a dozen Newton steps: Cholesky factors and Hessians
+        how = f"Newton's method, {n + 1} objectives of d = {d}"
+        flops = 12 * ((n + 1) * d ** 3 / 3 + 4 * m * d * d)
+    else:  # L-BFGS: a forward and backward pass over all rows a step, for f_i and for f
+        how = f"{steps} L-BFGS steps, {n + 1} objectives of d = {d}"
+        flops = steps * 12 * m * d
+
+    def solve():
+        local_f, _, f_star, x_star, _ = solve_clients_and_global(model, Xs, ys, weights, l2,
+                                                                 start, steps=steps)
+        return local_f, f_star, x_star
+
+    return Solver(solve, f"f*, x* and the {n} clients' f_i* ({how})", flops)
 
 
 def from_model(model, loss, features, labels, *, l2: float = 1e-3, weighting: str = "uniform",

@@ -19,9 +19,10 @@ from jaxtyping import Array, Float, Int, PyTree
 
 from fedjax_abc._problems import _minimize
 from fedjax_abc._problems._args import require_x64
+from fedjax_abc._problems._minima import AbstractMinima, Minima
 from fedjax_abc._problems._oracles import AbstractOracle
 
-__all__ = ["Client", "Problem", "make_problem"]
+__all__ = ["Client", "Problem", "make_problem", "with_placeholder_minima"]
 
 
 class Client(NamedTuple):
@@ -45,9 +46,11 @@ class Problem(eqx.Module):
     Attributes:
       loss: ``loss(params_i, x) -> scalar``, one client's objective. Static: a plain function.
       params: per-client parameters, every leaf with leading axis n.
-      local_minima: f_i* = inf_x f_i(x), shape (n,).
-      f_star: f* = inf_x f(x), shape ().
-      x_star: a minimiser of f, shape (d,).
+      minima: the infima below, as arrays (:class:`~fedjax_abc._problems._minima.Minima`)
+        or computed when first asked for (``DeferredMinima``: a learning problem's).
+      local_minima: f_i* = inf_x f_i(x), shape (n,) (a property of ``minima``).
+      f_star: f* = inf_x f(x), shape () (a property of ``minima``).
+      x_star: a minimiser of f, shape (d,) (a property of ``minima``).
       oracle: the stochastic gradient oracle g_i(x; xi) (Assumption 2).
       grad_fn: optional closed-form ``grad_fn(params_i, x) -> grad f_i(x)``; ``jax.grad`` if None.
       name: a label used in reports.
@@ -58,21 +61,42 @@ class Problem(eqx.Module):
       pooled: optional, an object whose ``value_and_grad(x)`` gives (f(x), grad f(x)) in one
         pass over all clients' data (a learning problem's rows without padding); used by
         :meth:`value_and_grad` and by the records of a run.
+
+    Built as ``Problem(loss, params, local_minima, f_star, x_star, oracle, ...)`` with the
+    three arrays, or with ``minima=`` in their place; arrays given with ``minima`` replace
+    its values (``dataclasses.replace(problem, f_star=...)``).
     """
 
     loss: Callable[[PyTree, Array], Array] = eqx.field(static=True)
     params: PyTree
-    local_minima: Float[Array, " n"]
-    f_star: Float[Array, ""]
-    x_star: Float[Array, " d"]
+    minima: AbstractMinima
     oracle: AbstractOracle
     grad_fn: Optional[Callable[[PyTree, Array], Array]] = eqx.field(static=True, default=None)
     name: str = eqx.field(static=True, default="problem")
     certified: bool = eqx.field(static=True, default=True)
     pooled: Optional[eqx.Module] = None
 
-    def __post_init__(self):  # when built (not when JAX or eqx.tree_at rebuilds one)
+    def __init__(self, loss, params, local_minima=None, f_star=None, x_star=None, oracle=None,
+                 grad_fn=None, name: str = "problem", certified: bool = True, pooled=None, *,
+                 minima: Optional[AbstractMinima] = None):
         require_x64("a Problem (f*, x*, the clients' f_i* in float64)")
+        given = (local_minima, f_star, x_star)
+        if minima is None:
+            if any(v is None for v in given):
+                raise ValueError("a Problem needs local_minima, f_star and x_star (or minima=)")
+            minima = Minima(*given)
+        elif any(v is not None for v in given):  # new values of some (dataclasses.replace)
+            known = minima.known()
+            minima = Minima(*(old if v is None else v for v, old in zip(
+                given, (known.local_minima, known.f_star, known.x_star))))
+        self.loss = loss
+        self.params = params
+        self.minima = minima
+        self.oracle = oracle
+        self.grad_fn = grad_fn
+        self.name = name
+        self.certified = certified
+        self.pooled = pooled
 
     def __check_init__(self):
         if not callable(self.loss):
@@ -83,16 +107,36 @@ class Problem(eqx.Module):
                              f"{self.oracle!r}")
         if self.grad_fn is not None and not callable(self.grad_fn):
             raise ValueError(f"Problem.grad_fn must be a function or None, got {self.grad_fn!r}")
+        if not isinstance(self.minima, AbstractMinima):
+            raise ValueError(f"Problem.minima must be a Minima or DeferredMinima, got "
+                             f"{type(self.minima).__name__}")
         leaves = jax.tree_util.tree_leaves(self.params)
-        if leaves and all(np.ndim(a) >= 1 for a in leaves):  # else refused when run
-            n = int(np.shape(leaves[0])[0])
-            if np.shape(self.local_minima) != (n,):
+        if leaves and all(np.ndim(a) >= 1 for a in leaves) and not self.minima.deferred:
+            n = int(np.shape(leaves[0])[0])  # else refused when run
+            if np.shape(self.minima.local_minima) != (n,):
                 raise ValueError(f"Problem.local_minima must have shape (n={n},) (one f_i* per "
-                                 f"client), got {np.shape(self.local_minima)}")
-        if np.ndim(self.x_star) != 1:
-            raise ValueError(f"Problem.x_star must have shape (d,), got {np.shape(self.x_star)}")
-        if np.shape(self.f_star) != ():
-            raise ValueError(f"Problem.f_star must be a scalar, got shape {np.shape(self.f_star)}")
+                                 f"client), got {np.shape(self.minima.local_minima)}")
+
+    @property
+    def local_minima(self) -> Float[Array, " n"]:
+        """f_i* = inf_x f_i(x), shape (n,) (computed now where they are deferred)."""
+        return self.minima.known().local_minima
+
+    @property
+    def f_star(self) -> Float[Array, ""]:
+        """f* = inf_x f(x), shape () (computed now where it is deferred)."""
+        return self.minima.known().f_star
+
+    @property
+    def x_star(self) -> Float[Array, " d"]:
+        """A minimiser x* of f, shape (d,) (computed now where it is deferred)."""
+        return self.minima.known().x_star
+
+    def solved(self) -> "Problem":
+        """This problem with its f_i*, f*, x* as arrays (computed now where deferred)."""
+        if not self.minima.deferred:
+            return self
+        return _copy(self, type(self), dict(minima=self.minima.known()))
 
     @property
     def num_clients(self) -> int:
@@ -100,7 +144,7 @@ class Problem(eqx.Module):
 
     @property
     def dim(self) -> int:
-        return int(self.x_star.shape[0])
+        return self.minima.dim
 
     @property
     def sigma_f_star(self) -> Array:
@@ -161,8 +205,13 @@ class Problem(eqx.Module):
         return self.value(x) - self.f_star
 
     def astype(self, dtype) -> "Problem":
-        """The same problem with every floating array leaf (oracle included) cast to dtype."""
-        return cast_floating(self, dtype)
+        """The same problem with every floating array leaf (oracle included) cast to dtype,
+        and deferred f_i*, f*, x* given in dtype when computed."""
+        cast = cast_floating(self, dtype)
+        if not self.minima.deferred or self.minima.dtype == jnp.dtype(dtype).name:
+            return cast
+        return _copy(cast, type(cast), dict(minima=dataclasses.replace(
+            self.minima, dtype=jnp.dtype(dtype).name)))
 
 
 class _ZeroMinima(Problem):
@@ -188,13 +237,23 @@ def with_constant_zero_minima(problem: Problem, **changes) -> Problem:
     """``problem`` with its f_i* a compile-time 0 where they are all +0 (concrete values);
     otherwise ``problem`` itself. A subclass of :class:`Problem` keeps its own ``client``.
     ``changes``: new values of other fields, as ``dataclasses.replace`` takes them (one
-    construction instead of two), new f_i* among them."""
-    minima = changes.get("local_minima", problem.local_minima)
-    if type(problem) is Problem and not isinstance(minima, jax.core.Tracer):
-        minima = np.asarray(minima)
+    construction instead of two), new ``minima`` among them."""
+    minima = changes.get("minima", problem.minima)
+    if type(problem) is Problem and not minima.deferred \
+            and not isinstance(minima.local_minima, jax.core.Tracer):
+        minima = np.asarray(minima.local_minima)
         if not (np.any(minima != 0) or np.any(np.signbit(minima))):  # -0.0: a zero's sign
             return _copy(problem, _ZeroMinima, changes)
     return _copy(problem, type(problem), changes) if changes else problem
+
+
+def with_placeholder_minima(problem: Problem) -> Problem:
+    """``problem`` with deferred f_i*, f*, x* replaced by zeros of their shapes and dtype (a
+    copy that runs and traces without computing them: for a run whose steps do not read
+    f_i*, and which forms its gap from f(x) when it is read); otherwise ``problem``."""
+    if not problem.minima.deferred:
+        return problem
+    return _copy(problem, type(problem), dict(minima=problem.minima.placeholder()))
 
 
 def renamed(problem: Problem, name: str) -> Problem:
