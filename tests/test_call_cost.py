@@ -23,7 +23,7 @@ import pytest
 import fedjax_abc as fa
 from fedjax_abc._engine import _round
 from fedjax_abc._engine._jit import flat_jit
-from fedjax_abc._engine._run import checked
+from fedjax_abc._engine._run import check_call
 from fedjax_abc._engine._xla_loops import loop_flags
 from fedjax_abc._problems._checks import check_components
 from fedjax_abc._problems._problem import Problem, cast_floating, with_constant_zero_minima
@@ -164,10 +164,11 @@ def test_the_simulator_takes_the_constant_from_the_devices_not_the_flags(monkeyp
     # the choice follows the CPU devices (several: native loops by default) whatever they say
     monkeypatch.setenv("XLA_FLAGS", flags)
     p = fa.problems.huber_offsets(jax.random.key(0), n=N)
-    run = checked(p, 3, 2, 0.1, 4, p.x_star, 8, jax.random.key(0), 2, "gather", None, None, None,
-                  "float64", None, True, None)
-    assert (type(run.problem) is not Problem) == (len(jax.devices("cpu")) > 1)
-    assert isinstance(run.problem, Problem)
+    sim = fa.Simulation(p, num_sampled=3, local_steps=2, rounds=4, record_every=2, mode="gather")
+    run = check_call(sim.components, sim.spec, stepsize=0.1, x0=p.x_star, key=jax.random.key(0),
+                     trials=8)
+    assert (type(run.components.problem) is not Problem) == (len(jax.devices("cpu")) > 1)
+    assert isinstance(run.components.problem, Problem)
 
 
 # ------------------------------------------------------------ no hidden caches
@@ -252,7 +253,10 @@ def test_host_method_binds_like_python():
 
 def test_zero_minima_decide_on_changed_minima():
     p = fa.problems.huber_offsets(jax.random.key(0), n=N)
-    changed = with_constant_zero_minima(p, local_minima=jnp.asarray(np.eye(N)[3]))
+    from fedjax_abc._problems._minima import Minima
+
+    changed = with_constant_zero_minima(p, minima=Minima(jnp.asarray(np.eye(N)[3]), p.f_star,
+                                                         p.x_star))
     assert type(changed) is Problem and float(changed.local_minima[3]) == 1.0
 
 
@@ -281,13 +285,15 @@ def test_a_call_goes_to_a_second_device_only_with_work_for_it():
 @pytest.mark.parametrize("mode", ["mask", "gather"])
 def test_a_trials_work_counts_its_client_steps(mode):
     p = fa.problems.quadratics(jax.random.key(1), n=6, d=5)
-    run = checked(p, 2, 3, 0.1, 7, p.x_star, 8, jax.random.key(0), 7, mode, None, None, None,
-                  "float64", None, True, None)
+    kw = dict(num_sampled=2, local_steps=3, rounds=7, record_every=7, mode=mode)
+    call = dict(stepsize=0.1, x0=p.x_star, key=jax.random.key(0), trials=8)
+    sim = fa.Simulation(p, **kw)
+    run = check_call(sim.components, sim.spec, **call)
     participants = 6 if mode == "mask" else 2  # n virtual clients, or the S sampled
     assert run.trial_work == 7 * participants * 3 * 5
     assert not run.fill_devices
-    listed = checked(p, 2, 3, 0.1, 7, p.x_star, 8, jax.random.key(0), 7, mode, None, None,
-                     None, "float64", None, True, jax.devices())
+    sim = fa.Simulation(p, **kw, devices=jax.devices())
+    listed = check_call(sim.components, sim.spec, **call)
     assert listed.fill_devices  # the user's devices are filled as the trials allow
 
 

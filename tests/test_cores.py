@@ -167,11 +167,13 @@ def test_a_bad_core_count_in_the_environment_is_refused():
     assert "FEDJAX_ABC_CPU_CORES must be an integer >= 1, got 'many'" in out.stderr
 
 
-CONSTANT = ("import fedjax_abc as fa, jax; from fedjax_abc._engine._run import checked; "
+CONSTANT = ("import fedjax_abc as fa, jax; from fedjax_abc._engine._run import check_call; "
             "jax.config.update('jax_enable_x64', True); fa.use_cpu_cores(); "
             "p = fa.problems.huber_offsets(jax.random.key(0), n=4); "
-            "run = checked(p, 2, 3, 0.1, 4, 0.0, 8, jax.random.key(0), None, 'gather', None, "
-            "None, None, 'float64', None, True, None); print(type(run.problem) is not fa.Problem)")
+            "sim = fa.Simulation(p, num_sampled=2, local_steps=3, rounds=4, mode='gather'); "
+            "run = check_call(sim.components, sim.spec, stepsize=0.1, x0=0.0, "
+            "key=jax.random.key(0), trials=8); "
+            "print(type(run.components.problem) is not fa.Problem)")
 
 
 @pytest.mark.slow  # subprocesses that import JAX

@@ -212,28 +212,31 @@ def code_fingerprint(*components) -> dict:
 
 
 def fingerprint(run, plan) -> dict:
-    """Every setting of a checked run (``_run.Run``) and its plan that affects the
+    """Every setting of a checked run (``_run.CheckedRun``) and its plan that affects the
     numbers: values, or SHA-256 digests of arrays, modules and functions, and of the code
     of component classes defined outside the library (:func:`code_fingerprint`). Every
-    component is digested whole, by its fields (``Run.parts``: the transform and the law
-    of local steps too), so a setting added to a component is in the fingerprint."""
+    component is digested whole, by its fields (``CheckedRun.parts``: the transform and the
+    law of local steps too), so a setting added to a component is in the fingerprint."""
+    spec, call = run.spec, run.call
     parts = run.parts()._asdict()
-    parts.pop("metrics")  # below, with their names
+    metrics = parts.pop("metrics")  # below, with their names
     return {
-        "trials": str(run.trials) + (f" from trial {run.first_trial}" if run.first_trial else ""),
-        "rounds (T)": str(run.rounds),
-        "local_steps (Q)": str(run.local_steps), "record_every (k)": str(run.record_every),
-        "mode": run.mode, "dtype": np.dtype(run.dtype).name, "record_x": str(run.record_x),
-        "trial_chunk": str(run.chunk),
+        "trials": str(call.trials) + (f" from trial {call.first_trial}" if call.first_trial
+                                      else ""),
+        "rounds (T)": str(spec.rounds),
+        "local_steps (Q)": str(parts["local_steps"]),
+        "record_every (k)": str(spec.record_every),
+        "mode": spec.mode, "dtype": np.dtype(run.dtype).name, "record_x": str(spec.record_x),
+        "trial_chunk": str(call.chunk),
         "chunking": (f"{plan.per_call} trials per call on {plan.groups} "
-                     f"{run.devices[0].platform} device(s); blocks of {plan.block} rounds, "
+                     f"{call.devices[0].platform} device(s); blocks of {plan.block} rounds, "
                      f"{plan.segment} per call, tail {plan.tail}"),
-        "key": str(np.asarray(jax.random.key_data(run.key)).tolist()),
-        "stepsize": digest(run.alphas), "x0": digest(run.x0),
+        "key": str(np.asarray(jax.random.key_data(call.key)).tolist()),
+        "stepsize": digest(call.alphas), "x0": digest(call.x0),
         **{name: digest(part) for name, part in parts.items()}, "jax": jax.__version__,
-        "metrics": f"{list(run.metric_names)} {digest(run.metrics)}",
-        "generator": run.generator,
-        **code_fingerprint(*parts.values(), run.metrics),
+        "metrics": f"{list(spec.metric_names)} {digest(metrics)}",
+        "generator": spec.generator,
+        **code_fingerprint(*parts.values(), metrics),
     }
 
 
@@ -247,7 +250,7 @@ def resume_round(plan, position: Position) -> int:
 
 def where(run, plan, position: Position) -> str:
     """"round t of chunk c of C": where a run at ``position`` resumes."""
-    chunks = math.ceil(run.trials / run.chunk)
+    chunks = math.ceil(run.call.trials / run.call.chunk)
     return f"round {resume_round(plan, position)} of chunk {position.chunk + 1} of {chunks}"
 
 

@@ -26,10 +26,10 @@ from fedjax_abc._engine._checkpoint import Position
 from fedjax_abc._engine._jit import flat_jit
 from fedjax_abc._engine._metrics import record_trials as _record_trials
 from fedjax_abc._engine._plan import Plan, Segment
-from fedjax_abc._engine._run import Parts, Run
+from fedjax_abc._engine._run import Call, CheckedRun, Parts
 from fedjax_abc._engine._threefry import fold_in_data
 
-__all__ = ["AbstractChunk", "Grid", "OneRun", "Program", "components", "run_chunk", "stack"]
+__all__ = ["AbstractChunk", "Grid", "OneRun", "Program", "run_chunk", "stack"]
 
 
 class Program(NamedTuple):
@@ -158,11 +158,6 @@ _run_grid_start = flat_jit(_grid_start)
 _run_grid_segment = flat_jit(_grid_segment)
 
 
-def components(run: Run) -> Parts:
-    """The run's parts whose array leaves may differ between the points of a grid group."""
-    return run.parts()
-
-
 def stack(trees: list):
     """One pytree with the leaves that differ between ``trees`` stacked on a leading axis,
     and the ``in_axes`` tree saying which (0) and which are shared (None)."""
@@ -197,12 +192,12 @@ def _host(arrays: Sequence[jax.Array]) -> list:
     return [np.asarray(multihost_utils.process_allgather(a, tiled=True)) for a in arrays]
 
 
-def _chunk_rows(run: Run, plan: Plan, start: int) -> np.ndarray:
+def _chunk_rows(call: Call, plan: Plan, start: int) -> np.ndarray:
     """x_0 of the chunk's trials from ``start``, padded to ``plan.per_call`` with its first."""
-    m = min(run.chunk, run.trials - start)
-    x_c = np.zeros((plan.per_call, run.x0.shape[1]))
-    x_c[:m] = run.x0[start:start + m]
-    x_c[m:] = run.x0[start]
+    m = min(call.chunk, call.trials - start)
+    x_c = np.zeros((plan.per_call, call.x0.shape[1]))
+    x_c[:m] = call.x0[start:start + m]
+    x_c[m:] = call.x0[start]
     return x_c
 
 
@@ -213,7 +208,7 @@ class AbstractChunk(abc.ABC):
     one of G for a grid group); the settings common to every point are ``run``'s.
     """
 
-    run: Run
+    run: CheckedRun
     lead: int  # axes before the trials' axis in states and records: 0 or 1
 
     @property
@@ -248,7 +243,7 @@ class AbstractChunk(abc.ABC):
 class OneRun(AbstractChunk):
     """The chunks of one run (``simulate``, ``Simulation.run``)."""
 
-    run: Run
+    run: CheckedRun
     lead: int = 0
 
     @property
@@ -256,10 +251,10 @@ class OneRun(AbstractChunk):
         return 1
 
     def rows(self, plan, start):
-        return _chunk_rows(self.run, plan, start)
+        return _chunk_rows(self.run.call, plan, start)
 
     def stepsizes(self, seg):
-        return self.run.alphas[seg.start: seg.stop].reshape(seg.blocks, seg.block).astype(
+        return self.run.call.alphas[seg.start: seg.stop].reshape(seg.blocks, seg.block).astype(
             self.run.dtype)
 
     def start(self, plan, x_c):
@@ -267,17 +262,17 @@ class OneRun(AbstractChunk):
 
     def segment(self, plan, seg, state, ids, stepsizes):
         r = self.run
-        return _run_segment(r.parts(), _program((r,), plan, seg.per_record), state, ids, r.key,
-                            np.int32(seg.start), stepsizes)
+        return _run_segment(r.parts(), _program((r,), plan, seg.per_record), state, ids,
+                            r.call.key, np.int32(seg.start), stepsizes)
 
     def first_segment(self, plan, seg, start, stepsizes):
-        r = self.run
-        if r.x0.strides[0] == 0:  # one x0 broadcast to every trial (for_call makes it so)
-            x0 = r.x0[0].astype(r.dtype)
+        r, call = self.run, self.run.call
+        if call.x0.strides[0] == 0:  # one x0 broadcast to every trial (check_call makes it so)
+            x0 = call.x0[0].astype(r.dtype)
         else:
-            x0 = _put([_chunk_rows(r, plan, start)], [r.dtype], plan.sharding)[0]
+            x0 = _put([_chunk_rows(call, plan, start)], [r.dtype], plan.sharding)[0]
         return _run_first(r.parts(), _program((r,), plan, seg.per_record), x0,
-                          np.array(r.key_words + (r.first_trial + start,), np.uint32),
+                          np.array(call.key_words + (call.first_trial + start,), np.uint32),
                           stepsizes, plan.per_call, plan.sharding)
 
 
@@ -292,7 +287,7 @@ class Grid(AbstractChunk):
     lead: int = 1
 
     @property
-    def run(self) -> Run:
+    def run(self) -> CheckedRun:
         return self.runs[0]
 
     @property
@@ -300,10 +295,10 @@ class Grid(AbstractChunk):
         return len(self.runs)
 
     def rows(self, plan, start):
-        return np.stack([_chunk_rows(r, plan, start) for r in self.runs])
+        return np.stack([_chunk_rows(r.call, plan, start) for r in self.runs])
 
     def stepsizes(self, seg):
-        return np.stack([r.alphas[seg.start: seg.stop].reshape(seg.blocks, seg.block)
+        return np.stack([r.call.alphas[seg.start: seg.stop].reshape(seg.blocks, seg.block)
                          for r in self.runs]).astype(self.run.dtype)
 
     def start(self, plan, x_c):
@@ -313,17 +308,17 @@ class Grid(AbstractChunk):
         r = self.run
         return _run_grid_segment(self.axes, self.stacked,
                                  _program(self.runs, plan, seg.per_record),
-                                 state, ids, r.key, jnp.asarray(seg.start, jnp.int32),
+                                 state, ids, r.call.key, jnp.asarray(seg.start, jnp.int32),
                                  jnp.asarray(stepsizes))
 
 
 def _program(runs: tuple, plan: Plan, per_record: int) -> Program:
     """The :class:`Program` of a segment of ``runs`` (one, or a grid's points) under
     ``plan``: the capacity is the largest of theirs (None if any has none)."""
-    run = runs[0]
-    capacities = [r.capacity for r in runs]
+    spec = runs[0].spec
+    capacities = [r.call.capacity for r in runs]
     capacity = None if None in capacities else max(capacities)
-    return Program(run.mode, run.record_x, per_record, run.generator, plan.client_block,
+    return Program(spec.mode, spec.record_x, per_record, spec.generator, plan.client_block,
                    plan.groups, capacity)
 
 
@@ -346,8 +341,9 @@ def run_chunk(chunk: AbstractChunk, plan: Plan, c: int, progress, done_before: i
     x_final too, with the chunk's lead axes before the trials'.
     """
     run, lead, G = chunk.run, chunk.lead, chunk.points
-    start = c * run.chunk
-    m = min(run.chunk, run.trials - start)
+    call = run.call
+    start = c * call.chunk
+    m = min(call.chunk, call.trials - start)
     names = run.record_names
     segments = plan.segments()
     time_axis = lead + 1
@@ -356,12 +352,12 @@ def run_chunk(chunk: AbstractChunk, plan: Plan, c: int, progress, done_before: i
     if len(segments) == 1 and (resume is None or resume.state is None):
         whole = chunk.first_segment(plan, segments[0], start, chunk.stepsizes(segments[0]))
     if whole is None:
-        ids, x_c = _put([np.arange(run.first_trial + start,
-                                   run.first_trial + start + plan.per_call),
+        ids, x_c = _put([np.arange(call.first_trial + start,
+                                   call.first_trial + start + plan.per_call),
                          chunk.rows(plan, start)], [np.int32, run.dtype],
                         [plan.sharding, _rows_sharding(plan.sharding, lead)])
         state, first = chunk.start(plan, x_c)
-        first = list(first) + ([x_c] if run.record_x else [])
+        first = list(first) + ([x_c] if run.spec.record_x else [])
         if resume is not None and resume.state is not None:
             state, first = _checkpoint.restored(state, resume.state), []
             records, next_segment = dict(resume.records), resume.segment
@@ -390,7 +386,7 @@ def run_chunk(chunk: AbstractChunk, plan: Plan, c: int, progress, done_before: i
                    for name, r in zip(names, got)}
         if commit is not None:
             commit(Position(c, i + 1, state, records, None))
-        progress(done_before + G * (c * run.rounds + seg.stop))
+        progress(done_before + G * (c * run.spec.rounds + seg.stop))
     trials = (slice(None),) * lead + (slice(0, m),)
     out = {name: np.concatenate(parts, axis=time_axis)[trials]
            for name, parts in records.items()}

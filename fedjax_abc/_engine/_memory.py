@@ -204,37 +204,41 @@ def state_sizes(algorithm, x, transform=None) -> StateSizes:
 
 
 def check_run(run, plan) -> None:
-    """:func:`check` of a checked run (``_run.Run``) cut up by ``plan``."""
-    n, d = run.problem.num_clients, run.problem.dim
-    sizes = run.state_sizes
-    on_device = run.devices[0].platform != "cpu"
+    """:func:`check` of a checked run (``_run.CheckedRun``) cut up by ``plan``."""
+    spec, call, problem = run.spec, run.call, run.components.problem
+    n, d = problem.num_clients, problem.dim
+    sizes = spec.state_sizes
+    steps = run.max_steps
+    on_device = call.devices[0].platform != "cpu"
     est = estimate(
-        trials=run.trials, records=num_records(run.rounds, run.record_every), dim=d,
-        itemsize=np.dtype(run.dtype).itemsize, record_x=run.record_x, rounds=run.rounds,
+        trials=call.trials, records=num_records(spec.rounds, spec.record_every), dim=d,
+        itemsize=np.dtype(run.dtype).itemsize, record_x=spec.record_x, rounds=spec.rounds,
         per_call=plan.per_call, call_records=plan.segment + 1,
         participants=run.participants,
-        local_steps=run.max_steps,
-        noise_words=method(run.oracle, "num_words")((run.max_steps, d)),
+        local_steps=steps,
+        noise_words=method(run.components.oracle, "num_words")((steps, d)),
         server_bytes=sizes.server_bytes, client_bytes=sizes.client_bytes,
         num_clients=n, host_only=on_device)
-    device = device_bytes(run.devices[0]) if on_device else None
-    check(est, record_x=run.record_x, rounds=run.rounds, trials=run.trials, chunk=run.chunk,
-          record_every=run.record_every, device_available=device)
+    device = device_bytes(call.devices[0]) if on_device else None
+    check(est, record_x=spec.record_x, rounds=spec.rounds, trials=call.trials,
+          chunk=call.chunk, record_every=spec.record_every, device_available=device)
 
 
 def check_sweep(first, grid: dict, available: Optional[int] = None) -> None:
     """Raises ValueError (one line) if the results of every point of ``grid`` cannot fit.
 
     Args:
-      first: the checked run (``_run.Run``) of the grid's first point; every point keeps
-        as many trials, records and stepsizes (a ``problem`` axis: of its largest d).
+      first: the checked run (``_run.CheckedRun``) of the grid's first point; every point
+        keeps as many trials, records and stepsizes (a ``problem`` axis: of its largest d).
       grid: axis name -> list of values (checked by ``sweep``).
       available: host bytes available; default :func:`available_bytes` (no check if None).
     """
-    dim = max([first.problem.dim] + [getattr(p, "dim", 0) for p in grid.get("problem", ())])
-    check_points([len(values) for values in grid.values()], trials=first.trials,
-                 rounds=first.rounds, record_every=first.record_every, dim=dim,
-                 itemsize=np.dtype(first.dtype).itemsize, record_x=first.record_x,
+    spec = first.spec
+    dim = max([first.components.problem.dim]
+              + [getattr(p, "dim", 0) for p in grid.get("problem", ())])
+    check_points([len(values) for values in grid.values()], trials=first.call.trials,
+                 rounds=spec.rounds, record_every=spec.record_every, dim=dim,
+                 itemsize=np.dtype(first.dtype).itemsize, record_x=spec.record_x,
                  available=available)
 
 
@@ -262,10 +266,11 @@ def check_points(sizes, *, trials: int, rounds: int, record_every: Optional[int]
 def checkpoint_bytes(run, plan) -> int:
     """About the bytes of a run's checkpoint file: every trial's records and x_T (a complete
     run's file holds them all) and one call's loop carry, 64 kB of headers beside."""
-    n, d = run.problem.num_clients, run.problem.dim
-    sizes = run.state_sizes
-    per_record = 2 + len(run.metric_names) + len(run.stat_names) + (d if run.record_x else 0)
-    records = num_records(run.rounds, run.record_every)
-    results = np.dtype(run.dtype).itemsize * run.trials * (records * per_record + d)
+    spec, problem = run.spec, run.components.problem
+    n, d = problem.num_clients, problem.dim
+    sizes = spec.state_sizes
+    per_record = 2 + len(spec.metric_names) + len(spec.stat_names) + (d if spec.record_x else 0)
+    records = num_records(spec.rounds, spec.record_every)
+    results = np.dtype(run.dtype).itemsize * run.call.trials * (records * per_record + d)
     carry = plan.per_call * (sizes.server_bytes + n * sizes.client_bytes)
     return int(results + carry + 64_000)

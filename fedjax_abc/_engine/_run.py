@@ -1,10 +1,11 @@
 """A run's checked values: the :class:`Components` and :class:`Spec` a ``Simulation`` holds,
-and the :class:`Run` of one call.
+and the :class:`Call` values of one ``Simulation.run``.
 
 :func:`build` turns the shape-setting arguments of ``simulate`` into components (cast to the
 run's dtype) and a spec (ValueError naming the argument, in one line, on invalid input);
-:func:`for_call` checks one call's arguments against them and gives the :class:`Run` the
-driver executes. The components are data: :func:`for_call` reads them as they are, so a
+:func:`check_call` checks one call's arguments against them and gives the
+:class:`CheckedRun` the driver executes: the components as the simulator runs them, the
+spec and the call. The components are data: :func:`check_call` reads them as they are, so a
 value put into one with ``eqx.tree_at`` is what runs, checked by the checks its class
 makes at construction (its ``__check_init__``), and a change of structure or shape is
 built again as a new run. ``sweep`` checks each grid point with the same functions.
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, NamedTuple, Optional, Union
+from typing import NamedTuple, Optional, Union
 
 import equinox as eqx
 import jax
@@ -42,8 +43,8 @@ from fedjax_abc._problems._problem import (Problem, cast_floating, renamed,
 from fedjax_abc._problems._samplers import (AbstractSampler, FullParticipation,
                                             UniformWithoutReplacement)
 
-__all__ = ["Components", "Parts", "Run", "Spec", "build", "checked", "checked_every",
-           "checked_path", "current", "for_call", "layout", "local_work", "settings"]
+__all__ = ["Call", "CheckedRun", "Components", "Parts", "Spec", "build", "check_call",
+           "checked_every", "checked_path", "current", "layout", "local_work", "settings"]
 
 
 def _check_int(name: str, value, low: int = 1) -> int:
@@ -98,6 +99,16 @@ class Components(eqx.Module):
     transform: Optional[AbstractTransform]
     local_steps: Optional[AbstractLocalSteps]
     metrics: tuple = ()  # the user's metric functions, in the order of Spec.metric_names
+
+
+def _replaced(components: Components, **fields) -> Components:
+    """``components`` with ``fields`` put in, remade as JAX remakes a pytree: the other
+    fields as they are, nothing constructed or checked again (their values are checked).
+    Components has no static field, so its values flatten in the order of its fields."""
+    values, treedef = jax.tree_util.tree_flatten(components,
+                                                 is_leaf=lambda x: x is not components)
+    names = [f.name for f in dataclasses.fields(components)]
+    return treedef.unflatten([fields.get(name, value) for name, value in zip(names, values)])
 
 
 class Spec(NamedTuple):
@@ -162,100 +173,94 @@ class Parts(NamedTuple):
     metrics: tuple  # the user's metric functions
 
 
-@dataclasses.dataclass(frozen=True)
-class Run:
-    """One call's checked values: the components (the problem as the simulator runs it), the
-    spec's settings and the call's arguments (stepsizes, x0 in float64, key, trials)."""
+class Call(NamedTuple):
+    """One call's own values (``Simulation.run``'s arguments), checked by :func:`check_call`,
+    and what follows from them: what neither the components nor the spec hold."""
 
-    problem: Problem      # cast to dtype, name dropped (so it does not key the compilation)
-    oracle: AbstractOracle
-    sampler: AbstractSampler
-    algorithm: AbstractAlgorithm
-    alphas: np.ndarray    # (T,) float64
-    x0: np.ndarray        # (R, d) float64
-    key: jax.Array
-    local_steps: Union[int, AbstractLocalSteps]  # Q or a law of local steps, cast to dtype
-    rounds: int
-    trials: int
-    record_every: int
-    mode: str
-    dtype: Any            # the JAX dtype
-    chunk: int            # trials per chunk
-    record_x: bool
-    devices: list
-    config: dict
-    # the user listed the devices: the trials go to as many as they fill, whatever the work
-    # (by default only to as many as the call's work keeps busy, see ``_plan.make_plan``)
-    fill_devices: bool = False
-    first_trial: int = 0  # the global index of the first trial (its key is fold_in(key, index))
-    metric_names: tuple = ()  # the user metrics' names and functions, in the order given
-    metrics: tuple = ()
-    generator: str = "threefry"
-    key_words: tuple = ()  # the key's two uint32 words, as ints
-    transform: Optional[AbstractTransform] = None  # cast to dtype
-    stat_names: tuple = ()  # the transform's statistics, sorted
-    state_sizes: Optional[_memory.StateSizes] = None  # of the algorithm (and the transform)
+    alphas: np.ndarray  # (T,) float64: the stepsizes
+    x0: np.ndarray      # (R, d) float64 (a broadcast view where every trial starts at one)
+    key: jax.Array      # a threefry2x32 key
+    key_words: tuple    # the key's two uint32 words, as ints
+    trials: int         # R
+    first_trial: int    # the global index of the first trial (its key is fold_in(key, index))
+    chunk: int          # trials per chunk
+    devices: list       # the spec's devices, or all local devices
+    config: dict        # the settings the result records (``SimResult.config``)
     # the sampler's capacity for the n clients (AbstractSampler.capacity), read once a call
-    capacity: Optional[int] = None
-    # where the program records f(x_t) (Spec.gap_on_host): the problem whose f* the result
-    # subtracts when its gap is read
+    capacity: Optional[int]
+    # where the program records f(x_t) (Spec.gap_on_host): the components' problem, whose f*
+    # the result subtracts when its gap is read
     gap_from: Optional[Problem] = None
 
-    def parts(self) -> "Parts":
-        """The components as the compiled program reads them."""
-        return Parts(self.problem, self.oracle, self.sampler, self.algorithm, self.transform,
-                     self.local_steps, self.metrics)
 
-    def on_devices(self, groups: int, calls: int = 1) -> "Run":
+class CheckedRun(NamedTuple):
+    """What the driver executes: the components as the simulator runs them (the problem as
+    :func:`_run_problem` makes it), the spec, and the call's checked values."""
+
+    components: Components
+    spec: Spec
+    call: Call
+
+    @property
+    def dtype(self):
+        """The run's JAX dtype."""
+        return DTYPES[self.spec.dtype]
+
+    @property
+    def fill_devices(self) -> bool:
+        """Whether the user listed the devices: the trials then go to as many as they fill,
+        whatever the work (by default only to as many as the call's work keeps busy, see
+        ``_plan.make_plan``)."""
+        return self.spec.devices is not None
+
+    def parts(self) -> Parts:
+        """The components as the compiled program reads them."""
+        c = self.components
+        return Parts(c.problem, c.oracle, c.sampler, c.algorithm, c.transform,
+                     local_work(c, self.spec), c.metrics)
+
+    def on_devices(self, groups: int, calls: int = 1) -> "CheckedRun":
         """The run with its components' copies on every device when it calls the compiled
         program more than once (``calls``) sharded over them all (``groups`` devices), else
         as it is; for one call, ``jax.jit``'s own copy costs as much (see
         :func:`_replicated`)."""
-        if groups < 2 or groups != len(self.devices) or calls < 2:
+        devices = self.call.devices
+        if groups < 2 or groups != len(devices) or calls < 2:
             return self
-        copies = _replicated((self.problem, self.oracle, self.sampler, self.algorithm),
-                             self.devices)
+        c = self.components
+        copies = _replicated((c.problem, c.oracle, c.sampler, c.algorithm), devices)
         if copies is None:
             return self
         problem, oracle, sampler, algorithm = copies
-        return dataclasses.replace(self, problem=problem, oracle=oracle, sampler=sampler,
-                                   algorithm=algorithm)
+        return self._replace(components=_replaced(c, problem=problem, oracle=oracle,
+                                                  sampler=sampler, algorithm=algorithm))
 
     @property
     def max_steps(self) -> int:
         """Q, or Q_max of a law of local steps."""
-        return _round.steps_of(self.local_steps)
+        return _round.steps_of(local_work(self.components, self.spec))
 
     @property
     def participants(self) -> int:
         """How many clients a round computes at once: n in ``mask`` mode, the sampler's
         capacity or its number of slots in ``gather`` mode."""
-        n = self.problem.num_clients
-        if self.mode == "mask":
+        n = self.components.problem.num_clients
+        if self.spec.mode == "mask":
             return n
-        return self.capacity or method(self.sampler, "num_slots")(n)
+        return self.call.capacity or method(self.components.sampler, "num_slots")(n)
 
     @property
     def trial_work(self) -> int:
         """One trial's work, client-steps times d (see ``_plan.trial_work``)."""
-        return trial_work(self.rounds, self.participants, self.max_steps, self.problem.dim)
+        return trial_work(self.spec.rounds, self.participants, self.max_steps,
+                          self.components.problem.dim)
 
     @property
     def record_names(self) -> tuple:
         """The records' names in the order the compiled segment returns them."""
-        return (("gap", "grad_norm_sq") + self.metric_names + self.stat_names
-                + (("x",) if self.record_x else ()))
-
-
-def checked(problem, num_sampled, local_steps, stepsize, rounds, x0, trials, key, record_every,
-            mode, sampler, oracle, algorithm, dtype, trial_chunk, record_x, devices,
-            first_trial=0, metrics=None, generator="threefry", transform=None) -> Run:
-    """Validates every argument of :func:`simulate` (ValueError naming it) before any work:
-    :func:`build` then :func:`for_call`."""
-    components, spec = build(problem, num_sampled, local_steps, rounds, record_every, mode,
-                             sampler, oracle, algorithm, dtype, trial_chunk, record_x, devices,
-                             metrics, generator, transform)
-    return for_call(components, spec, stepsize, x0, trials, key, first_trial, fresh=True)
+        s = self.spec
+        return (("gap", "grad_norm_sq") + s.metric_names + s.stat_names
+                + (("x",) if s.record_x else ()))
 
 
 def _check_size(d, T, k, R, chunk, record_x, dtype) -> None:
@@ -267,11 +272,11 @@ def _check_size(d, T, k, R, chunk, record_x, dtype) -> None:
                   record_every=k)
 
 
-def build(problem, num_sampled, local_steps, rounds, record_every, mode, sampler, oracle,
-          algorithm, dtype, trial_chunk, record_x, devices, metrics=None,
-          generator="threefry", transform=None) -> tuple[Components, Spec]:
-    """The shape-setting arguments of :func:`simulate` validated and the components cast:
-    the :class:`Components` and :class:`Spec` of a ``Simulation``."""
+def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, sampler, oracle,
+          algorithm, dtype, trial_chunk, record_x, devices, metrics, generator,
+          transform) -> tuple[Components, Spec]:
+    """The shape-setting arguments of ``simulate`` (a ``Simulation``'s) validated and the
+    components cast: the :class:`Components` and :class:`Spec` of a ``Simulation``."""
     if not isinstance(problem, Problem):
         raise ValueError(f"problem must be a fedjax_abc.Problem, got {type(problem).__name__}")
     n = problem.num_clients
@@ -427,11 +432,12 @@ def current(components: Components, spec: Spec) -> tuple[Components, Spec]:
     return components, spec
 
 
-def for_call(components: Components, spec: Spec, stepsize, x0, trials, key, first_trial=0,
-             fresh: bool = False) -> Run:
-    """The :class:`Run` of one call: its stepsizes, x0, trials, key and first trial, each
+def check_call(components: Components, spec: Spec, *, stepsize, x0, key, trials=1,
+               first_trial=0, fresh: bool = False) -> CheckedRun:
+    """One call of a ``Simulation``: its stepsizes, x0, trials, key and first trial, each
     validated (ValueError naming it), and the memory it needs checked, with the components
-    as they are (:func:`current`; ``fresh``: just made by :func:`build`, checked there)."""
+    as they are (:func:`current`; ``fresh``: just made by :func:`build`, checked there).
+    Returns the :class:`CheckedRun` the driver executes."""
     if not fresh:
         components, spec = current(components, spec)
     problem = components.problem
@@ -462,22 +468,16 @@ def for_call(components: Components, spec: Spec, stepsize, x0, trials, key, firs
     devices = _resolve_devices(spec.devices)
     if spec.devices is None:
         warn_one_device(devices)
-    jdtype = DTYPES[spec.dtype]
     config = _config(components, spec, devices, dict(
         trials=R, trial_chunk=chunk, key=list(key_words), first_trial=first_trial,
         stepsize=float(alphas[0]) if np.all(alphas == alphas[0]) else "schedule"))
-    return Run(
-        problem=_run_problem(problem, spec.gap_on_host, _native_loops()),
-        oracle=components.oracle,
-        sampler=components.sampler, algorithm=components.algorithm, alphas=alphas, x0=x0,
-        key=key, local_steps=local_work(components, spec), rounds=T, trials=R, record_every=k, mode=spec.mode,
-        dtype=jdtype, chunk=chunk, record_x=spec.record_x, devices=devices, config=config,
-        fill_devices=spec.devices is not None, first_trial=first_trial,
-        metric_names=spec.metric_names, metrics=components.metrics, generator=spec.generator,
-        key_words=key_words, transform=components.transform, stat_names=spec.stat_names,
-        state_sizes=spec.state_sizes,
-        capacity=method(components.sampler, "capacity")(problem.num_clients),
-        gap_from=problem if spec.gap_on_host else None)
+    call = Call(alphas=alphas, x0=x0, key=key, key_words=key_words, trials=R,
+                first_trial=first_trial, chunk=chunk, devices=devices, config=config,
+                capacity=method(components.sampler, "capacity")(problem.num_clients),
+                gap_from=problem if spec.gap_on_host else None)
+    simulated = _replaced(components, problem=_run_problem(problem, spec.gap_on_host,
+                                                           _native_loops()))
+    return CheckedRun(simulated, spec, call)
 
 
 def _config(components: Components, spec: Spec, devices: list, call: dict) -> dict:

@@ -10,16 +10,17 @@ Shapes (n, S, Q, T/k, trials per chunk, mode) are static; the key, x0, the steps
 the algorithm's arrays are data, so a new key, stepsize or ``FedProx(mu)`` compiles nothing.
 
 ``simulate`` is ``Simulation(...).run(...)``, in four named steps:
-:func:`~fedjax_abc._engine._run.build` and :func:`~fedjax_abc._engine._run.for_call` (every
+:func:`~fedjax_abc._engine._run.build` and :func:`~fedjax_abc._engine._run.check_call` (every
 argument validated before anything compiles: the Simulation's components and spec, then the
-call's :class:`~fedjax_abc._engine._run.Run`), :func:`~fedjax_abc._engine._plan.make_plan`
-(blocks, padding, sharding), :func:`~fedjax_abc._engine._chunk.run_chunk` (one chunk of
-trials, segment by segment; the runner ``sweep`` calls too) and :func:`_assemble` (the
-:class:`SimResult`).
+call's values, together a :class:`~fedjax_abc._engine._run.CheckedRun`),
+:func:`~fedjax_abc._engine._plan.make_plan` (blocks, padding, sharding),
+:func:`~fedjax_abc._engine._chunk.run_chunk` (one chunk of trials, segment by segment; the
+runner ``sweep`` calls too) and :func:`_assemble` (the :class:`SimResult`).
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
 import sys
@@ -36,13 +37,12 @@ from fedjax_abc._engine import _checkpoint, _memory
 from fedjax_abc._engine._chunk import OneRun, run_chunk
 from fedjax_abc._engine._progress import (AbstractProgressMeter, NoProgressMeter, Reporting,
                                           progress_meter)
-from fedjax_abc._engine._run import Components, Spec
-from fedjax_abc._engine._run import Run as _Run
+from fedjax_abc._engine._run import CheckedRun, Components, Spec
 from fedjax_abc._engine._run import build as _build
-from fedjax_abc._engine._run import local_work as _local_work
+from fedjax_abc._engine._run import check_call as _check_call
 from fedjax_abc._engine._run import checked_every as _checked_every
 from fedjax_abc._engine._run import checked_path as _checked_path
-from fedjax_abc._engine._run import for_call as _for_call
+from fedjax_abc._engine._run import local_work as _local_work
 from fedjax_abc._engine._checkpoint import Position
 from fedjax_abc._engine._plan import (closed_form_gradient, make_plan, recorded_rounds,
                                       stepsize_array)
@@ -54,21 +54,23 @@ from fedjax_abc._problems._samplers import AbstractSampler
 
 __all__ = ["Simulation", "simulate", "stepsize_array"]
 
-def _assemble(run: _Run, chunks: Sequence[dict]) -> SimResult:
+
+def _assemble(run: CheckedRun, chunks: Sequence[dict]) -> SimResult:
     """The :class:`SimResult` of all chunks, in trial order."""
     def cat(name):
         if name not in chunks[0]:
             return None
         return chunks[0][name] if len(chunks) == 1 else np.concatenate([c[name] for c in chunks])
 
-    metrics = {name: cat(name) for name in run.metric_names + run.stat_names}
+    spec = run.spec
+    metrics = {name: cat(name) for name in spec.metric_names + spec.stat_names}
     gap = cat("gap")
-    if run.gap_from is not None:  # the program recorded f(x_t)
+    if run.call.gap_from is not None:  # the program recorded f(x_t)
         metrics["loss"] = gap
-        gap = PendingGap(gap, lambda: run.gap_from.f_star)
-    return SimResult(rounds=recorded_rounds(run.rounds, run.record_every), gap=gap,
+        gap = PendingGap(gap, lambda: run.call.gap_from.f_star)
+    return SimResult(rounds=recorded_rounds(spec.rounds, spec.record_every), gap=gap,
                      grad_norm_sq=cat("grad_norm_sq"), x=cat("x"), x_final=cat("x_final"),
-                     config=run.config, metrics=metrics)
+                     config=run.call.config, metrics=metrics)
 
 
 def _warn_divergence(result: SimResult) -> None:
@@ -77,13 +79,13 @@ def _warn_divergence(result: SimResult) -> None:
                       "(see SimResult.diverged_at)", DivergenceWarning, stacklevel=3)
 
 
-def _warn_unmoved(run: _Run, result: SimResult) -> None:
+def _warn_unmoved(run: CheckedRun, result: SimResult) -> None:
     """Warns where no trial's model moved in its T rounds: most likely nobody took part in
     any round (an empty trace, a participation probability near 0), which runs silently."""
-    if np.array_equal(result.x_final, run.x0.astype(result.x_final.dtype)):
-        warnings.warn(f"no trial's model moved in its {run.rounds} rounds: did any client take "
-                      "part? (a round without participants leaves x as it is)", RuntimeWarning,
-                      stacklevel=4)
+    if np.array_equal(result.x_final, run.call.x0.astype(result.x_final.dtype)):
+        warnings.warn(f"no trial's model moved in its {run.spec.rounds} rounds: did any client "
+                      "take part? (a round without participants leaves x as it is)",
+                      RuntimeWarning, stacklevel=4)
 
 
 def simulate(
@@ -225,38 +227,34 @@ def simulate(
 
     Reference: Algorithm 1 and Section IV of the paper.
     """
-    sim = Simulation(problem, num_sampled=num_sampled, local_steps=local_steps, rounds=rounds,
-                     record_every=record_every, mode=mode, sampler=sampler, oracle=oracle,
-                     algorithm=algorithm, dtype=dtype, trial_chunk=trial_chunk,
-                     record_x=record_x, devices=devices, metrics=metrics, generator=generator,
-                     transform=transform)
-    # its components were checked just now: the run reads them without checking them again
-    return _run(sim, True, key, x0, stepsize, trials, first_trial, progress, checkpoint,
-                checkpoint_every)
+    settings = dict(locals())  # the arguments by name: the signature above is their list
+    call = {name: settings.pop(name) for name in _CALL}
+    # the Simulation checks its components as it is built: its run does not check them again
+    return _run(Simulation(**settings), True, **call)
 
 
-def _run(sim: "Simulation", fresh: bool, key, x0, stepsize, trials, first_trial, progress,
-         checkpoint, checkpoint_every) -> SimResult:
+def _run(sim: "Simulation", fresh: bool, *, progress, checkpoint, checkpoint_every,
+         **call) -> SimResult:
     """``sim.run`` with these arguments (``fresh``: its components were just built and
-    checked, see ``_run.for_call``)."""
+    checked, see ``_run.check_call``)."""
     meter = progress_meter(progress)
     path = _checked_path(checkpoint)
     every = _checked_every(checkpoint_every)
-    return _execute(_for_call(sim.components, sim.spec, stepsize, x0, trials, key, first_trial,
-                              fresh), meter, path, every)
+    return _execute(_check_call(sim.components, sim.spec, fresh=fresh, **call), meter, path,
+                    every)
 
 
-def _execute(run: _Run, meter: AbstractProgressMeter, path: Optional[str],
+def _execute(run: CheckedRun, meter: AbstractProgressMeter, path: Optional[str],
              every: float = 60.0) -> SimResult:
     """The checked run, chunk by chunk (resumed from and saved to ``path`` if given)."""
-    plan = make_plan(run.rounds, run.record_every, run.chunk, run.dtype, run.devices,
+    spec, call, problem = run.spec, run.call, run.components.problem
+    plan = make_plan(spec.rounds, spec.record_every, call.chunk, run.dtype, call.devices,
                      not isinstance(meter, NoProgressMeter) or path is not None,
-                     run.problem.num_clients,
-                     run.x0.shape[1], closed_form_gradient(run.problem), run.mode == "mask",
-                     work=None if run.fill_devices else run.trial_work)
+                     problem.num_clients, call.x0.shape[1], closed_form_gradient(problem),
+                     spec.mode == "mask", work=None if run.fill_devices else run.trial_work)
     _memory.check_run(run, plan)
-    run = run.on_devices(plan.groups,
-                         math.ceil(run.trials / run.chunk) * len(plan.segments()))
+    chunks = math.ceil(call.trials / call.chunk)
+    run = run.on_devices(plan.groups, chunks * len(plan.segments()))
     position, tracker = Position(0, 0, None, {}, ()), None
     if path is not None:
         fingerprint = _checkpoint.fingerprint(run, plan)
@@ -270,12 +268,11 @@ def _execute(run: _Run, meter: AbstractProgressMeter, path: Optional[str],
         tracker = _checkpoint.Tracker(path, fingerprint, position,
                                       _memory.checkpoint_bytes(run, plan), every)
     done = position.done
-    chunks = math.ceil(run.trials / run.chunk)
-    label = "fedavg" if chunks == 1 else f"fedavg, {chunks} chunks of {run.chunk} trials"
-    bar = Reporting(meter, run.rounds * chunks, label,  # rounds of each chunk in turn
-                    position.chunk * run.rounds + _checkpoint.resume_round(plan, position))
+    label = "fedavg" if chunks == 1 else f"fedavg, {chunks} chunks of {call.chunk} trials"
+    bar = Reporting(meter, spec.rounds * chunks, label,  # rounds of each chunk in turn
+                    position.chunk * spec.rounds + _checkpoint.resume_round(plan, position))
     try:
-        for c in range(position.chunk, math.ceil(run.trials / run.chunk)):
+        for c in range(position.chunk, chunks):
             commit = None if tracker is None else (
                 lambda inside, finished=done: tracker.commit(inside._replace(done=finished)))
             out = run_chunk(OneRun(run), plan, c, bar, 0,
@@ -352,9 +349,9 @@ class Simulation(eqx.Module):
                  devices: Optional[Sequence[jax.Device]] = None,
                  metrics: Optional[Mapping[str, Callable]] = None, generator: str = "threefry",
                  transform: Optional[AbstractTransform] = None):
-        self.components, self.spec = _build(
-            problem, num_sampled, local_steps, rounds, record_every, mode, sampler, oracle,
-            algorithm, dtype, trial_chunk, record_x, devices, metrics, generator, transform)
+        settings = dict(locals())  # the arguments by name: the signature above is their list
+        del settings["self"]
+        self.components, self.spec = _build(**settings)
 
     @property
     def problem(self) -> Problem:
@@ -388,5 +385,12 @@ class Simulation(eqx.Module):
             checkpoint_every: float = 60.0) -> SimResult:
         """The run's result for these per-call arguments (as :func:`simulate`'s), with the
         components as they are now."""
-        return _run(self, False, key, x0, stepsize, trials, first_trial, progress, checkpoint,
-                    checkpoint_every)
+        call = dict(locals())  # the arguments by name: the signature above is their list
+        del call["self"]
+        return _run(self, False, **call)
+
+
+# simulate's arguments: the settings a Simulation takes besides the problem, and those of
+# its run (the per-call ones)
+_SETTINGS = tuple(inspect.signature(Simulation.__init__).parameters)[2:]
+_CALL = tuple(inspect.signature(Simulation.run).parameters)[1:]

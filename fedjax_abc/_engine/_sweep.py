@@ -14,11 +14,9 @@ so its numbers are those of ``simulate`` with the same arguments and key.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 import numbers
-import types
 from typing import Callable, Mapping, Optional, Sequence, Union
 
 import equinox as eqx
@@ -29,15 +27,14 @@ import numpy as np
 from fedjax_abc._algorithms._base import recheck_all
 from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine import _memory, _metrics
-from fedjax_abc._engine._chunk import Grid, components, run_chunk, stack
+from fedjax_abc._engine._chunk import Grid, run_chunk, stack
 from fedjax_abc._engine._plan import closed_form_gradient, make_plan
 from fedjax_abc._engine._result import SimResult, SweepResult
 from fedjax_abc._engine._progress import AbstractProgressMeter, Reporting, progress_meter
-from fedjax_abc._engine._run import Run as _Run
-from fedjax_abc._engine._run import checked as _checked
 from fedjax_abc._engine._names import coordinate_labels
-from fedjax_abc._engine._run import current, settings
-from fedjax_abc._engine._simulate import Simulation, _assemble, _warn_divergence
+from fedjax_abc._engine._run import CheckedRun, check_call, current, settings
+from fedjax_abc._engine._simulate import (_SETTINGS, Simulation, _assemble,
+                                          _warn_divergence)
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._problems._samplers import FullParticipation, UniformWithoutReplacement
 
@@ -48,12 +45,8 @@ __all__ = ["sweep", "GRID_NAMES", "with_field"]
 GRID_NAMES = ("stepsize", "x0", "num_sampled", "local_steps", "mode", "sampler", "oracle",
               "algorithm", "problem", "transform")
 _COMPONENTS = ("algorithm", "oracle", "sampler", "transform")
-_DEFAULTS = types.MappingProxyType(dict(
-    num_sampled=None, trials=1, record_every=None, mode="mask", sampler=None, oracle=None,
-    algorithm=None, dtype="float64", trial_chunk=None, record_x=True, devices=None,
-    metrics=None, generator="threefry", transform=None))
 _REQUIRED = ("local_steps", "stepsize", "rounds", "x0", "key")
-_CALL = frozenset({"trials"})  # a call's argument among _DEFAULTS (with stepsize, x0 and key)
+_CALL = ("stepsize", "x0", "key", "trials")  # the arguments of Simulation.run a sweep takes
 
 
 # ---------------------------------------------------------------------------- the grid
@@ -140,15 +133,15 @@ def _given_labels(name: str, given, values: list) -> tuple:
     return given
 
 
-def _point_run(problem, kwargs: dict, point: dict) -> _Run:
+def _point_run(problem, kwargs: dict, point: dict) -> CheckedRun:
     """The checked run of one grid point: ``kwargs`` with the point's values put in."""
-    kw = dict(_DEFAULTS, **kwargs)
+    kw = dict(kwargs)
     for name, value in point.items():
         head, _, field = name.partition(".")
         if name == "problem":
             problem = value
         elif field:
-            base = kw[head]
+            base = kw.get(head)
             if base is None:
                 base = {"algorithm": FedAvg(), "oracle": problem.oracle}.get(head)
             if base is None:
@@ -156,52 +149,51 @@ def _point_run(problem, kwargs: dict, point: dict) -> _Run:
             kw[head] = with_field(base, head, field, value)
         else:
             kw[name] = value
-    run = _checked(problem, kw["num_sampled"], kw["local_steps"], kw["stepsize"], kw["rounds"],
-                   kw["x0"], kw["trials"], kw["key"], kw["record_every"], kw["mode"],
-                   kw["sampler"], kw["oracle"], kw["algorithm"], kw["dtype"], kw["trial_chunk"],
-                   kw["record_x"], kw["devices"], metrics=kw["metrics"],
-                   generator=kw["generator"], transform=kw["transform"])
-    return run
+    call = {name: kw.pop(name) for name in _CALL if name in kw}
+    sim = Simulation(problem, **kw)
+    return check_call(sim.components, sim.spec, fresh=True, **call)
 
 
 # ------------------------------------------------------------------ groups of one shape
 
 
-def _shape_key(run: _Run):
+def _shape_key(run: CheckedRun):
     """What sets the compiled program: structure, static fields, leaf shapes, counts."""
-    leaves, treedef = jax.tree_util.tree_flatten(components(run))
+    leaves, treedef = jax.tree_util.tree_flatten(run.parts())
     described = tuple((np.shape(a), str(a.dtype)) if isinstance(a, (jax.Array, np.ndarray))
                       else ("static", type(a).__name__, repr(a)) for a in leaves)
-    return (treedef, described, run.rounds, run.trials, run.record_every,
-            run.mode, np.dtype(run.dtype).str, run.chunk, run.record_x, run.metric_names,
-            run.stat_names, run.generator,
-            tuple(str(d) for d in run.devices), run.x0.shape)
+    spec, call = run.spec, run.call
+    return (treedef, described, spec.rounds, call.trials, spec.record_every,
+            spec.mode, np.dtype(run.dtype).str, call.chunk, spec.record_x, spec.metric_names,
+            spec.stat_names, spec.generator,
+            tuple(str(d) for d in call.devices), call.x0.shape)
 
 
-def _run_group(runs: list[_Run], bar: Reporting, done_before: int) -> list:
+def _run_group(runs: list[CheckedRun], bar: Reporting, done_before: int) -> list:
     """The results of grid points of one shape, run together chunk by chunk by the runner
     ``simulate`` uses; returns one SimResult each and the rounds done so far."""
     first = runs[0]
+    spec, call, problem = first.spec, first.call, first.components.problem
     G = len(runs)
-    plan = make_plan(first.rounds, first.record_every, first.chunk, first.dtype, first.devices,
-                     bar.reports, first.problem.num_clients, first.x0.shape[1],
-                     closed_form_gradient(first.problem), first.mode == "mask",
-                     every_device=True)
-    _memory.check_run(dataclasses.replace(first, trials=first.trials * G, chunk=first.chunk * G),
+    plan = make_plan(spec.rounds, spec.record_every, call.chunk, first.dtype, call.devices,
+                     bar.reports, problem.num_clients, call.x0.shape[1],
+                     closed_form_gradient(problem), spec.mode == "mask", every_device=True)
+    _memory.check_run(first._replace(call=call._replace(trials=call.trials * G,
+                                                        chunk=call.chunk * G)),
                       plan._replace(per_call=plan.per_call * G))
-    stacked, axes = stack([components(r) for r in runs])
+    stacked, axes = stack([r.parts() for r in runs])
     group = Grid(tuple(runs), stacked, axes)
-    num_chunks = math.ceil(first.trials / first.chunk)
+    num_chunks = math.ceil(call.trials / call.chunk)
     chunks = [run_chunk(group, plan, c, bar, done_before) for c in range(num_chunks)]
     results = [_assemble(r, [{name: out[name][g] for name in out} for out in chunks])
                for g, r in enumerate(runs)]
-    return results, done_before + G * first.rounds * num_chunks
+    return results, done_before + G * spec.rounds * num_chunks
 
 
 def _from_simulation(sim: Simulation, grid: Mapping, kwargs: dict) -> tuple[Problem, dict]:
     """The problem and ``simulate``'s arguments of a Simulation's components as they are now
     (checked, as its ``run`` checks them), with the per-call ``kwargs``."""
-    given = sorted(set(kwargs) & (set(_DEFAULTS) - _CALL | {"local_steps", "rounds"}))
+    given = sorted(set(kwargs) & set(_SETTINGS))
     if given:
         raise ValueError(f"sweep of a Simulation takes only the per-call arguments (key, x0, "
                          f"stepsize, trials); {given} are the Simulation's: build it with them")
@@ -289,7 +281,7 @@ def sweep(
         problem, kwargs = _from_simulation(problem, grid or {}, kwargs)
     meter = progress_meter(progress)
     missing = [name for name in _REQUIRED if name not in kwargs and name not in (grid or {})]
-    unknown = set(kwargs) - set(_DEFAULTS) - set(_REQUIRED) - {"rounds"}
+    unknown = set(kwargs) - set(_SETTINGS) - set(_CALL)
     if unknown:
         raise ValueError(f"sweep got unknown arguments {sorted(unknown)}")
     grid = _check_grid(grid)
@@ -311,9 +303,9 @@ def sweep(
     groups: dict = {}
     for i, run in enumerate(runs):
         groups.setdefault(_shape_key(run), []).append(i)
-    total = sum(r.rounds * math.ceil(r.trials / r.chunk) for r in runs)
+    total = sum(r.spec.rounds * math.ceil(r.call.trials / r.call.chunk) for r in runs)
     # the count is every point's rounds (and trial chunks'), one after another
-    bar = Reporting(meter, total, f"sweep of {len(runs)} points x {runs[0].rounds} rounds")
+    bar = Reporting(meter, total, f"sweep of {len(runs)} points x {runs[0].spec.rounds} rounds")
     results: list[Optional[SimResult]] = [None] * len(runs)
     done = 0
     try:

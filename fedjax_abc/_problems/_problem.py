@@ -19,6 +19,7 @@ from jaxtyping import Array, Float, Int, PyTree
 
 from fedjax_abc._problems import _minimize
 from fedjax_abc._problems._args import require_x64
+from fedjax_abc._problems._host import method
 from fedjax_abc._problems._minima import AbstractMinima, Minima
 from fedjax_abc._problems._oracles import AbstractOracle
 
@@ -86,7 +87,7 @@ class Problem(eqx.Module):
                 raise ValueError("a Problem needs local_minima, f_star and x_star (or minima=)")
             minima = Minima(*given)
         elif any(v is not None for v in given):  # new values of some (dataclasses.replace)
-            known = minima.known()
+            known = method(minima, "known")()
             minima = Minima(*(old if v is None else v for v, old in zip(
                 given, (known.local_minima, known.f_star, known.x_star))))
         self.loss = loss
@@ -120,23 +121,23 @@ class Problem(eqx.Module):
     @property
     def local_minima(self) -> Float[Array, " n"]:
         """f_i* = inf_x f_i(x), shape (n,) (computed now where they are deferred)."""
-        return self.minima.known().local_minima
+        return method(self.minima, "known")().local_minima
 
     @property
     def f_star(self) -> Float[Array, ""]:
         """f* = inf_x f(x), shape () (computed now where it is deferred)."""
-        return self.minima.known().f_star
+        return method(self.minima, "known")().f_star
 
     @property
     def x_star(self) -> Float[Array, " d"]:
         """A minimiser x* of f, shape (d,) (computed now where it is deferred)."""
-        return self.minima.known().x_star
+        return method(self.minima, "known")().x_star
 
     def solved(self) -> "Problem":
         """This problem with its f_i*, f*, x* as arrays (computed now where deferred)."""
         if not self.minima.deferred:
             return self
-        return _copy(self, type(self), dict(minima=self.minima.known()))
+        return _copy(self, type(self), dict(minima=method(self.minima, "known")()))
 
     @property
     def num_clients(self) -> int:
