@@ -150,3 +150,30 @@ def test_evaluate(setup):
     acc = np.mean(np.argmax(data.test_features @ W + b, axis=1) == data.test_labels)
     assert np.isclose(ev.accuracy[3, -1], acc)
     assert ev.accuracy[:, -1].mean() > ev.accuracy[:, 0].mean()
+
+
+def test_default_records_of_a_learning_run_cost_no_more_than_its_training():
+    """A record is a pass over all m rows, a round S Q steps of b rows: records at least
+    ceil(m / (S Q b)) rounds apart, written out here from the sizes."""
+    data = fa.data.synthetic_data(jax.random.key(0), 1.0, 1.0, 100, max_samples=221)
+    m = sum(len(y) for y in data.labels)
+    p = fa.problems.softmax_regression(data.features, data.labels, l2=1e-3,
+                                       oracle=fa.MinibatchOracle(32))
+    assert p.minima.deferred and not p.minima.solver.done
+    kw = dict(num_sampled=10, local_steps=5, rounds=100)
+    spacing = -(-m // (10 * 5 * 32))
+    assert spacing == 8  # 11,863 rows over 1,600 a round
+    assert fa.Simulation(p, mode="gather", **kw).spec.record_every == spacing
+    # mask mode computes all n clients a round: a record costs less than a round
+    assert fa.Simulation(p, mode="mask", **kw).spec.record_every == 1
+    assert fa.Simulation(p, mode="gather", record_every=1, **kw).spec.record_every == 1
+    # the full-batch oracle does not say what its step costs: the usual default
+    exact = fa.problems.softmax_regression(data.features, data.labels, l2=1e-3)
+    assert fa.Simulation(exact, mode="gather", **kw).spec.record_every == 1
+    # a long run: the larger of the two rules (T = 5000: 5 for 1000 records)
+    assert fa.Simulation(p, mode="gather", num_sampled=10, local_steps=5,
+                         rounds=5000).spec.record_every == 8
+    res = fa.simulate(p, mode="gather", stepsize=0.05, x0=np.zeros(p.dim), trials=2,
+                      key=jax.random.key(1), num_sampled=10, local_steps=5, rounds=20)
+    np.testing.assert_array_equal(res.rounds, [0, 8, 16, 20])
+    assert not p.minima.solver.done

@@ -106,6 +106,17 @@ def default_record_every(rounds: int, max_records: int = 1000, min_records: int 
     return k0
 
 
+def record_spacing(rounds: int, steps_per_evaluation: Optional[float], participants: int,
+                   local_steps: int) -> int:
+    """The fewest rounds between records for records to cost no more than the training:
+    a record evaluates f and grad f over all the data (``steps_per_evaluation`` oracle
+    steps, None where unknown: 1), a round runs ``participants`` clients' ``local_steps``."""
+    if steps_per_evaluation is None:
+        return 1
+    return int(min(rounds, max(1, math.ceil(steps_per_evaluation
+                                            / (participants * local_steps)))))
+
+
 def recorded_rounds(rounds: int, record_every: int) -> np.ndarray:
     """t = 0, k, 2k, ..., and T where k does not divide T."""
     t = np.arange(0, rounds + 1, record_every)

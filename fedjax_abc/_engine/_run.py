@@ -30,8 +30,8 @@ from fedjax_abc._engine import _memory, _round
 from fedjax_abc._engine._cores import warn_one_device
 from fedjax_abc._engine._metrics import check_metrics
 from fedjax_abc._engine._names import describe, describe_sampler
-from fedjax_abc._engine._plan import (default_record_every, num_records, stepsize_array,
-                                      trial_work)
+from fedjax_abc._engine._plan import (default_record_every, num_records, record_spacing,
+                                      stepsize_array, trial_work)
 from fedjax_abc._engine._random import GENERATORS
 from fedjax_abc._problems._args import DTYPES, X64_FIX, check_key
 from fedjax_abc._problems._checks import check_components, reads_local_minima
@@ -301,7 +301,6 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
         raise ValueError(f"dtype='float64' (the default) needs JAX's 64-bit mode; {X64_FIX} "
                          "(or pass dtype='float32')")
     chunk = None if trial_chunk is None else _check_int("trial_chunk", trial_chunk)
-    k = default_record_every(T) if k is None else k
     if sampler is None:
         if num_sampled is None:
             sampler = _default_sampler(None)
@@ -325,6 +324,8 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
     if not isinstance(record_x, bool):
         raise ValueError("record_x must be True or False")
     check_components(problem, oracle, sampler, Q, dtype)
+    if k is None:
+        k = max(default_record_every(T), _record_spacing(problem, oracle, sampler, mode, T, Q))
     if devices is not None:
         devices = tuple(_resolve_devices(devices))
     jdtype = DTYPES[dtype]
@@ -373,6 +374,18 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
                 stat_names=stat_names, state_sizes=sizes, layout=layout(components),
                 gap_on_host=gap_on_host)
     return components, spec
+
+
+def _record_spacing(problem, oracle, sampler, mode: str, T: int, Q: int) -> int:
+    """The default records' fewest rounds apart for a problem evaluated in one pass over
+    pooled data (a learning problem's): its records, full-data passes, then cost no more
+    than its training (see ``_plan.record_spacing``)."""
+    if problem.pooled is None:
+        return 1
+    n = problem.num_clients
+    participants = n if mode == "mask" else (method(sampler, "capacity")(n)
+                                             or method(sampler, "num_slots")(n))
+    return record_spacing(T, method(oracle, "steps_per_evaluation")(problem), participants, Q)
 
 
 def _as_arrays(leaves: list, spec: Spec) -> list:

@@ -236,21 +236,28 @@ def reads_local_minima(problem: Problem, oracle: AbstractOracle, local_steps: in
                        dtype) -> bool:
     """Whether ``oracle``'s gradient reads a client's f_i* (``Client.local_min``), as the
     paper's oracle (26) does: found from its traced program, so it holds for a user's
-    oracle too."""
+    oracle too. The trace is cached like any ``jit``'s: a second call with components of
+    the same structure costs a lookup."""
     jdtype = jnp.dtype(DTYPES.get(dtype, dtype) if isinstance(dtype, str) else dtype)
-    problem_c = with_placeholder_minima(problem).astype(jdtype)
-    oracle_c = cast_floating(oracle, jdtype)
-    d = problem.dim
-    shape = (local_steps, d)
+    problem_c = renamed(with_placeholder_minima(problem).astype(jdtype), "")
+    shape = (local_steps, problem.dim)
+    words = jax.ShapeDtypeStruct((method(oracle, "num_words")(shape),), jnp.uint32)
+    traced = _gradient_of_minimum.trace(jax.ShapeDtypeStruct((), jdtype), words, problem_c,
+                                        cast_floating(oracle, jdtype), shape, jdtype)
+    jaxpr = traced.jaxpr.jaxpr
+    var = jax.extend.core.Var
+    used = {v for eqn in jaxpr.eqns for v in eqn.invars if isinstance(v, var)}
+    used |= {v for v in jaxpr.outvars if isinstance(v, var)}
+    return jaxpr.invars[0] in used
 
-    def gradient(local_min, words):
-        z = oracle_c.noise_from_words(words, shape, jdtype)
-        z_0 = oracle_c.step_noise(z, jnp.asarray(0, jnp.int32), shape, jdtype)
-        client = problem_c.client(0)._replace(local_min=local_min)
-        return oracle_c.gradient(problem_c, client, jnp.zeros((d,), jdtype), z_0)
 
-    words = jnp.zeros((method(oracle, "num_words")(shape),), jnp.uint32)
-    return _used_inputs(gradient, jnp.zeros((), jdtype), words)[0]
+@functools.partial(jax.jit, static_argnums=(4, 5))
+def _gradient_of_minimum(local_min, words, problem, oracle, shape, dtype):
+    """One step's gradient of client 0 at x = 0 as a function of its f_i* (``local_min``)."""
+    z = oracle.noise_from_words(words, shape, dtype)
+    z_0 = oracle.step_noise(z, jnp.asarray(0, jnp.int32), shape, dtype)
+    client = problem.client(0)._replace(local_min=local_min)
+    return oracle.gradient(problem, client, jnp.zeros((shape[1],), dtype), z_0)
 
 
 def _used_inputs(fn, *args) -> list:

@@ -110,6 +110,10 @@ class MinibatchOracle(AbstractOracle):
                              "samples: without replacement b <= m_i is needed for every client "
                              "(use a smaller batch or replace=True)")
 
+    def steps_per_evaluation(self, problem) -> float:
+        """All the clients' rows over the b rows of a step."""
+        return float(np.sum(np.asarray(problem.params.count))) / self.batch_size
+
     def noise(self, key, shape, dtype):
         return jax.random.bits(key, (shape[0], self.batch_size), jnp.uint32)
 

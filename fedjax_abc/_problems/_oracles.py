@@ -19,7 +19,7 @@ Write your own in a few lines::
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import equinox as eqx
 import jax
@@ -74,6 +74,13 @@ class AbstractOracle(eqx.Module):
     def noise_from_words(self, words: Array, shape: tuple[int, ...], dtype) -> Any:
         """The noise of one client's round from ``num_words(shape)`` random uint32 words."""
         return self.noise(jax.random.wrap_key_data(words[:2]), shape, dtype)
+
+    def steps_per_evaluation(self, problem) -> Optional[float]:
+        """How many of this oracle's steps cost as much as one evaluation of f and grad f
+        over all the data (what a run's record computes), where the oracle knows; None
+        (the default) where it does not. A learning run's default records are spaced by it
+        (``simulate``'s ``record_every``)."""
+        return None
 
     def variance(self, problem, i: Array, x: Array) -> Array:
         """E||g_i(x; xi) - grad f_i(x)||^2 of client i at x in closed form (a scalar).
