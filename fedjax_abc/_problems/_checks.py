@@ -152,17 +152,18 @@ def _check_problem(problem: Problem) -> None:
     if lengths != [n]:
         raise ValueError(f"Problem.params leaves have leading axes {lengths}: every leaf needs "
                          f"the same leading axis n (clients)")
-    if problem.minima.deferred:
+    minima = problem.minima
+    if minima.deferred:
         return  # computed on demand, of the shapes n and d set
-    if np.ndim(problem.x_star) != 1:
-        raise ValueError(f"Problem.x_star must have shape (d,), got {np.shape(problem.x_star)}")
-    if np.shape(problem.local_minima) != (n,):
+    if np.ndim(minima.x_star) != 1:
+        raise ValueError(f"Problem.x_star must have shape (d,), got {np.shape(minima.x_star)}")
+    if np.shape(minima.local_minima) != (n,):
         raise ValueError(f"Problem.local_minima must have shape (n={n},) (one f_i* per client), "
-                         f"got {np.shape(problem.local_minima)}")
-    if np.shape(problem.f_star) != ():
-        raise ValueError(f"Problem.f_star must be a scalar, got shape {np.shape(problem.f_star)}")
+                         f"got {np.shape(minima.local_minima)}")
+    if np.shape(minima.f_star) != ():
+        raise ValueError(f"Problem.f_star must be a scalar, got shape {np.shape(minima.f_star)}")
     for name in ("local_minima", "f_star", "x_star"):
-        value = np.asarray(getattr(problem, name))
+        value = np.asarray(getattr(minima, name))
         if value.dtype.kind not in "iuf" or not np.all(np.isfinite(value)):
             raise ValueError(f"Problem.{name} must be finite numbers, got {value.tolist()}"[:200])
 

@@ -121,17 +121,17 @@ class Problem(eqx.Module):
     @property
     def local_minima(self) -> Float[Array, " n"]:
         """f_i* = inf_x f_i(x), shape (n,) (computed now where they are deferred)."""
-        return method(self.minima, "known")().local_minima
+        return _known(self.minima).local_minima
 
     @property
     def f_star(self) -> Float[Array, ""]:
         """f* = inf_x f(x), shape () (computed now where it is deferred)."""
-        return method(self.minima, "known")().f_star
+        return _known(self.minima).f_star
 
     @property
     def x_star(self) -> Float[Array, " d"]:
         """A minimiser x* of f, shape (d,) (computed now where it is deferred)."""
-        return method(self.minima, "known")().x_star
+        return _known(self.minima).x_star
 
     def solved(self) -> "Problem":
         """This problem with its f_i*, f*, x* as arrays (computed now where deferred)."""
@@ -213,6 +213,12 @@ class Problem(eqx.Module):
             return cast
         return _copy(cast, type(cast), dict(minima=dataclasses.replace(
             self.minima, dtype=jnp.dtype(dtype).name)))
+
+
+def _known(minima: AbstractMinima) -> Minima:
+    """``minima``'s values (computed now where deferred), without binding a method of a
+    module for arrays that are there (the simulator reads them on every call)."""
+    return method(minima, "known")() if minima.deferred else minima
 
 
 class _ZeroMinima(Problem):
