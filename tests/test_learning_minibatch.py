@@ -155,25 +155,25 @@ def test_evaluate(setup):
 def test_default_records_of_a_learning_run_cost_no_more_than_its_training():
     """A record is a pass over all m rows, a round S Q steps of b rows: records at least
     ceil(m / (S Q b)) rounds apart, written out here from the sizes."""
-    data = fa.data.synthetic_data(jax.random.key(0), 1.0, 1.0, 100, max_samples=221)
+    data = fa.data.synthetic_data(jax.random.key(0), 1.0, 1.0, 20, num_features=4,
+                                  num_classes=3, max_samples=80)
     m = sum(len(y) for y in data.labels)
     p = fa.problems.softmax_regression(data.features, data.labels, l2=1e-3,
-                                       oracle=fa.MinibatchOracle(32))
-    assert p.minima.deferred and not p.minima.solver.done
-    kw = dict(num_sampled=10, local_steps=5, rounds=100)
-    spacing = -(-m // (10 * 5 * 32))
-    assert spacing == 8  # 11,863 rows over 1,600 a round
+                                       oracle=fa.MinibatchOracle(8))
+    kw = dict(num_sampled=4, local_steps=4, rounds=100)
+    spacing = -(-m // (4 * 4 * 8))
+    assert 2 < spacing < 20  # m = 1,233 rows over 128 a round
     assert fa.Simulation(p, mode="gather", **kw).spec.record_every == spacing
-    # mask mode computes all n clients a round: a record costs less than a round
-    assert fa.Simulation(p, mode="mask", **kw).spec.record_every == 1
+    # mask mode computes all n = 20 clients a round: ceil(m / (20 * 4 * 8))
+    assert fa.Simulation(p, mode="mask", **kw).spec.record_every == -(-m // (20 * 4 * 8))
     assert fa.Simulation(p, mode="gather", record_every=1, **kw).spec.record_every == 1
     # the full-batch oracle does not say what its step costs: the usual default
     exact = fa.problems.softmax_regression(data.features, data.labels, l2=1e-3)
     assert fa.Simulation(exact, mode="gather", **kw).spec.record_every == 1
-    # a long run: the larger of the two rules (T = 5000: 5 for 1000 records)
-    assert fa.Simulation(p, mode="gather", num_sampled=10, local_steps=5,
-                         rounds=5000).spec.record_every == 8
+    # a long run: the larger of the two rules (T = 50,000: 50 for 1000 records)
+    assert fa.Simulation(p, mode="gather", num_sampled=4, local_steps=4,
+                         rounds=50_000).spec.record_every == 50
     res = fa.simulate(p, mode="gather", stepsize=0.05, x0=np.zeros(p.dim), trials=2,
-                      key=jax.random.key(1), num_sampled=10, local_steps=5, rounds=20)
-    np.testing.assert_array_equal(res.rounds, [0, 8, 16, 20])
+                      key=jax.random.key(1), num_sampled=4, local_steps=4, rounds=20)
+    np.testing.assert_array_equal(res.rounds, list(range(0, 20, spacing)) + [20])
     assert not p.minima.solver.done
