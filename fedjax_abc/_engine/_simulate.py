@@ -211,7 +211,10 @@ def simulate(
     Returns:
       A :class:`~fedjax_abc.SimResult`. Trials that became non-finite are counted there
       (``diverged_at``) and left out of its summaries; a :class:`~fedjax_abc.DivergenceWarning`
-      says how many.
+      says how many. For a problem whose f* is computed on demand (a learning problem's),
+      the run records the loss f(x_t) (``metrics["loss"]``) and ``gap`` is formed from it
+      when first read (computing f* then, unless the oracle's steps read f_i*, which are
+      then computed before the run).
 
     Raises:
       ValueError: on invalid input, before anything is compiled; when the run's estimated
