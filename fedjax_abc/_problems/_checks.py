@@ -245,11 +245,7 @@ def reads_local_minima(problem: Problem, oracle: AbstractOracle, local_steps: in
     words = jax.ShapeDtypeStruct((method(oracle, "num_words")(shape),), jnp.uint32)
     traced = _gradient_of_minimum.trace(jax.ShapeDtypeStruct((), jdtype), words, problem_c,
                                         cast_floating(oracle, jdtype), shape, jdtype)
-    jaxpr = traced.jaxpr.jaxpr
-    var = jax.extend.core.Var
-    used = {v for eqn in jaxpr.eqns for v in eqn.invars if isinstance(v, var)}
-    used |= {v for v in jaxpr.outvars if isinstance(v, var)}
-    return jaxpr.invars[0] in used
+    return _read_inputs(traced.jaxpr.jaxpr)[0]
 
 
 @functools.partial(jax.jit, static_argnums=(4, 5))
@@ -263,11 +259,15 @@ def _gradient_of_minimum(local_min, words, problem, oracle, shape, dtype):
 
 def _used_inputs(fn, *args) -> list:
     """Whether each leaf of ``args`` is read by ``fn`` (its traced program uses it)."""
-    closed = jax.make_jaxpr(fn)(*args)
+    return _read_inputs(jax.make_jaxpr(fn)(*args).jaxpr)
+
+
+def _read_inputs(jaxpr) -> list:
+    """Whether each input of ``jaxpr`` is read by one of its equations or is an output."""
     var = jax.extend.core.Var
-    used = {v for eqn in closed.jaxpr.eqns for v in eqn.invars if isinstance(v, var)}
-    used |= {v for v in closed.jaxpr.outvars if isinstance(v, var)}
-    return [v in used for v in closed.jaxpr.invars]
+    used = {v for eqn in jaxpr.eqns for v in eqn.invars if isinstance(v, var)}
+    used |= {v for v in jaxpr.outvars if isinstance(v, var)}
+    return [v in used for v in jaxpr.invars]
 
 
 def _step_noise_shapes(name: str, gradient, z_0, shape: tuple) -> None:
