@@ -44,7 +44,8 @@ from fedjax_abc._problems._samplers import (AbstractSampler, FullParticipation,
                                             UniformWithoutReplacement)
 
 __all__ = ["Call", "CheckedRun", "Components", "Parts", "Spec", "build", "check_call",
-           "checked_every", "checked_path", "current", "layout", "local_work", "settings"]
+           "checked_every", "checked_path", "current", "layout", "local_work", "participants",
+           "settings"]
 
 
 def _check_int(name: str, value, low: int = 1) -> int:
@@ -242,12 +243,9 @@ class CheckedRun(NamedTuple):
 
     @property
     def participants(self) -> int:
-        """How many clients a round computes at once: n in ``mask`` mode, the sampler's
-        capacity or its number of slots in ``gather`` mode."""
-        n = self.components.problem.num_clients
-        if self.spec.mode == "mask":
-            return n
-        return self.call.capacity or method(self.components.sampler, "num_slots")(n)
+        """How many clients a round computes at once (:func:`participants`)."""
+        return participants(self.spec.mode, self.components.sampler,
+                            self.components.problem.num_clients, self.call.capacity)
 
     @property
     def trial_work(self) -> int:
@@ -383,9 +381,16 @@ def _record_spacing(problem, oracle, sampler, mode: str, T: int, Q: int) -> int:
     if problem.pooled is None:
         return 1
     n = problem.num_clients
-    participants = n if mode == "mask" else (method(sampler, "capacity")(n)
-                                             or method(sampler, "num_slots")(n))
-    return record_spacing(T, method(oracle, "steps_per_evaluation")(problem), participants, Q)
+    return record_spacing(T, method(oracle, "steps_per_evaluation")(problem),
+                          participants(mode, sampler, n, method(sampler, "capacity")(n)), Q)
+
+
+def participants(mode: str, sampler: AbstractSampler, n: int, capacity: Optional[int]) -> int:
+    """How many clients a round computes at once: n in ``mask`` mode, the sampler's
+    ``capacity`` for the n clients or its number of slots in ``gather`` mode."""
+    if mode == "mask":
+        return n
+    return capacity or method(sampler, "num_slots")(n)
 
 
 def _as_arrays(leaves: list, spec: Spec) -> list:
