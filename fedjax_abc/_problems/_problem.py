@@ -87,7 +87,7 @@ class Problem(eqx.Module):
                 raise ValueError("a Problem needs local_minima, f_star and x_star (or minima=)")
             minima = Minima(*given)
         elif any(v is not None for v in given):  # new values of some (dataclasses.replace)
-            known = method(minima, "known")()
+            known = _known(minima)
             minima = Minima(*(old if v is None else v for v, old in zip(
                 given, (known.local_minima, known.f_star, known.x_star))))
         self.loss = loss
@@ -137,7 +137,7 @@ class Problem(eqx.Module):
         """This problem with its f_i*, f*, x* as arrays (computed now where deferred)."""
         if not self.minima.deferred:
             return self
-        return _copy(self, type(self), dict(minima=method(self.minima, "known")()))
+        return _copy(self, type(self), dict(minima=_known(self.minima)))
 
     @property
     def num_clients(self) -> int:
