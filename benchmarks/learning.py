@@ -21,6 +21,8 @@ Rows, each timed in this one process, one after the other:
   only, as the peers evaluate nothing in between) at R trials; set-up (building the
   problem; its f* and f_i* are computed only when asked for, which no row does), the first
   call's extra time (compilation) and the run's time are reported apart.
+- ``unpadded``: the same with ``pad_trials=False`` (only the R trials computed, not a
+  multiple of 8; a trial's last bits may then depend on R), where R is not a multiple of 8.
 - ``plain_jax``: :mod:`benchmarks.baselines.fedavg_jax`, FedAvg written out in plain JAX
   (jit, vmap over trials and clients, one batched product a layer); always available.
 - ``products``: the matrix products of one local step of the S x R sampled clients as
@@ -97,7 +99,7 @@ def build(model: str, solver_steps: int):
     return problem, x0, time.perf_counter() - t
 
 
-def package_row(problem, x0, model, R, T, dtype, repeat):
+def package_row(problem, x0, model, R, T, dtype, repeat, pad=True):
     import jax
 
     import fedjax_abc as fa
@@ -108,11 +110,15 @@ def package_row(problem, x0, model, R, T, dtype, repeat):
         seed[0] += 1
         res = fa.simulate(problem, num_sampled=S, local_steps=Q, stepsize=STEPSIZE, rounds=T,
                           x0=x0, trials=R, key=jax.random.key(seed[0]), mode="gather",
-                          record_every=T, dtype=dtype)
+                          record_every=T, dtype=dtype, pad_trials=pad)
         jax.block_until_ready(res.x_final)  # the gap would compute f* (not the peers' work)
 
-    return dict(impl="package", model=model, trials=R, rounds=T, dtype=dtype,
-                **_timed(go, repeat))
+    return dict(impl="package" if pad else "unpadded", model=model, trials=R, rounds=T,
+                dtype=dtype, **_timed(go, repeat))
+
+
+def unpadded_row(problem, x0, model, R, T, dtype, repeat):
+    return package_row(problem, x0, model, R, T, dtype, repeat, pad=False)
 
 
 def plain_row(problem, x0, model, R, T, dtype, repeat):
@@ -202,7 +208,8 @@ def main(argv=None) -> int:
         for R in args.trials:
             limit = products_rate(model, R, args.dtype, args.repeat)
             trial_flops = T * S * Q * product_flops(model, 1, B, P, K, WIDTH)
-            for fn in (package_row, plain_row):
+            # the unpadded row only where padding adds trials (R not a multiple of 8)
+            for fn in (package_row, unpadded_row, plain_row)[::1 if R % 8 else 2]:
                 row = fn(problem, x0, model, R, T, args.dtype, args.repeat)
                 row.update(trials_per_s=R / row["run_s"], ms_per_round=1e3 * row["run_s"] / T,
                            client_steps_per_s=R * S * Q * T / row["run_s"],

@@ -83,6 +83,29 @@ def test_records_of_a_model_with_several_entries_do_not_depend_on_the_neighbours
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name)[:3], err_msg=name)
 
 
+def test_unpadded_trials_run_only_themselves_with_the_same_numbers_to_rounding():
+    """pad_trials=False: a call computes only its own trials (each new number of trials is a
+    program of its own shape, where padded calls of 1 to 8 trials share one), a multiple of
+    8 trials is the padded program itself (the same bits), and fewer trials the same numbers
+    to rounding."""
+    p = fa.problems.quadratics(jax.random.key(1), n=6, d=5)
+    kw = dict(num_sampled=2, x0=p.x_star + 1.0, mode="gather")
+    padded = run(p, trials=8, **kw)
+    assert_same(run(p, trials=8, pad_trials=False, **kw), padded)
+    one = run(p, trials=1, pad_trials=False, **kw)
+    assert one.x_final.shape == (1, 5)
+    np.testing.assert_allclose(one.x_final, padded.x_final[:1], rtol=1e-12)
+    np.testing.assert_allclose(one.gap, padded.gap[:1], rtol=1e-10)
+    with count_compilations() as padded_events:
+        run(p, trials=2, **kw)
+    assert padded_events == []  # 2 trials padded to 8: the program of the 8 above
+    with count_compilations() as events:
+        run(p, trials=2, pad_trials=False, **kw)
+    assert events  # a call of 2 trials: a program of its own
+    with pytest.raises(ValueError, match="pad_trials must be True or False"):
+        run(p, pad_trials="no")
+
+
 def test_trial_chunk_gives_the_same_numbers():
     p = offsets_problem()
     a = run(p, num_sampled=3, trials=10)

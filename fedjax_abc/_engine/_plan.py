@@ -255,7 +255,7 @@ def trial_work(rounds: int, participants: int, local_steps: int, dim: int) -> in
 def make_plan(rounds: int, record_every: int, chunk: int, dtype, devices,
               segmented: bool, num_clients: int = 1, dim: int = 1,
               closed_form: bool = True, mask: bool = False, every_device: bool = False,
-              work: Optional[int] = None) -> Plan:
+              work: Optional[int] = None, pad: bool = True) -> Plan:
     """The :class:`Plan` of T = ``rounds`` rounds recorded every k, chunks of ``chunk`` trials.
 
     The trials are the innermost axis, so the compiled loops run along them in SIMD lanes; a
@@ -269,7 +269,9 @@ def make_plan(rounds: int, record_every: int, chunk: int, dtype, devices,
     of a short call, would add its dispatch to the call and save less than it costs.
     ``every_device`` shards over all of them whatever the chunk (``sweep``, whose grid
     points run beside each chunk's trials), as do devices of several processes (each
-    process must hold a share).
+    process must hold a share). ``pad`` False (``simulate(..., pad_trials=False)``) drops
+    the padding: a call computes its own trials only (split evenly over the devices), whose
+    last bits may then depend on their number.
 
     ``segmented`` (progress or a checkpoint) cuts the rounds into about 100 calls (at least
     50 blocks); the numbers do not change. Where k does not divide T, the last T mod k
@@ -283,7 +285,8 @@ def make_plan(rounds: int, record_every: int, chunk: int, dtype, devices,
         if work is not None:
             ndev = max(1, min(ndev, chunk * work // _DEVICE_WORK))
     devices = devices[:ndev]
-    per_call = int(math.ceil(chunk / (ndev * lanes))) * ndev * lanes
+    unit = ndev * (lanes if pad else 1)
+    per_call = int(math.ceil(chunk / unit)) * unit
     if ndev > 1:
         sharding = NamedSharding(Mesh(np.array(devices), ("trials",)), PartitionSpec("trials"))
     else:

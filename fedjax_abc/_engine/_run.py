@@ -135,6 +135,7 @@ class Spec(NamedTuple):
     # the problem's f* is computed on demand and no step reads f_i*: the program runs on
     # zeros in their place, records f(x_t), and the result forms the gap when it is read
     gap_on_host: bool = False
+    pad_trials: bool = True  # each device's trials a multiple of the SIMD lanes (_plan.lanes)
 
 
 def layout(components: Components) -> tuple:
@@ -272,7 +273,7 @@ def _check_size(d, T, k, R, chunk, record_x, dtype) -> None:
 
 def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, sampler, oracle,
           algorithm, dtype, trial_chunk, record_x, devices, metrics, generator,
-          transform) -> tuple[Components, Spec]:
+          transform, pad_trials=True) -> tuple[Components, Spec]:
     """The shape-setting arguments of ``simulate`` (a ``Simulation``'s) validated and the
     components cast: the :class:`Components` and :class:`Spec` of a ``Simulation``."""
     if not isinstance(problem, Problem):
@@ -321,6 +322,8 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
                          f"{type(algorithm).__name__}")
     if not isinstance(record_x, bool):
         raise ValueError("record_x must be True or False")
+    if not isinstance(pad_trials, bool):
+        raise ValueError("pad_trials must be True or False")
     check_components(problem, oracle, sampler, Q, dtype)
     if k is None:
         k = max(default_record_every(T), _record_spacing(problem, oracle, sampler, mode, T, Q))
@@ -370,7 +373,7 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
                 mode=mode, dtype=dtype, generator=generator, record_x=record_x,
                 trial_chunk=chunk, devices=devices, metric_names=metric_names,
                 stat_names=stat_names, state_sizes=sizes, layout=layout(components),
-                gap_on_host=gap_on_host)
+                gap_on_host=gap_on_host, pad_trials=pad_trials)
     return components, spec
 
 

@@ -114,6 +114,7 @@ def simulate(
     metrics: Optional[Mapping[str, Callable]] = None,
     generator: str = "threefry",
     transform: Optional[AbstractTransform] = None,
+    pad_trials: bool = True,
 ) -> SimResult:
     """Runs ``trials`` independent trials of a federated algorithm (Algorithm 1 by default).
 
@@ -135,7 +136,8 @@ def simulate(
       stepsize: alpha > 0, an array of T values, or a schedule ``t -> alpha_t`` (optax too).
       rounds: T >= 1.
       x0: initial point, shape (d,) (or () when d = 1), or (trials, d) for one per trial.
-      trials: number of independent trials (>= 1). Each device runs a multiple of 8
+      trials: number of independent trials (>= 1). Unless ``pad_trials=False``, each
+        device runs a multiple of 8
         trials (16 for float32 in mask mode), the extra ones discarded, and a call goes to
         as many devices as its trials fill (one for up to 8, or 16 in float32 mask mode;
         every device of a run over several processes) and, unless ``devices`` is given, as
@@ -207,6 +209,13 @@ def simulate(
         compression, noise), with per-client state where it keeps one; its statistics,
         summed over participants and rounds, are recorded as ``SimResult.metrics[name]``.
         None (the default) leaves every number as it is.
+      pad_trials: True (the default) pads each device's trials to a multiple of 8 (16 for
+        float32 in mask mode) as ``trials`` says, so that a trial's numbers are the same
+        bits whatever runs beside it. False computes only the trials asked for: one trial
+        costs one trial's work (on a learning problem, 4-5x less than the 8 padded ones), the
+        same law and the same numbers to rounding, but a trial's last bits may then depend
+        on how many trials run with it (an MLP's x_T after 100 rounds: about 1e-15
+        relative). Each new number of trials is then a program of its own shape.
 
     Returns:
       A :class:`~fedjax_abc.SimResult`. Trials that became non-finite are counted there
@@ -257,7 +266,8 @@ def _execute(run: CheckedRun, meter: AbstractProgressMeter, path: Optional[str],
     plan = make_plan(spec.rounds, spec.record_every, call.chunk, run.dtype, call.devices,
                      not isinstance(meter, NoProgressMeter) or path is not None,
                      problem.num_clients, call.x0.shape[1], closed_form_gradient(problem),
-                     spec.mode == "mask", work=None if run.fill_devices else run.trial_work)
+                     spec.mode == "mask", work=None if run.fill_devices else run.trial_work,
+                     pad=spec.pad_trials)
     _memory.check_run(run, plan)
     chunks = math.ceil(call.trials / call.chunk)
     run = run.on_devices(plan.groups, chunks * len(plan.segments()))
@@ -313,7 +323,8 @@ class Simulation(eqx.Module):
     nothing where it keeps the shape of one call: its trials padded to a multiple of 8 per
     device (16 float32 trials per device in mask mode), on as many devices as before (one
     for up to 8 trials; more only where the call's work keeps each busy). So 1 to 8 trials
-    share one program; each new shape compiles once.
+    share one program; each new shape compiles once (with ``pad_trials=False``, each new
+    number of trials).
 
     A Simulation is a value: ``run`` runs its components as they are. An array leaf changed
     with ``eqx.tree_at`` (``lambda s: s.algorithm.mu``, a sampler's probabilities, a
@@ -354,7 +365,7 @@ class Simulation(eqx.Module):
                  trial_chunk: Optional[int] = None, record_x: bool = True,
                  devices: Optional[Sequence[jax.Device]] = None,
                  metrics: Optional[Mapping[str, Callable]] = None, generator: str = "threefry",
-                 transform: Optional[AbstractTransform] = None):
+                 transform: Optional[AbstractTransform] = None, pad_trials: bool = True):
         settings = dict(locals())  # the arguments by name: the signature above is their list
         del settings["self"]
         self.components, self.spec = _build(**settings)
