@@ -94,6 +94,12 @@ def test_unpadded_trials_run_only_themselves_with_the_same_numbers_to_rounding()
     assert_same(run(p, trials=8, pad_trials=False, **kw), padded)
     one = run(p, trials=1, pad_trials=False, **kw)
     assert one.x_final.shape == (1, 5)
+    assert one.config["pad_trials"] is False and "pad_trials" not in padded.config
+    sim = fa.Simulation(p, num_sampled=2, local_steps=3, rounds=12, record_every=4,
+                        mode="gather", pad_trials=False)
+    rebuilt = eqx.tree_at(lambda s: s.components.sampler, sim, fa.Bernoulli(0.5))
+    res = rebuilt.run(key=jax.random.key(0), x0=p.x_star + 1.0, stepsize=0.05)
+    assert res.config["pad_trials"] is False  # a component of another class: built again
     np.testing.assert_allclose(one.x_final, padded.x_final[:1], rtol=1e-12)
     np.testing.assert_allclose(one.gap, padded.gap[:1], rtol=1e-10)
     with count_compilations() as padded_events:

@@ -430,7 +430,7 @@ def settings(components: Components, spec: Spec) -> dict:
                 trial_chunk=spec.trial_chunk, record_x=spec.record_x,
                 devices=None if spec.devices is None else list(spec.devices),
                 metrics=dict(zip(spec.metric_names, c.metrics)) or None,
-                generator=spec.generator, transform=c.transform)
+                generator=spec.generator, transform=c.transform, pad_trials=spec.pad_trials)
 
 
 def current(components: Components, spec: Spec) -> tuple[Components, Spec]:
@@ -519,6 +519,8 @@ def _config(components: Components, spec: Spec, devices: list, call: dict) -> di
         config["metrics"] = list(spec.metric_names)
     if spec.generator != "threefry":  # the default is left out, as in results saved before it
         config["generator"] = spec.generator
+    if not spec.pad_trials:  # likewise
+        config["pad_trials"] = False
     if c.transform is not None:
         config["transform"] = describe(c.transform)
     if not isinstance(c.sampler, (UniformWithoutReplacement, FullParticipation)):
