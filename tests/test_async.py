@@ -174,6 +174,9 @@ def test_on_a_time_grid(problem):
     (lambda p, c: dict(rule=fa.timing.FedBuff(2), concurrency=4,
                        algorithm=fa.algorithms.Scaffold()), "keeps client states"),
     (lambda p, c: dict(rule="fedbuff", concurrency=4), "rule must be"),
+    # an rbg key ran before, on words of another length
+    (lambda p, c: dict(rule=fa.timing.FedBuff(2), concurrency=4,
+                       key=jax.random.key(0, impl="rbg")), "must be a threefry2x32 key"),
 ])
 def test_bad_input_one_line(problem, build, match):
     kw = dict(clock=fa.timing.Clock(fa.timing.Exponential(1.0)), local_steps=Q, stepsize=0.1,
@@ -182,6 +185,20 @@ def test_bad_input_one_line(problem, build, match):
     with pytest.raises(ValueError, match=match) as err:
         fa.timing.simulate_async(problem, kw.pop("rule"), kw.pop("clock"), **kw)
     assert "\n" not in str(err.value)
+
+
+def test_splitmix_without_x64_is_refused(problem):
+    """SplitMix64 hashes 64-bit words: without JAX's 64-bit mode they were cut to 32 bits and
+    every trial drew the same numbers (the same gap in each), silently."""
+    kw = dict(concurrency=4, local_steps=Q, stepsize=0.1, steps=5, trials=2,
+              key=jax.random.key(0), x0=jnp.ones(D), dtype="float32", generator="splitmix")
+    jax.config.update("jax_enable_x64", False)
+    try:
+        with pytest.raises(ValueError, match="'splitmix' hashes 64-bit words"):
+            fa.timing.simulate_async(problem, fa.timing.FedBuff(2),
+                                     fa.timing.Clock(fa.timing.Exponential(1.0)), **kw)
+    finally:
+        jax.config.update("jax_enable_x64", True)
 
 
 @pytest.mark.parametrize("make, match", [

@@ -36,19 +36,19 @@ from jaxtyping import Array
 
 from fedjax_abc._algorithms._base import AbstractAlgorithm
 from fedjax_abc._algorithms._buffered import AbstractAsyncRule
-from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine._memory import available_bytes, format_bytes
 from fedjax_abc._engine._metrics import check_metrics, record_trials
 from fedjax_abc._engine._names import describe
 from fedjax_abc._engine._plan import (default_record_every, recorded_rounds, segment_records,
                                       stepsize_array)
 from fedjax_abc._engine._progress import Reporting, progress_meter
-from fedjax_abc._engine._random import (GENERATORS, SAMPLER_STREAM, SPEED_STREAM, TIME_STREAM,
+from fedjax_abc._engine._random import (SAMPLER_STREAM, SPEED_STREAM, TIME_STREAM,
                                         client_words, round_keys, stream_words)
 from fedjax_abc._engine._result import SimResult
 from fedjax_abc._engine._round import client_round
+from fedjax_abc._engine._run import check_settings, oracle_and_algorithm, threefry_key
 from fedjax_abc._engine._threefry import fold_in_data
-from fedjax_abc._problems._args import DTYPES, check_count, check_key, require_x64
+from fedjax_abc._problems._args import DTYPES, check_count
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import Problem, cast_floating
 from fedjax_abc._problems._time import Clock
@@ -240,9 +240,6 @@ class AsyncResult:
 
 
 def _check_algorithm(algorithm, x) -> None:
-    if not isinstance(algorithm, AbstractAlgorithm):
-        raise ValueError("algorithm must be a fedjax_abc.algorithms.AbstractAlgorithm, got "
-                         f"{type(algorithm).__name__}")
     name = type(algorithm).__name__
     client = jax.eval_shape(algorithm.init_client, x)
     if jax.tree_util.tree_leaves(client):
@@ -310,8 +307,7 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
       >>> out.result.gap.shape, out.staleness.shape
       ((3, 31), (3, 17))
     """
-    if not isinstance(problem, Problem):
-        raise ValueError(f"problem must be a fedjax_abc.Problem, got {type(problem).__name__}")
+    check_settings(problem, dtype, generator)
     if not isinstance(rule, AbstractAsyncRule):
         raise ValueError(f"rule must be fedjax_abc.timing.FedBuff, FedAsync or another "
                          f"AbstractAsyncRule, got {type(rule).__name__}")
@@ -328,24 +324,13 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
     Q = check_count("local_steps (Q)", local_steps)
     T = check_count("steps (T)", steps)
     R = check_count("trials", trials)
-    key = check_key("key", key)
-    if jnp.issubdtype(key.dtype, jnp.uint32):
-        key = jax.random.wrap_key_data(key)
+    key = threefry_key(key)
     clock.validate(n)
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype ({dtype!r}) must be one of {tuple(DTYPES)}")
-    if dtype == "float64":
-        require_x64("a float64 run")
-    if generator not in GENERATORS:
-        raise ValueError(f"generator ({generator!r}) must be one of {GENERATORS}")
     jdtype = DTYPES[dtype]
     x0 = np.asarray(x0, np.float64)
     if x0.shape != (d,) or not np.all(np.isfinite(x0)):
         raise ValueError(f"x0 must be a finite array of shape ({d},), got shape {x0.shape}")
-    oracle = problem.oracle if oracle is None else oracle
-    if not isinstance(oracle, AbstractOracle):
-        raise ValueError(f"oracle must be a fedjax_abc.AbstractOracle, got {type(oracle).__name__}")
-    algorithm = FedAvg() if algorithm is None else algorithm
+    oracle, algorithm = oracle_and_algorithm(problem, oracle, algorithm)
     _check_algorithm(algorithm, jax.ShapeDtypeStruct((d,), jdtype))
     k = (default_record_every(T) if record_every is None
          else check_count("record_every", record_every))

@@ -201,11 +201,6 @@ class Plan(NamedTuple):
         """The devices a call's trials are sharded over."""
         return len(self.sharding.device_set)
 
-    @property
-    def keep(self) -> slice:
-        """Which block records are records of the run (every per_record-th)."""
-        return slice(self.per_record - 1, None, self.per_record)
-
     def segments(self) -> tuple[Segment, ...]:
         """The calls of the compiled segment, in order; the tail, if any, is a call of its own."""
         b, s = self.block, self.segment

@@ -19,7 +19,7 @@ or more, hashed block by block).
 from __future__ import annotations
 
 import types
-import jax
+
 import jax.numpy as jnp
 import numpy as np
 from jax.extend.random import threefry_2x32
@@ -29,7 +29,7 @@ from fedjax_abc._engine._threefry import fold_in_data, threefry2x32
 
 __all__ = ["GENERATORS", "NOISE_STREAM", "SAMPLER_STREAM", "SPEED_STREAM", "STEPS_STREAM",
            "TIME_STREAM", "TRANSFORM_STREAM",
-           "client_noise", "client_words", "round_key_data", "round_keys",
+           "client_noise", "client_words", "round_keys",
            "splitmix64", "stream_words"]
 
 _GAMMA = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio, SplitMix64's increment
@@ -67,11 +67,6 @@ def round_keys(trial_key_data: Array, t, generator: str = "threefry") -> Array:
     position = jnp.asarray(t).astype(jnp.uint64) + np.uint64(1)
     k = splitmix64(_as_uint64(trial_key_data) + position * _GAMMA)
     return jnp.stack([(k >> np.uint64(32)).astype(jnp.uint32), k.astype(jnp.uint32)])
-
-
-def round_key_data(trial_key: Array, t, generator: str = "threefry") -> Array:
-    """k_t: the uint32[2] key data of round t of a trial with key ``trial_key`` (a JAX key)."""
-    return round_keys(jax.random.key_data(trial_key), t, generator)
 
 
 def _words(key_data: Array, stream, g: Array) -> Array:

@@ -27,7 +27,7 @@ from fedjax_abc._algorithms._transforms import TransformInfo
 from fedjax_abc._engine._components import (check_message, check_same, check_server,
                                             check_stats)
 from fedjax_abc._engine._random import (SAMPLER_STREAM, STEPS_STREAM, TRANSFORM_STREAM,
-                                        client_words, round_key_data, round_keys, stream_words)
+                                        client_words, round_keys, stream_words)
 
 __all__ = ["RoundState", "batched_round", "client_round", "fedavg_round", "init_state",
            "ordered_sum", "run_rounds", "steps_of", "transform_stats"]
@@ -56,12 +56,6 @@ class RoundState(NamedTuple):
     transform: Any = ()
     totals: Any = ()
     transform_server: Any = ()
-
-
-def _totals_dtype():
-    """The dtype of the transform's running totals: float64 where enabled (bit counts stay
-    exact to 2^53 also in float32 runs), else float32."""
-    return jnp.result_type(float)
 
 
 def _per_client(fn, x0: Array, num_clients: int):
@@ -105,7 +99,9 @@ def init_state(algorithm, x0: Array, num_clients: int, sampler=None,
     tstate, totals, tserver = (), (), ()
     if transform is not None:
         tstate = _per_client(transform.init, x0, num_clients)
-        totals = {name: jnp.zeros((R,), _totals_dtype())
+        # the running totals in float64 where enabled (bit counts stay exact to 2^53 also
+        # in float32 runs), else float32
+        totals = {name: jnp.zeros((R,), jnp.result_type(float))
                   for name in transform_stats(transform, x0.shape[1], x0.dtype)}
         if jax.tree_util.tree_leaves(jax.eval_shape(transform.server_init, x0[0])):
             tserver = jax.vmap(transform.server_init)(x0)
@@ -143,7 +139,7 @@ def fedavg_round(problem, oracle, sampler, x: Array, t, stepsize, trial_key: Arr
         raise ValueError(f"fedavg_round gives {type(sampler).__name__}'s first round only (it "
                          f"carries state from round to round): t must be 0, got {int(t)}; "
                          "simulate runs later rounds")
-    k_t = round_key_data(trial_key, t, generator)
+    k_t = round_keys(jax.random.key_data(trial_key), t, generator)
     state = init_state(algorithm, x[None], problem.num_clients)
     state = batched_round(problem, oracle, sampler, algorithm, state, k_t[:, None], stepsize,
                           local_steps, mode, generator,

@@ -33,7 +33,7 @@ from fedjax_abc._engine._names import describe, describe_sampler
 from fedjax_abc._engine._plan import (default_record_every, num_records, record_spacing,
                                       stepsize_array, trial_work)
 from fedjax_abc._engine._random import GENERATORS
-from fedjax_abc._problems._args import DTYPES, X64_FIX, check_key
+from fedjax_abc._problems._args import DTYPES, X64_FIX, check_count, check_key
 from fedjax_abc._problems._checks import check_components, reads_local_minima
 from fedjax_abc._problems._host import method
 from fedjax_abc._problems._local_work import AbstractLocalSteps, PerClientSteps
@@ -44,16 +44,8 @@ from fedjax_abc._problems._samplers import (AbstractSampler, FullParticipation,
                                             UniformWithoutReplacement)
 
 __all__ = ["Call", "CheckedRun", "Components", "Parts", "Spec", "build", "check_call",
-           "checked_every", "checked_path", "current", "layout", "local_work", "participants",
-           "settings"]
-
-
-def _check_int(name: str, value, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    if value < low:
-        raise ValueError(f"{name} ({value}) must be >= {low}")
-    return int(value)
+           "check_settings", "checked_path", "current", "layout", "local_work",
+           "oracle_and_algorithm", "participants", "settings", "threefry_key"]
 
 
 def _resolve_devices(devices):
@@ -276,50 +268,30 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
           transform, pad_trials=True) -> tuple[Components, Spec]:
     """The shape-setting arguments of ``simulate`` (a ``Simulation``'s) validated and the
     components cast: the :class:`Components` and :class:`Spec` of a ``Simulation``."""
-    if not isinstance(problem, Problem):
-        raise ValueError(f"problem must be a fedjax_abc.Problem, got {type(problem).__name__}")
+    check_settings(problem, dtype, generator)
     n = problem.num_clients
     d = problem.dim
     local_steps = _local_steps(local_steps, n)
     Q = _round.steps_of(local_steps)
-    T = _check_int("rounds (T)", rounds)
-    k = None if record_every is None else _check_int("record_every", record_every)
+    T = check_count("rounds (T)", rounds)
+    k = None if record_every is None else check_count("record_every", record_every)
     if k is not None and T % k:
         raise ValueError(f"record_every ({k}) must divide rounds (T={T}); leave it None for about "
                          "1000 records (the last interval shorter where no divisor fits)")
     if mode not in _round.MODES:
         raise ValueError(f"mode ({mode!r}) must be one of {_round.MODES}")
-    if generator not in GENERATORS:
-        raise ValueError(f"generator ({generator!r}) must be one of {GENERATORS}")
-    if generator == "splitmix" and not jax.config.jax_enable_x64:
-        raise ValueError("generator='splitmix' hashes 64-bit words: it needs JAX's 64-bit "
-                         f"mode; {X64_FIX}")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype ({dtype!r}) must be 'float64' or 'float32'")
-    if dtype == "float64" and not jax.config.jax_enable_x64:
-        raise ValueError(f"dtype='float64' (the default) needs JAX's 64-bit mode; {X64_FIX} "
-                         "(or pass dtype='float32')")
-    chunk = None if trial_chunk is None else _check_int("trial_chunk", trial_chunk)
-    if sampler is None:
-        if num_sampled is None:
-            sampler = _default_sampler(None)
-        else:
-            S = _check_int("num_sampled (S)", num_sampled)
-            if not 1 <= S <= n:
-                raise ValueError(f"num_sampled (S={S}) must be in [1, n={n}]")
-            sampler = _default_sampler(S)
+    chunk = None if trial_chunk is None else check_count("trial_chunk", trial_chunk)
+    if sampler is None:  # S clients uniformly without replacement, or all of them
+        S = None if num_sampled is None else check_count("num_sampled (S)", num_sampled)
+        if S is not None and S > n:
+            raise ValueError(f"num_sampled (S={S}) must be in [1, n={n}]")
+        sampler = FullParticipation() if S is None else UniformWithoutReplacement(S)
     elif num_sampled is not None:
         raise ValueError("give num_sampled or sampler, not both")
     if not isinstance(sampler, AbstractSampler):
         raise ValueError(f"sampler must be a fedjax_abc.AbstractSampler, got {type(sampler).__name__}")
     method(sampler, "validate")(n)
-    oracle = problem.oracle if oracle is None else oracle
-    if not isinstance(oracle, AbstractOracle):
-        raise ValueError(f"oracle must be a fedjax_abc.AbstractOracle, got {type(oracle).__name__}")
-    algorithm = _default_algorithm() if algorithm is None else algorithm
-    if not isinstance(algorithm, AbstractAlgorithm):
-        raise ValueError("algorithm must be a fedjax_abc.algorithms.AbstractAlgorithm, got "
-                         f"{type(algorithm).__name__}")
+    oracle, algorithm = oracle_and_algorithm(problem, oracle, algorithm)
     if not isinstance(record_x, bool):
         raise ValueError("record_x must be True or False")
     if not isinstance(pad_trials, bool):
@@ -375,6 +347,45 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
                 stat_names=stat_names, state_sizes=sizes, layout=layout(components),
                 gap_on_host=gap_on_host, pad_trials=pad_trials)
     return components, spec
+
+
+def check_settings(problem, dtype: str, generator: str) -> None:
+    """The problem, dtype and generator of a run (``simulate``'s or ``simulate_async``'s)."""
+    if not isinstance(problem, Problem):
+        raise ValueError(f"problem must be a fedjax_abc.Problem, got {type(problem).__name__}")
+    if generator not in GENERATORS:
+        raise ValueError(f"generator ({generator!r}) must be one of {GENERATORS}")
+    if generator == "splitmix" and not jax.config.jax_enable_x64:
+        raise ValueError("generator='splitmix' hashes 64-bit words: it needs JAX's 64-bit "
+                         f"mode; {X64_FIX}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype ({dtype!r}) must be 'float64' or 'float32'")
+    if dtype == "float64" and not jax.config.jax_enable_x64:
+        raise ValueError(f"dtype='float64' (the default) needs JAX's 64-bit mode; {X64_FIX} "
+                         "(or pass dtype='float32')")
+
+
+def oracle_and_algorithm(problem: Problem, oracle, algorithm) -> tuple:
+    """The run's oracle (default: the problem's) and algorithm (default: Algorithm 1)."""
+    oracle = problem.oracle if oracle is None else oracle
+    if not isinstance(oracle, AbstractOracle):
+        raise ValueError(f"oracle must be a fedjax_abc.AbstractOracle, got {type(oracle).__name__}")
+    algorithm = FedAvg() if algorithm is None else algorithm
+    if not isinstance(algorithm, AbstractAlgorithm):
+        raise ValueError("algorithm must be a fedjax_abc.algorithms.AbstractAlgorithm, got "
+                         f"{type(algorithm).__name__}")
+    return oracle, algorithm
+
+
+def threefry_key(key) -> jax.Array:
+    """A run's key: a threefry2x32 key (raw uint32 key data of shape (2,) wrapped as one)."""
+    key = check_key("key", key)
+    if key.dtype == jnp.uint32:
+        key = jax.random.wrap_key_data(key, impl="threefry2x32")
+    if str(jax.random.key_impl(key)) != "threefry2x32":
+        raise ValueError("key must be a threefry2x32 key (the default, jax.random.key(seed)); "
+                         f"got a {jax.random.key_impl(key)} key")
+    return key
 
 
 def _record_spacing(problem, oracle, sampler, mode: str, T: int, Q: int) -> int:
@@ -463,8 +474,8 @@ def check_call(components: Components, spec: Spec, *, stepsize, x0, key, trials=
         components, spec = current(components, spec)
     problem = components.problem
     d, T, k = problem.dim, spec.rounds, spec.record_every
-    R = _check_int("trials", trials)
-    first_trial = _check_int("first_trial", first_trial, low=0)
+    R = check_count("trials", trials)
+    first_trial = check_count("first_trial", first_trial, low=0)
     if first_trial + R > 2 ** 31 - 1:
         raise ValueError(f"first_trial + trials ({first_trial + R}) must be below 2^31")
     chunk = R if spec.trial_chunk is None else min(spec.trial_chunk, R)
@@ -479,13 +490,8 @@ def check_call(components: Components, spec: Spec, *, stepsize, x0, key, trials=
         raise ValueError(f"x0 must have shape ({d},) or (trials={R}, {d}), got {x0.shape}")
     if not np.all(np.isfinite(x0)):
         raise ValueError("x0 must be finite")
-    key = check_key("key", key)
-    if key.dtype == jnp.uint32:
-        key = jax.random.wrap_key_data(key, impl="threefry2x32")
-    if str(jax.random.key_impl(key)) != "threefry2x32":
-        raise ValueError("key must be a threefry2x32 key (the default, jax.random.key(seed)); "
-                         f"got a {jax.random.key_impl(key)} key")
-    key_words = _key_data(key)
+    key = threefry_key(key)
+    key_words = tuple(np.asarray(jax.random.key_data(key)).tolist())  # for the config
     devices = _resolve_devices(spec.devices)
     if spec.devices is None:
         warn_one_device(devices)
@@ -560,7 +566,7 @@ def _local_steps(local_steps, n: int):
         local_steps.validate(n)
         return local_steps
     if isinstance(local_steps, (int, np.integer)) and not isinstance(local_steps, bool):
-        return _check_int("local_steps (Q)", local_steps)
+        return check_count("local_steps (Q)", local_steps)
     if isinstance(local_steps, (list, tuple, np.ndarray, jax.Array)):
         steps = PerClientSteps(local_steps)
         steps.validate(n)
@@ -576,21 +582,6 @@ def _describe_steps(local_steps):
     if isinstance(local_steps, PerClientSteps):
         return f"PerClientSteps({np.asarray(local_steps.counts).tolist()})"
     return describe(local_steps)
-
-
-def _default_sampler(num_sampled: Optional[int]) -> AbstractSampler:
-    """S clients uniformly without replacement, or all of them for None."""
-    return FullParticipation() if num_sampled is None else UniformWithoutReplacement(num_sampled)
-
-
-def _default_algorithm() -> AbstractAlgorithm:
-    """Algorithm 1."""
-    return FedAvg()
-
-
-def _key_data(key: jax.Array) -> tuple:
-    """A key's data as ints (for the result's config)."""
-    return tuple(np.asarray(jax.random.key_data(key)).tolist())
 
 
 def _native_loops() -> bool:
@@ -613,17 +604,6 @@ def _run_problem(problem: Problem, gap_on_host: bool, native: bool) -> Problem:
     if native:
         return with_constant_zero_minima(problem, name="")
     return renamed(problem, "")
-
-
-def checked_every(checkpoint_every) -> float:
-    """The seconds between a checkpoint's saves: a finite number >= 0."""
-    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, (int, float,
-                                                                               np.number)):
-        raise ValueError(f"checkpoint_every must be a number of seconds >= 0, got "
-                         f"{checkpoint_every!r}")
-    if not (np.isfinite(checkpoint_every) and checkpoint_every >= 0):
-        raise ValueError(f"checkpoint_every ({checkpoint_every}) must be finite and >= 0")
-    return float(checkpoint_every)
 
 
 def checked_path(checkpoint) -> Optional[str]:

@@ -40,13 +40,13 @@ from fedjax_abc._engine._progress import (AbstractProgressMeter, NoProgressMeter
 from fedjax_abc._engine._run import CheckedRun, Components, Spec
 from fedjax_abc._engine._run import build as _build
 from fedjax_abc._engine._run import check_call as _check_call
-from fedjax_abc._engine._run import checked_every as _checked_every
 from fedjax_abc._engine._run import checked_path as _checked_path
 from fedjax_abc._engine._run import local_work as _local_work
 from fedjax_abc._engine._checkpoint import Position
 from fedjax_abc._engine._plan import (closed_form_gradient, make_plan, recorded_rounds,
                                       stepsize_array)
 from fedjax_abc._engine._result import DivergenceWarning, PendingGap, SimResult
+from fedjax_abc._problems._args import check_real
 from fedjax_abc._problems._local_work import AbstractLocalSteps
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import Problem
@@ -254,7 +254,7 @@ def _run(sim: "Simulation", fresh: bool, *, progress, checkpoint, checkpoint_eve
     checked, see ``_run.check_call``)."""
     meter = progress_meter(progress)
     path = _checked_path(checkpoint)
-    every = _checked_every(checkpoint_every)
+    every = check_real("checkpoint_every", checkpoint_every, low=0.0)
     return _execute(_check_call(sim.components, sim.spec, fresh=fresh, **call), meter, path,
                     every)
 
