@@ -118,12 +118,14 @@ def record_trials(problem, metrics: tuple, x, groups: int = 1):
     same x_t differed in its last bits between 3 and 21 trials). ``groups``: the
     devices the trials are sharded over; each group of R / groups trials goes 8 at a time on
     its own device (a loop over all R would first gather every device's trials to each).
+    One device is one group of the same program (a plain loop there rounded a learning
+    problem's float32 records otherwise than two devices did).
     """
     one = lambda xr: record(problem, metrics, xr)  # noqa: E731
     if problem.pooled is None and x.shape[1] == 1:
         return jax.vmap(one)(x)
     R = x.shape[0]
-    if groups == 1 or R % (groups * _POOLED_TRIALS):
+    if R % (groups * _POOLED_TRIALS):  # unpadded trials (pad_trials=False)
         return jax.lax.map(one, x, batch_size=_POOLED_TRIALS)
     by_group = jax.vmap(lambda xg: jax.lax.map(one, xg, batch_size=_POOLED_TRIALS))(
         x.reshape((groups, R // groups) + x.shape[1:]))
