@@ -130,11 +130,23 @@ def test_a_job_array_merges_to_the_one_process_result(tmp_path, capsys, monkeypa
 @pytest.mark.parametrize("part, of, env, message", [
     (None, 2, {}, "together"), (2, 2, {}, "must be in"),
     (None, None, {"SLURM_ARRAY_TASK_ID": "x", "SLURM_ARRAY_TASK_COUNT": "2"}, "integers"),
+    (None, None, {"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_MIN": "0",
+                  "SLURM_ARRAY_TASK_STEP": "2", "SLURM_ARRAY_TASK_COUNT": "4"}, "steps of 2"),
 ])
 def test_a_bad_task_share_is_one_line(part, of, env, message):
     with pytest.raises(ValueError, match=message):
         grid.task_share(part, of, env)
     assert grid.task_share(None, None, {}) == (None, None)
+
+
+def test_a_stepped_slurm_array_shares_every_part():
+    """--array=2-8:2 runs tasks 2, 4, 6, 8: shares 0-3 of 4 (read as 0, 2 and out of range
+    before, so that parts 1 and 3 never ran)."""
+    env = {"SLURM_ARRAY_TASK_MIN": "2", "SLURM_ARRAY_TASK_STEP": "2",
+           "SLURM_ARRAY_TASK_COUNT": "4"}
+    shares = [grid.task_share(None, None, dict(env, SLURM_ARRAY_TASK_ID=str(t)))
+              for t in (2, 4, 6, 8)]
+    assert shares == [(0, 4), (1, 4), (2, 4), (3, 4)]
 
 
 # ------------------------------------------------- submitted through submitit (the slurm extra)

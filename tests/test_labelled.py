@@ -52,6 +52,21 @@ def test_sim_dataframe_and_dataset(problem):
     np.testing.assert_array_equal(ds["gap"].sel(round=8).values, res.gap[:, 2])
 
 
+def test_shares_number_their_trials_from_their_first(problem, tmp_path):
+    """A share run with first_trial numbers its trials from there (0..R-1 before, so that
+    two shares' tables and Datasets held two trials of each number); the file keeps them."""
+    kw = dict(num_sampled=3, stepsize=0.05, x0=problem.x_star + 2.0, **KW)
+    a = fa.simulate(problem, **dict(kw, trials=2))
+    b = fa.simulate(problem, **dict(kw, trials=3), first_trial=2)
+    assert b.to_dataframe()["trial"].unique().tolist() == [2, 3, 4]
+    joined = xr.concat([a.to_xarray(), b.to_xarray()], dim="trial")
+    assert joined["trial"].values.tolist() == [0, 1, 2, 3, 4]
+    whole = fa.SimResult.concatenate([a, b]).to_xarray()
+    np.testing.assert_array_equal(joined["gap"].values, whole["gap"].values)
+    assert whole["trial"].values.tolist() == [0, 1, 2, 3, 4]
+    assert fa.load(b.save(tmp_path / "b.nc")).to_xarray()["trial"].values.tolist() == [2, 3, 4]
+
+
 def test_sweep_dataframe_and_dataset(sweep):
     df = sweep.to_dataframe()
     assert list(df.columns[:2]) == ["algorithm.mu", "mode"] and len(df) == 4 * 5 * 4

@@ -50,12 +50,19 @@ def _json(obj) -> str:
 # ------------------------------------------------------------------------------ pandas
 
 
+def _trial_numbers(res: SimResult) -> np.ndarray:
+    """The trials' global numbers: a share run with ``first_trial`` numbers its trials from
+    there, so that the shares' tables and Datasets join without two trials of one number."""
+    first = res.config.get("first_trial", 0)
+    return np.arange(first, first + res.trials)
+
+
 def _trial_rows(res: SimResult):
     import pandas as pd
 
     trials, records = res.gap.shape
     return pd.DataFrame({
-        "trial": np.repeat(np.arange(trials), records),
+        "trial": np.repeat(_trial_numbers(res), records),
         "round": np.tile(np.asarray(res.rounds), trials),
         "gap": res.gap.reshape(-1),
         "grad_norm_sq": res.grad_norm_sq.reshape(-1),
@@ -120,10 +127,11 @@ def _dtypes(res: SimResult) -> dict:
 def sim_dataset(res: SimResult):
     import xarray as xr
 
-    trials, d = res.x_final.shape
+    d = res.x_final.shape[1]
     return xr.Dataset(
         {name: xr.Variable(dims, value) for name, (dims, value) in _arrays(res).items()},
-        coords={"trial": np.arange(trials), "round": np.asarray(res.rounds), "dim": np.arange(d)},
+        coords={"trial": _trial_numbers(res), "round": np.asarray(res.rounds),
+                "dim": np.arange(d)},
         attrs={"fedjax_abc": "SimResult", "format": FORMAT, "config": _json(res.config),
                "dtypes": _json(_dtypes(res)), "metrics": _json(list(res.metrics))})
 

@@ -391,17 +391,24 @@ def _saved_part(path: str, fingerprint: str, parts: str):
 
 def task_share(part: Optional[int], of: Optional[int], environ=os.environ) -> tuple:
     """(I, N): this task's share of a grid's parts, from ``--part I --of N`` or, where both
-    are None, from a Slurm job array (``SLURM_ARRAY_TASK_ID`` less ``SLURM_ARRAY_TASK_MIN``,
-    ``SLURM_ARRAY_TASK_COUNT``); (None, None) for the whole grid. ValueError (one line) on
-    a bad share."""
+    are None, from a Slurm job array (task I = (``SLURM_ARRAY_TASK_ID`` -
+    ``SLURM_ARRAY_TASK_MIN``) / ``SLURM_ARRAY_TASK_STEP`` of ``SLURM_ARRAY_TASK_COUNT``, so
+    ``--array=0-6:2`` is tasks 0-3 of 4); (None, None) for the whole grid. ValueError (one
+    line) on a bad share."""
     if part is None and of is None and "SLURM_ARRAY_TASK_ID" in environ:
         try:
-            part = int(environ["SLURM_ARRAY_TASK_ID"]) - int(environ.get("SLURM_ARRAY_TASK_MIN", 0))
+            offset = int(environ["SLURM_ARRAY_TASK_ID"]) - int(environ.get("SLURM_ARRAY_TASK_MIN", 0))
+            step = int(environ.get("SLURM_ARRAY_TASK_STEP", 1))
             of = int(environ["SLURM_ARRAY_TASK_COUNT"])
         except (KeyError, ValueError):
             raise ValueError("a Slurm job array needs SLURM_ARRAY_TASK_ID and "
                              "SLURM_ARRAY_TASK_COUNT as integers; or pass --part I --of N") \
                 from None
+        if step < 1 or offset % step or not 0 <= offset // step < of:
+            raise ValueError(f"Slurm array task {environ['SLURM_ARRAY_TASK_ID']} is not one of "
+                             f"the {of} tasks from SLURM_ARRAY_TASK_MIN in steps of {step}; "
+                             "use --array=A-B or --array=A-B:STEP, or pass --part I --of N")
+        part = offset // step
     if (part is None) != (of is None):
         raise ValueError("give --part I and --of N together")
     if part is not None and not 0 <= part < of:
