@@ -313,6 +313,15 @@ def test_grid_refuses_parts_of_another_grid(tmp_path, capsys):
     assert cli.main(["run", str(a), "--out", str(out), "--quiet"]) == 0
     assert "2 parts, 2 resumed" in capsys.readouterr().out
     assert fa.load(out / "result.nc").equals(first)
+    # parts computed under another JAX version (another node's software) are not taken
+    import jax
+    saved = jax.__version__
+    try:
+        jax.__version__ = "0.0.1-other-node"
+        assert cli.main(["run", str(a), "--out", str(out), "--quiet"]) == 1
+    finally:
+        jax.__version__ = saved
+    assert "0.nc was not written by this grid" in capsys.readouterr().err
     # a part without a fingerprint (an earlier version's) is not taken on trust either
     part = fa.load(out / "parts" / "1.nc")
     part.save(out / "parts" / "1.nc")

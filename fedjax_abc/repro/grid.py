@@ -369,11 +369,18 @@ def _label(value, axis: str, i: int):
 
 def part_fingerprint(doc: dict, point: dict) -> str:
     """SHA-256 of what a part's numbers depend on: the grid's settings (``doc``), the
-    fedjax_abc version and the part's combination of the shape axes (``point``)."""
+    part's combination of the shape axes (``point``), and the environment: the fedjax_abc,
+    JAX and jaxlib versions, the kind of device and JAX's 64-bit mode (a part computed on
+    another node's software or a GPU rounds otherwise: its numbers are not this grid's)."""
+    import jax
+    import jaxlib
+
     import fedjax_abc as fa
 
-    text = json.dumps({"grid": doc, "part": point, "fedjax_abc": fa.__version__},
-                      sort_keys=True)
+    environment = {"fedjax_abc": fa.__version__, "jax": jax.__version__,
+                   "jaxlib": jaxlib.__version__, "platform": jax.default_backend(),
+                   "x64": bool(jax.config.jax_enable_x64)}
+    text = json.dumps({"grid": doc, "part": point, **environment}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -384,8 +391,8 @@ def _saved_part(path: str, fingerprint: str, parts: str):
 
     if _labelled.attributes(path).get("grid_part") != fingerprint:
         raise ValueError(f"{path} was not written by this grid (another grid file, other "
-                         f"settings or another fedjax_abc version): use another --out or "
-                         f"delete {parts}")
+                         f"settings, another fedjax_abc, JAX or jaxlib version or device "
+                         f"kind): use another --out or delete {parts}")
     return fa.load(path)
 
 
