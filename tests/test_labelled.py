@@ -106,6 +106,16 @@ def test_files_round_trip_exactly(problem, sweep, tmp_path):
     assert not changed.equals(results[0])
 
 
+def test_integer_labels_beyond_int32_are_saved(problem, tmp_path):
+    """A grid of seeds up to 2^32 (which netCDF 3 cannot hold as integers) is saved and
+    loaded with its labels; the save failed after the run before."""
+    sw = fa.sweep(problem, grid={"stepsize": [0.05, 0.02]}, num_sampled=3,
+                  x0=problem.x_star + 2.0, **KW)
+    sw = fa.SweepResult({"seed": (3_000_000_000, 1)}, sw.results)
+    back = fa.load(sw.save(tmp_path / "seeds.nc"))
+    assert back.axes == {"seed": (3_000_000_000, 1)} and back.equals(sw)
+
+
 def test_load_refuses_other_files(tmp_path):
     import xarray as xr
     path = tmp_path / "other.nc"

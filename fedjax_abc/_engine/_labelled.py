@@ -194,7 +194,7 @@ def save(result, path, attrs: Optional[dict] = None) -> str:
     except OSError as err:
         raise OSError(f"save: the folder of {path} cannot be made: {err.strerror or err} "
                       f"({err.filename or folder})") from None
-    ds = result.to_xarray()  # a SimResult's or a SweepResult's Dataset
+    ds = _netcdf3_labels(result.to_xarray())  # a SimResult's or a SweepResult's Dataset
     ds.attrs.update(attrs or {})
     ds.attrs["checksum"] = _checksum(ds)
     tmp = f"{path}.tmp-{os.getpid()}"
@@ -205,6 +205,16 @@ def save(result, path, attrs: Optional[dict] = None) -> str:
         if os.path.exists(tmp):
             os.remove(tmp)
     return path
+
+
+def _netcdf3_labels(ds):
+    """``ds`` with integer grid labels outside int32 (a seed of 3e9), which netCDF 3 cannot
+    hold, written as text; :func:`read` takes the labels from the ``axes`` attribute."""
+    info = np.iinfo(np.int32)
+    wide = {name: c.values.astype(str) for name, c in ds.coords.items()
+            if c.dtype.kind in "iu" and c.size and (c.values.min() < info.min
+                                                    or c.values.max() > info.max)}
+    return ds.assign_coords(wide) if wide else ds
 
 
 def _restored(value, dtype: str) -> np.ndarray:
