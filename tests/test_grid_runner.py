@@ -127,6 +127,27 @@ def test_a_job_array_merges_to_the_one_process_result(tmp_path, capsys, monkeypa
     assert fa.load(shared / "result.nc").equals(fa.load(whole / "result.nc"))
 
 
+def test_the_task_that_ends_last_joins_parts_saved_while_it_ran(tmp_path, monkeypatch):
+    """Task 1 of 2 computes its part while task 0 runs and saves the other: task 1, ending
+    last, joins both (it looked at task 0's part only before running its own, and neither
+    task joined)."""
+    spec = grid.load_spec(str(_array_grid(tmp_path)))
+    out = str(tmp_path / "out")
+    real, seen = grid._run_part, {}
+
+    def part_while_the_other_task_runs(doc, point, data_axes, progress):
+        if not seen:  # task 1's first part: task 0 runs all of its own meanwhile
+            seen["task 0"] = None
+            seen["task 0"] = grid.run_grid(spec, out, None, 0, 2)
+        return real(doc, point, data_axes, progress)
+
+    monkeypatch.setattr(grid, "_run_part", part_while_the_other_task_runs)
+    last = grid.run_grid(spec, out, None, 1, 2)
+    assert seen["task 0"]["result"] is None and seen["task 0"]["missing"] == [1]
+    assert last["missing"] == [] and last["result"] is not None
+    assert os.path.exists(os.path.join(out, "result.nc"))
+
+
 @pytest.mark.parametrize("part, of, env, message", [
     (None, 2, {}, "together"), (2, 2, {}, "must be in"),
     (None, None, {"SLURM_ARRAY_TASK_ID": "x", "SLURM_ARRAY_TASK_COUNT": "2"}, "integers"),

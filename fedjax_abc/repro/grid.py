@@ -471,29 +471,35 @@ def run_grid(spec: GridSpec, out: str, progress=None, part: Optional[int] = None
     mine = [c for c in range(len(combos)) if not merge and (of is None or c % of == part)]
     if progress is not None:
         progress.plan(sum(work(dict(zip(shape_axes, combos[c]))) for c in mine))
-    parts, resumed, missing, written = [], 0, [], []
-    for c, combo in enumerate(combos):
-        path = os.path.join(out, "parts", f"{c}.nc")
-        point = dict(zip(shape_axes, combo))
-        desc = ", ".join(f"{a}={_label(grid[a][i], a, i)}" for a, i in point.items()) or "all"
-        fingerprint = part_fingerprint(doc, point)
+    def where(c):
+        point = dict(zip(shape_axes, combos[c]))
+        return os.path.join(out, "parts", f"{c}.nc"), point, part_fingerprint(doc, point)
+
+    ran, written = {}, []
+    for c in mine:  # this task's parts first, then all of them: another task's saved meanwhile
+        path, point, fingerprint = where(c)  # are joined too, by whichever task ends last
         if os.path.exists(path):
-            one = _saved_part(path, fingerprint, os.path.join(out, "parts"))
+            continue
+        desc = ", ".join(f"{a}={_label(grid[a][i], a, i)}" for a, i in point.items()) or "all"
+        callback = None
+        if progress is not None:
+            callback = progress.task(f"part {c + 1}/{len(combos)}: {desc}", work(point),
+                                     unit="rounds (grid total)")
+        ran[c] = _run_part(doc, point, data_axes, callback)
+        _labelled.save(ran[c], path, attrs={"grid_part": fingerprint})
+        written.append(path)
+        if progress is not None:
+            progress.finish_task()
+    parts, resumed, missing = [], 0, []
+    for c in range(len(combos)):
+        path, _, fingerprint = where(c)
+        if c in ran:
+            parts.append(ran[c])
+        elif os.path.exists(path):
+            parts.append(_saved_part(path, fingerprint, os.path.join(out, "parts")))
             resumed += 1
-        elif c in mine:
-            callback = None
-            if progress is not None:
-                callback = progress.task(f"part {c + 1}/{len(combos)}: {desc}",
-                                         work(point), unit="rounds (grid total)")
-            one = _run_part(doc, point, data_axes, callback)
-            _labelled.save(one, path, attrs={"grid_part": fingerprint})
-            written.append(path)
-            if progress is not None:
-                progress.finish_task()
         else:  # another task's, not saved yet
             missing.append(c)
-            continue
-        parts.append(one)
     done = dict(result=None, paths=written, resumed=resumed, parts=len(combos),
                 ran=len(written), missing=missing)
     if missing:
