@@ -174,6 +174,13 @@ def test_on_a_time_grid(problem):
     (lambda p, c: dict(rule=fa.timing.FedBuff(2), concurrency=4,
                        algorithm=fa.algorithms.Scaffold()), "keeps client states"),
     (lambda p, c: dict(rule="fedbuff", concurrency=4), "rule must be"),
+    # algorithms whose server step or message the rule cannot take (ignored or a raw error)
+    (lambda p, c: dict(rule=fa.timing.FedBuff(2), concurrency=4,
+                       algorithm=fa.algorithms.FedAvg(server_stepsize=5.0)), "server step of its own"),
+    (lambda p, c: dict(rule=fa.timing.FedBuff(2), concurrency=4,
+                       algorithm=fa.algorithms.FedAvgM()), "server step of its own"),
+    (lambda p, c: dict(rule=fa.timing.FedBuff(2), concurrency=4,
+                       algorithm=fa.algorithms.FedNova()), "not a local model"),
     # an rbg key ran before, on words of another length
     (lambda p, c: dict(rule=fa.timing.FedBuff(2), concurrency=4,
                        key=jax.random.key(0, impl="rbg")), "must be a threefry2x32 key"),
@@ -185,6 +192,44 @@ def test_bad_input_one_line(problem, build, match):
     with pytest.raises(ValueError, match=match) as err:
         fa.timing.simulate_async(problem, kw.pop("rule"), kw.pop("clock"), **kw)
     assert "\n" not in str(err.value)
+
+
+class _OneMinusTau(fa.timing.AbstractStaleness):  # negative from tau = 2
+    def __call__(self, tau):
+        return 1.0 - jnp.asarray(tau, float)
+
+
+class _NaNLate(fa.timing.AbstractStaleness):
+    def __call__(self, tau):
+        return jnp.where(tau > 3, jnp.nan, 1.0)
+
+
+class _Rising(fa.timing.AbstractStaleness):
+    def __call__(self, tau):
+        return jnp.where(tau == 1, 0.5, 1.0)
+
+
+@pytest.mark.parametrize("staleness, match", [
+    (_OneMinusTau(), r"weights in \[0, 1\]: s\(2\) = -1"), (_NaNLate(), r"s\(4\) = nan"),
+    (_Rising(), r"nonincreasing: s\(1\) = 0.5 < s\(2\) = 1"),
+])
+def test_a_staleness_function_must_give_weights(staleness, match):
+    """A user's s(tau) with negative, NaN or growing weights ran to meaningless models
+    without a word (diverged trials not counted, a NaN model per trial)."""
+    for rule in (lambda: fa.timing.FedBuff(2, staleness=staleness),
+                 lambda: fa.timing.FedAsync(0.9, staleness=staleness)):
+        with pytest.raises(ValueError, match=match) as err:
+            rule()
+        assert "\n" not in str(err.value)
+
+
+def test_diverged_trials_are_announced(problem):
+    with pytest.warns(fa.DivergenceWarning, match="diverged"):
+        out = fa.timing.simulate_async(
+            problem, fa.timing.FedBuff(2), fa.timing.Clock(fa.timing.Exponential(1.0)),
+            concurrency=4, local_steps=5, stepsize=3.0, steps=300, trials=2,
+            key=jax.random.key(0), x0=jnp.ones(D))
+    assert out.result.num_diverged > 0
 
 
 def test_splitmix_without_x64_is_refused(problem):

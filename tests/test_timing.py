@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import integrate, stats
 
 import fedjax_abc as fa
 from fedjax_abc._problems._timed import round_time
@@ -152,6 +152,26 @@ def test_deadline_inclusion_against_monte_carlo():
     assert np.sum(((mc.pi - wrong) / se) ** 2) > 3 * bound
 
 
+def test_drawn_speeds_averaged_over_trials_with_one_round_a_chain():
+    """Speeds drawn once a trial (LogNormal(0, 1.5)): pi_i = (S/n) E_s[1 - exp(-d/s)],
+    integrated here with SciPy. chains=draws (every round a fresh trial's first) agrees
+    within 4.5 standard errors; one chain (one trial's speeds) does not."""
+    n, S, d, sigma, draws = 8, 4, 1.0, 1.5, 20000
+    sampler = tm.Timed(fa.UniformWithoutReplacement(S),
+                       tm.Clock(tm.Exponential(1.0), speed=tm.LogNormal(0.0, sigma)), deadline=d)
+    p, _ = integrate.quad(lambda z: (1 - np.exp(-d / np.exp(sigma * z))) * stats.norm.pdf(z),
+                          -12, 12)
+    exact = S / n * p
+    se = np.sqrt(exact * (1 - exact) / draws)
+    trials = fa.theory.monte_carlo_moments(sampler, n, key=jax.random.key(0), draws=draws,
+                                           chains=draws)
+    assert np.max(np.abs(trials.pi - exact) / se) < 4.5
+    one = fa.theory.monte_carlo_moments(sampler, n, key=jax.random.key(0), draws=draws)
+    assert np.max(np.abs(one.pi - exact) / se) > 10
+    with pytest.raises(ValueError, match="multiple of chains"):
+        fa.theory.monte_carlo_moments(sampler, n, key=jax.random.key(0), draws=10, chains=3)
+
+
 def test_full_participation_with_a_deadline_has_weight_moments():
     """Over full participation every on-time client is averaged: the weights' moments are
     those of independent availabilities p_i, and Monte Carlo agrees."""
@@ -250,6 +270,32 @@ def test_partial_work_is_fednova_with_the_steps_done_by_the_deadline(problem):
     assert np.max(np.abs(whole.gap - ours.gap)) > 1e-6
     with pytest.raises(ValueError, match="partial work needs a deadline"):
         tm.Timed(fa.FullParticipation(), clock, partial=True)
+    # the run's Q must be Timed's steps: a client was silently cut at steps (1 by default)
+    for steps in (1, 10):
+        with pytest.raises(ValueError, match=f"caps a client's round at its steps \\({steps}\\)"):
+            fa.simulate(problem, sampler=tm.Timed(fa.FullParticipation(), clock,
+                                                  deadline=deadline, partial=True, steps=steps),
+                        **kw)
+
+
+def test_a_deadline_at_the_least_duration_keeps_the_clients_on_time(problem):
+    """A client whose duration equals the deadline is kept (round_time), so a deadline equal
+    to the least duration is a valid setting (it was refused as emptying every round)."""
+    timed = tm.Timed(fa.UniformWithoutReplacement(3), tm.Clock(tm.Constant(1.0)),
+                     deadline=3.0, steps=3)
+    res = fa.simulate(problem, sampler=timed, local_steps=3, stepsize=0.1, rounds=12, trials=4,
+                      key=jax.random.key(1), x0=jnp.ones(2), mode="gather")
+    assert np.all(res.metrics["time"][:, -1] == 3.0 * 12)
+    assert not np.array_equal(res.x_final, np.ones((4, 2)))  # the clients' work was kept
+
+
+def test_on_time_grid_refuses_what_is_not_one_value_a_record(problem):
+    res = _run(problem, tm.Timed(fa.UniformWithoutReplacement(3), tm.Clock()))
+    for bad in (dict(times=[0.0, float("nan")]), dict(points=0), dict(points=2.5)):
+        with pytest.raises(ValueError, match="times must be|points must be"):
+            res.on_time_grid(**bad)
+    with pytest.raises(ValueError, match="must be 'gap'"):
+        res.on_time_grid("x_final")
 
 
 def test_the_clock_through_wrappers_and_a_stateful_sampler(problem):

@@ -21,7 +21,9 @@ import abc
 from typing import Optional
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float
 
 from fedjax_abc._algorithms._checks import (_concrete, check_leaf, nonnegative_scalar,
@@ -29,7 +31,7 @@ from fedjax_abc._algorithms._checks import (_concrete, check_leaf, nonnegative_s
 from fedjax_abc._problems._args import check_count
 
 __all__ = ["AbstractAsyncRule", "AbstractStaleness", "ConstantStaleness", "FedAsync", "FedBuff",
-           "HingeStaleness", "PolynomialStaleness"]
+           "HingeStaleness", "PolynomialStaleness", "check_staleness"]
 
 
 class AbstractStaleness(eqx.Module):
@@ -103,10 +105,35 @@ class AbstractAsyncRule(eqx.Module):
         staleness weights s(tau_k) (K,)."""
 
 
-def _staleness(staleness) -> AbstractStaleness:
+# staleness values at which a staleness function is checked: tau = 0, ..., _CHECKED_TAU
+_CHECKED_TAU = 256
+
+
+def check_staleness(staleness) -> AbstractStaleness:
+    """``staleness``, checked at tau = 0, ..., 256 where its values are known (not inside a
+    trace): s(0) = 1, every value in [0, 1] and nonincreasing, as a weight must be (a
+    negative, NaN or growing weight ran silently to a meaningless model)."""
     if not isinstance(staleness, AbstractStaleness):
         raise ValueError(f"staleness must be a fedjax_abc.timing staleness function, got "
                          f"{type(staleness).__name__}")
+    s = staleness(jnp.arange(_CHECKED_TAU + 1))
+    if isinstance(s, jax.core.Tracer):
+        return staleness
+    s = np.asarray(s, np.float64)
+    name = type(staleness).__name__
+    if s.shape != (_CHECKED_TAU + 1,):
+        raise ValueError(f"{name} must give one weight per staleness (elementwise), got shape "
+                         f"{s.shape} for {_CHECKED_TAU + 1} values")
+    bad = ~np.isfinite(s) | (s < 0) | (s > 1)
+    if bad.any():
+        tau = int(np.argmax(bad))
+        raise ValueError(f"{name} must give weights in [0, 1]: s({tau}) = {s[tau]}")
+    if s[0] != 1:
+        raise ValueError(f"{name} must give s(0) = 1, got {s[0]}")
+    if (np.diff(s) > 0).any():
+        tau = int(np.argmax(np.diff(s) > 0))
+        raise ValueError(f"{name} must be nonincreasing: s({tau}) = {s[tau]} < s({tau + 1}) = "
+                         f"{s[tau + 1]}")
     return staleness
 
 
@@ -138,7 +165,7 @@ class FedBuff(AbstractAsyncRule):
                  staleness: Optional[AbstractStaleness] = None):
         self.buffer = _check_buffer(buffer)
         self.server_stepsize = positive_scalar("server_stepsize (eta_g)", server_stepsize)
-        self.staleness = _staleness(PolynomialStaleness(0.5) if staleness is None else staleness)
+        self.staleness = check_staleness(PolynomialStaleness(0.5) if staleness is None else staleness)
 
     def __check_init__(self):
         check_leaf("server_stepsize (eta_g)", self.server_stepsize, 0.0, strict=True)
@@ -172,7 +199,7 @@ class FedAsync(AbstractAsyncRule):
 
     def __init__(self, mixing=0.6, staleness: Optional[AbstractStaleness] = None):
         self.mixing = positive_scalar("mixing (a)", mixing)
-        self.staleness = _staleness(ConstantStaleness() if staleness is None else staleness)
+        self.staleness = check_staleness(ConstantStaleness() if staleness is None else staleness)
         self.buffer = 1
 
     def __check_init__(self):

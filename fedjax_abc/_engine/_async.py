@@ -34,8 +34,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array
 
-from fedjax_abc._algorithms._base import AbstractAlgorithm
-from fedjax_abc._algorithms._buffered import AbstractAsyncRule
+from fedjax_abc._algorithms._base import AbstractAlgorithm, RoundInfo
+from fedjax_abc._algorithms._buffered import AbstractAsyncRule, check_staleness
 from fedjax_abc._engine._memory import available_bytes, format_bytes
 from fedjax_abc._engine._metrics import check_metrics, record_trials
 from fedjax_abc._engine._names import describe
@@ -44,7 +44,7 @@ from fedjax_abc._engine._plan import (default_record_every, recorded_rounds, seg
 from fedjax_abc._engine._progress import Reporting, progress_meter
 from fedjax_abc._engine._random import (SAMPLER_STREAM, SPEED_STREAM, TIME_STREAM,
                                         client_words, round_keys, stream_words)
-from fedjax_abc._engine._result import SimResult
+from fedjax_abc._engine._result import SimResult, warn_divergence
 from fedjax_abc._engine._round import client_round
 from fedjax_abc._engine._run import check_settings, oracle_and_algorithm, threefry_key
 from fedjax_abc._engine._threefry import fold_in_data
@@ -239,7 +239,11 @@ class AsyncResult:
         return ax
 
 
-def _check_algorithm(algorithm, x) -> None:
+def _check_algorithm(algorithm, problem, oracle, Q: int, generator: str, x) -> None:
+    """ValueError (one line) for an algorithm whose clients keep state or answer a query,
+    whose message is not a model like x, or whose server step is not "take the mean
+    model" (a server stepsize, momentum, an adaptive step): the rule's server step replaces
+    the algorithm's, which would be ignored silently."""
     name = type(algorithm).__name__
     client = jax.eval_shape(algorithm.init_client, x)
     if jax.tree_util.tree_leaves(client):
@@ -249,6 +253,26 @@ def _check_algorithm(algorithm, x) -> None:
     if jax.eval_shape(lambda s: algorithm.query(s, (), lambda y: y), server) is not None:
         raise ValueError(f"{name} asks its clients a query before the local steps; an "
                          "asynchronous client starts from the model alone")
+    message = jax.eval_shape(lambda s: client_round(
+        problem, oracle, algorithm, None, Q, generator, jnp.zeros((), jnp.int32), s, (), (),
+        jnp.zeros((2,), jnp.uint32), jnp.ones((), x.dtype))[0], server)
+    if not (isinstance(message, jax.ShapeDtypeStruct) and message.shape == x.shape):
+        raise ValueError(f"{name}'s clients send {jax.tree_util.tree_structure(message)}, not "
+                         "a local model: the asynchronous rules take the clients' models "
+                         "(FedAvg, FedProx)")
+    info = RoundInfo(jnp.ones((), x.dtype), problem.num_clients, jnp.ones((), x.dtype), Q, None)
+    state = algorithm.init(jnp.linspace(1.0, 2.0, x.shape[0], dtype=x.dtype))
+    for mean in (jnp.linspace(-1.0, 3.0, x.shape[0], dtype=x.dtype),  # two steps: momentum
+                 jnp.linspace(2.0, -2.0, x.shape[0], dtype=x.dtype)):  # shows in the second
+        state = algorithm.server_update(state, mean, info)
+        moved_otherwise = not np.allclose(state.x, mean)
+        if moved_otherwise:
+            break
+    if moved_otherwise:
+        raise ValueError(f"{describe(algorithm)} has a server step of its own (a server "
+                         "stepsize, momentum, an adaptive step), which the asynchronous rule's "
+                         "server step would replace: use FedAvg() or FedProx (the rule has its "
+                         "own server stepsize or mixing)")
 
 
 def _check_memory(R: int, C: int, n: int, d: int, itemsize: int) -> None:
@@ -313,6 +337,7 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
                          f"AbstractAsyncRule, got {type(rule).__name__}")
     if not isinstance(clock, Clock):
         raise ValueError(f"clock must be a fedjax_abc.timing.Clock, got {type(clock).__name__}")
+    check_staleness(rule.staleness)  # as it is now (a value put in with eqx.tree_at too)
     n, d = problem.num_clients, problem.dim
     C = check_count("concurrency (C)", concurrency)
     K = rule.buffer
@@ -331,7 +356,7 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
     if x0.shape != (d,) or not np.all(np.isfinite(x0)):
         raise ValueError(f"x0 must be a finite array of shape ({d},), got shape {x0.shape}")
     oracle, algorithm = oracle_and_algorithm(problem, oracle, algorithm)
-    _check_algorithm(algorithm, jax.ShapeDtypeStruct((d,), jdtype))
+    _check_algorithm(algorithm, problem, oracle, Q, generator, jax.ShapeDtypeStruct((d,), jdtype))
     k = (default_record_every(T) if record_every is None
          else check_count("record_every", record_every))
     if k > T:
@@ -389,5 +414,6 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
     result = SimResult(rounds=recorded_rounds(T, k), gap=gap, grad_norm_sq=grad, x=None,
                        x_final=np.asarray(state.x), config=config,
                        metrics={**dict(zip(names, user)), "time": time})
+    warn_divergence(result, stacklevel=2)
     return AsyncResult(result, np.asarray(state.staleness))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import numbers
+import warnings
 from typing import Any, Callable, NamedTuple, Optional
 
 import numpy as np
@@ -11,8 +12,8 @@ import numpy as np
 from fedjax_abc._engine import _labelled
 from fedjax_abc._engine._names import coordinate_label
 
-__all__ = ["DivergenceWarning", "PendingGap", "SimResult", "Summary", "SweepResult", "divergence_rounds",
-           "load", "summarize"]
+__all__ = ["DivergenceWarning", "PendingGap", "SimResult", "Summary", "SweepResult",
+           "divergence_rounds", "load", "summarize", "warn_divergence"]
 
 Z95 = 1.959963984540054  # standard normal 97.5% quantile
 
@@ -22,6 +23,13 @@ FIELDS = ("gap", "grad_norm_sq", "x", "x_final")  # what summary() and final() r
 
 class DivergenceWarning(RuntimeWarning):
     """Some trials of a run became non-finite; see :attr:`SimResult.diverged_at`."""
+
+
+def warn_divergence(result: "SimResult", stacklevel: int = 3) -> None:
+    """A :class:`DivergenceWarning` saying how many of the result's trials diverged, if any."""
+    if result.num_diverged:
+        warnings.warn(result.divergence() + "; SimResult.summary and .final leave them out "
+                      "(see SimResult.diverged_at)", DivergenceWarning, stacklevel=stacklevel)
 
 
 class Summary(NamedTuple):
@@ -309,6 +317,8 @@ class SimResult:
         if clock not in self.metrics:
             raise ValueError(f"this run recorded no simulated time (metric {clock!r}): run it "
                              "with a timed sampler (fa.timing.Timed) or fa.timing.simulate_async")
+        if name in ("x", "x_final"):  # not one value a record
+            raise ValueError(f"name ({name!r}) must be 'gap', 'grad_norm_sq' or a metric's name")
         return on_time_grid(self.metrics[clock], self._field(name), times, points)
 
     def summary_on_time_grid(self, name: str = "gap", times=None, points: int = 200,

@@ -297,6 +297,7 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
     if not isinstance(pad_trials, bool):
         raise ValueError("pad_trials must be True or False")
     check_components(problem, oracle, sampler, Q, dtype)
+    method(sampler, "check_local_steps")(local_steps)
     if k is None:
         k = max(default_record_every(T), _record_spacing(problem, oracle, sampler, mode, T, Q))
     if devices is not None:
@@ -460,7 +461,8 @@ def current(components: Components, spec: Spec) -> tuple[Components, Spec]:
     recheck_all(components)
     if _layout(leaves, treedef) != spec.layout:
         return build(**settings(components, spec))  # build casts them as it casts any
-    method(components.algorithm, "check_local_steps")(local_work(components, spec))
+    for part in (components.algorithm, components.sampler):
+        method(part, "check_local_steps")(local_work(components, spec))
     return components, spec
 
 

@@ -45,7 +45,8 @@ from fedjax_abc._engine._run import local_work as _local_work
 from fedjax_abc._engine._checkpoint import Position
 from fedjax_abc._engine._plan import (closed_form_gradient, make_plan, recorded_rounds,
                                       stepsize_array)
-from fedjax_abc._engine._result import DivergenceWarning, PendingGap, SimResult
+from fedjax_abc._engine._result import PendingGap, SimResult
+from fedjax_abc._engine._result import warn_divergence as _warn_divergence
 from fedjax_abc._problems._args import check_real
 from fedjax_abc._problems._local_work import AbstractLocalSteps
 from fedjax_abc._problems._oracles import AbstractOracle
@@ -71,12 +72,6 @@ def _assemble(run: CheckedRun, chunks: Sequence[dict]) -> SimResult:
     return SimResult(rounds=recorded_rounds(spec.rounds, spec.record_every), gap=gap,
                      grad_norm_sq=cat("grad_norm_sq"), x=cat("x"), x_final=cat("x_final"),
                      config=run.call.config, metrics=metrics)
-
-
-def _warn_divergence(result: SimResult) -> None:
-    if result.num_diverged:
-        warnings.warn(result.divergence() + "; SimResult.summary and .final leave them out "
-                      "(see SimResult.diverged_at)", DivergenceWarning, stacklevel=3)
 
 
 def _warn_unmoved(run: CheckedRun, result: SimResult) -> None:

@@ -29,12 +29,11 @@ from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine import _memory, _metrics
 from fedjax_abc._engine._chunk import Grid, run_chunk, stack
 from fedjax_abc._engine._plan import closed_form_gradient, make_plan
-from fedjax_abc._engine._result import SimResult, SweepResult
+from fedjax_abc._engine._result import SimResult, SweepResult, warn_divergence
 from fedjax_abc._engine._progress import AbstractProgressMeter, Reporting, progress_meter
 from fedjax_abc._engine._names import coordinate_labels
 from fedjax_abc._engine._run import CheckedRun, check_call, current, settings
-from fedjax_abc._engine._simulate import (_SETTINGS, Simulation, _assemble,
-                                          _warn_divergence)
+from fedjax_abc._engine._simulate import _SETTINGS, Simulation, _assemble
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._problems._samplers import FullParticipation, UniformWithoutReplacement
 
@@ -320,6 +319,5 @@ def sweep(
             else coordinate_labels(name, values) for name, values in grid.items()}
     result = SweepResult(axes=axes, results=tuple(results))
     for res in result.results:
-        if res.num_diverged:
-            _warn_divergence(res)
+        warn_divergence(res)
     return result

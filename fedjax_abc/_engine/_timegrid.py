@@ -11,7 +11,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-__all__ = ["OnTimeGrid", "default_times", "on_time_grid"]
+__all__ = ["OnTimeGrid", "on_time_grid"]
 
 
 class OnTimeGrid(NamedTuple):
@@ -24,13 +24,6 @@ class OnTimeGrid(NamedTuple):
 
     times: np.ndarray
     values: np.ndarray
-
-
-def default_times(clock: np.ndarray, points: int = 200) -> np.ndarray:
-    """``points`` equally spaced times from 0 to the earliest of the trials' last recorded
-    times (the span every trial covers)."""
-    end = float(np.min(clock[:, -1]))
-    return np.linspace(0.0, end, points)
 
 
 def on_time_grid(clock: np.ndarray, values: np.ndarray,
@@ -48,9 +41,14 @@ def on_time_grid(clock: np.ndarray, values: np.ndarray,
                          "(trials, records) shape")
     if np.any(np.diff(clock, axis=1) < 0) or not np.all(np.isfinite(clock)):
         raise ValueError("the recorded time must be finite and nondecreasing along records")
-    times = default_times(clock, points) if times is None else np.asarray(times, np.float64)
-    if times.ndim != 1:
-        raise ValueError(f"times must be one-dimensional, got shape {times.shape}")
+    if times is None:  # from 0 to the earliest of the trials' last recorded times
+        if isinstance(points, bool) or not isinstance(points, (int, np.integer)) or points < 1:
+            raise ValueError(f"points must be an integer >= 1, got {points!r}")
+        times = np.linspace(0.0, float(np.min(clock[:, -1])), points)
+    times = np.asarray(times, np.float64)
+    if times.ndim != 1 or not np.all(np.isfinite(times)):
+        raise ValueError(f"times must be a one-dimensional array of finite numbers, got "
+                         f"{times!r}"[:200])
     if times.size and (times.min() < clock[:, 0].max() or times.max() > clock[:, -1].min()):
         raise ValueError(f"times must lie in [{clock[:, 0].max():g}, {clock[:, -1].min():g}], "
                          "the span every trial's records cover")

@@ -177,6 +177,11 @@ class AbstractSampler(eqx.Module):
         reads the count, as FedNova does)."""
         return None
 
+    def check_local_steps(self, local_steps) -> None:
+        """Raises ValueError where the run's local work (Q, or a law of local steps) does
+        not fit the sampler's own settings (a clock's steps per round); by default anything
+        fits. Called when a run is built and at every run, with concrete values."""
+
     def record_names(self) -> tuple[str, ...]:
         """Names of the numbers a run records from the sampler's state at every record
         (default none; :class:`~fedjax_abc.timing.Timed`'s clock, ``"time"``)."""

@@ -138,9 +138,20 @@ class Timed(AbstractSampler):
             raise ValueError("Timed's partial work needs a deadline and no keep: clients send "
                              "what they completed by the deadline")
         least = self._least_duration()
-        if least is not None and d is not None and least >= d:
+        if least is not None and d is not None and least > d:  # a client on time is kept
             raise ValueError(f"Timed's deadline ({d:g}) is below the least duration any client "
                              f"can take ({least:g}): every round would be empty")
+
+    def check_local_steps(self, local_steps) -> None:
+        """With ``partial``, the run's Q must be ``steps``: a client's steps are capped at
+        ``steps`` and its clock counts them (a client silently cut short, or a clock for
+        steps never taken, otherwise)."""
+        if self.partial and local_steps != self.steps:
+            raise ValueError(f"Timed's partial work caps a client's round at its steps "
+                             f"({self.steps}): run it with local_steps={self.steps}, or give "
+                             f"Timed steps={local_steps!r}" if isinstance(local_steps, int) else
+                             "Timed's partial work needs local_steps = Timed's steps (an "
+                             "integer), not a law of local steps")
 
     def _least_duration(self) -> Optional[float]:
         """The least duration the clock allows (the bottom of its laws' supports)."""

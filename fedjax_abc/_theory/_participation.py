@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fedjax_abc._problems._args import check_key
 from fedjax_abc._problems._moments import ParticipationMoments
 from fedjax_abc._problems._samplers import AbstractSampler
 from fedjax_abc._theory._grid import check_int
@@ -194,16 +195,20 @@ def sampling_error(sampler: AbstractSampler, vectors, *,
     return SamplingError(max(mse, 0.0), max(mse - bias_sq, 0.0), bias_sq)
 
 
-def monte_carlo_moments(sampler: AbstractSampler, n: int, *, key, draws: int = 10000
-                        ) -> ParticipationMoments:
+def monte_carlo_moments(sampler: AbstractSampler, n: int, *, key, draws: int = 10000,
+                        chains: int = 1) -> ParticipationMoments:
     """pi_i, pi_ij, E[M_i] and E[M_i M_j] of a sampler estimated from ``draws`` rounds.
 
     For samplers without a closed form (over-selection on a clock, say). A stateful
-    sampler runs ``draws`` consecutive rounds from its initial state (the long run's
-    frequencies); a stateless one ``draws`` independent rounds. M_i is client i's share of
-    the round's weights (w_i / sum w for a sampler whose slots are averaged, w_i
-    otherwise; 0 in a round without participants). Each estimate is a mean over rounds:
-    its standard error is about sqrt(p (1 - p) / draws) for a probability p.
+    sampler runs ``chains`` independent chains of ``draws / chains`` consecutive rounds,
+    each from its initial state (one chain: the long run's frequencies); a stateless one
+    ``draws`` independent rounds. A trial that draws something once and keeps it (a
+    clock's speed law, drawn in its first round) is one chain: ``chains=draws`` (every
+    round a fresh trial's first) averages over trials, as a run's trials do; one chain
+    gives the frequencies given one trial's draw. M_i is client i's share of the round's
+    weights (w_i / sum w for a sampler whose slots are averaged, w_i otherwise; 0 in a
+    round without participants). Each estimate is a mean over rounds: its standard error is
+    about sqrt(p (1 - p) / draws) for a probability p (with independent rounds).
 
     Example:
       >>> import jax, fedjax_abc as fa
@@ -214,7 +219,11 @@ def monte_carlo_moments(sampler: AbstractSampler, n: int, *, key, draws: int = 1
     """
     n = _check(sampler, n)
     draws = check_int("draws", draws, 1)
-    words = jax.random.bits(key, (draws, sampler.num_words(n)), jnp.uint32)
+    chains = check_int("chains", chains, 1, draws)
+    key = check_key("key", key)
+    if draws % chains:
+        raise ValueError(f"draws ({draws}) must be a multiple of chains ({chains})")
+    words = jax.random.bits(key, (chains, draws // chains, sampler.num_words(n)), jnp.uint32)
     normalised = sampler.normalised()
 
     dtype = jnp.float64 if jax.config.jax_enable_x64 else jnp.float32
@@ -232,7 +241,7 @@ def monte_carlo_moments(sampler: AbstractSampler, n: int, *, key, draws: int = 1
         return (state, tuple(a + b for a, b in zip(sums, terms))), None
 
     zeros = (jnp.zeros((n,), dtype), jnp.zeros((n, n), dtype)) * 2
-    (_, sums), _ = jax.jit(lambda ws: jax.lax.scan(one, (sampler.init_state(n), zeros), ws))(
-        words)
-    pi, pi2, m1, m2 = (np.asarray(a, np.float64) / draws for a in sums)
+    (_, sums), _ = jax.jit(jax.vmap(
+        lambda ws: jax.lax.scan(one, (sampler.init_state(n), zeros), ws)))(words)
+    pi, pi2, m1, m2 = (np.asarray(a, np.float64).sum(axis=0) / draws for a in sums)
     return ParticipationMoments(pi, pi2, m1, m2)
