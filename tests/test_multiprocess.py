@@ -98,3 +98,41 @@ def test_shares_by_first_trial_concatenate_to_the_whole_run():
     with pytest.raises(ValueError, match="first_trial"):
         fa.simulate(p, trials=6, first_trial=-1, **kw)
     assert np.all(b.x_final != a.x_final[:6])
+
+
+def test_shares_of_other_values_under_the_same_names_are_refused(tmp_path):
+    """The config names the problem, the oracle and 'schedule', not their values: shares of
+    other data (another seed), another oracle constant, another schedule of the same
+    alpha_0 or another record_x were joined into one run's result before. Their settings'
+    digests now differ by name, also read back from files; the same settings join, also
+    with each share's own x0 (which concatenate allows)."""
+    import jax
+    import numpy as np
+
+    import fedjax_abc as fa
+
+    p = fa.problems.huber_offsets(jax.random.key(0), n=8, d_max=10.0)
+    kw = dict(num_sampled=3, local_steps=3, stepsize=0.05, rounds=12, x0=p.x_star + 3.0,
+              key=jax.random.key(0), record_every=4, trials=4)
+    a = fa.simulate(p, **kw)
+    share = dict(kw, first_trial=4)
+    other = fa.problems.huber_offsets(jax.random.key(7), n=8, d_max=10.0)
+    assert other.name == p.name
+    schedule = np.r_[0.05, np.full(11, 0.01)]
+    cases = {
+        "problem": fa.simulate(other, **share),
+        "oracle": fa.simulate(p, oracle=fa.GaussianOracle(C=100.0), **share),
+        "stepsize": fa.simulate(p, **dict(share, stepsize=np.r_[0.05, np.full(11, 0.02)])),
+        "record_x": fa.simulate(p, record_x=False, **share),
+    }
+    first = fa.simulate(p, **dict(kw, stepsize=schedule))
+    assert first.config["stepsize"] == cases["stepsize"].config["stepsize"] == "schedule"
+    for name, b in cases.items():
+        head = first if name == "stepsize" else a
+        with pytest.raises(ValueError, match=rf"other settings: \['{name}'\]"):
+            fa.SimResult.concatenate([head, b])
+    loaded = fa.load(cases["problem"].save(tmp_path / "b.nc"))
+    with pytest.raises(ValueError, match=r"other settings: \['problem'\]"):
+        fa.SimResult.concatenate([fa.load(a.save(tmp_path / "a.nc")), loaded])
+    own_x0 = fa.simulate(p, **dict(share, x0=np.full((4, 1), 7.0)))
+    assert fa.SimResult.concatenate([a, own_x0]).trials == 8

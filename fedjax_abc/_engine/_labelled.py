@@ -31,7 +31,8 @@ __all__ = ["attributes", "read", "save", "sim_dataframe", "sim_dataset", "sweep_
 
 FORMAT = 2
 _READS = (1, 2)  # format 1: no checksum
-_SUMMED_ATTRS = ("fedjax_abc", "format", "config", "configs", "axes", "dtypes", "metrics")
+_SUMMED_ATTRS = ("fedjax_abc", "format", "config", "configs", "axes", "dtypes", "metrics",
+                 "settings")
 _FIELDS = ("gap", "grad_norm_sq", "x", "x_final", "diverged_at")
 _QUANTITIES = ("gap", "grad_norm_sq")
 
@@ -133,7 +134,8 @@ def sim_dataset(res: SimResult):
         coords={"trial": _trial_numbers(res), "round": np.asarray(res.rounds),
                 "dim": np.arange(d)},
         attrs={"fedjax_abc": "SimResult", "format": FORMAT, "config": _json(res.config),
-               "dtypes": _json(_dtypes(res)), "metrics": _json(list(res.metrics))})
+               "dtypes": _json(_dtypes(res)), "metrics": _json(list(res.metrics)),
+               **({} if res._settings() is None else {"settings": _json(res._settings())})})
 
 
 def sweep_dataset(sw: SweepResult):
@@ -297,7 +299,10 @@ def read(path) -> tuple[Optional[dict], list]:
     rounds = ds["round"].values
     if kind == "SimResult":
         arrays = {name: ds[name].values for name in names if name in ds}
-        return None, [_fields(arrays, rounds, json.loads(ds.attrs["config"]), dtypes, metrics)]
+        fields = _fields(arrays, rounds, json.loads(ds.attrs["config"]), dtypes, metrics)
+        if "settings" in ds.attrs:  # digests of the run's settings (SimResult._settings)
+            fields["_digests"] = json.loads(ds.attrs["settings"])
+        return None, [fields]
     axes = {name: tuple(labels) for name, labels in json.loads(ds.attrs["axes"])}
     configs = json.loads(ds.attrs["configs"])
     grid = len(axes)

@@ -183,6 +183,8 @@ class SimResult:
     config: dict[str, Any]
     diverged_at: Optional[np.ndarray] = None
     metrics: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    # digests of the run's settings, or a function computing them (see _settings)
+    _digests: Any = dataclasses.field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         if self.diverged_at is None:  # f(x_t) is finite where f(x_t) - f* is
@@ -193,7 +195,18 @@ class SimResult:
 
     def __getstate__(self):
         self.gap  # a pending gap is formed: its f* is the problem's, which stays here
+        self._settings()  # so are the settings' digests
         return self.__dict__
+
+    def _settings(self) -> Optional[dict]:
+        """Digests of what the run's numbers depend on besides its own trials (its
+        components, stepsizes, record_x), name -> str, computed the first time they are
+        asked for (``concatenate`` compares them, ``save`` keeps them); None where unknown
+        (a result made by hand, or read from a file saved without them)."""
+        value = self.__dict__["_digests"]
+        if callable(value):
+            value = self.__dict__["_digests"] = value()
+        return value
 
     def _replace(self, **changes) -> "SimResult":
         """This result with ``changes`` to fields other than ``gap``, a pending gap kept
@@ -360,8 +373,14 @@ class SimResult:
         summed, ``first_trial`` the first part's, left out when 0, ``devices`` all the
         parts' devices).
 
+        The joined result equals the whole run's bit for bit, as trials do not depend on
+        the trials beside them (to rounding for shares run with ``pad_trials=False``).
+
         Raises:
-          ValueError: if the parts' settings differ or their trials do not follow each other.
+          ValueError: if the parts' settings differ (their configs, or the values the
+            configs name: the problem's data, the components' values, the stepsizes,
+            record_x; each share may have its own x0), or their trials do not follow each
+            other.
         """
         parts = list(parts)
         if not parts:
@@ -372,9 +391,13 @@ class SimResult:
         skip = ("trials", "first_trial", "trial_chunk", "devices")
         first = parts[0].config
         start = first.get("first_trial", 0)
-        for p in parts[1:]:
+        settings = [p._settings() for p in parts]
+        for p, its in zip(parts[1:], settings[1:]):
             diff = sorted(k for k in set(first) | set(p.config)
                           if k not in skip and first.get(k) != p.config.get(k))
+            if not diff and its is not None and settings[0] is not None:  # the values too
+                diff = sorted(k for k in set(its) | set(settings[0])
+                              if its.get(k) != settings[0].get(k))
             if diff:
                 raise ValueError(f"the parts were run with other settings: {diff}")
         at = start
@@ -400,7 +423,8 @@ class SimResult:
                    x=cat("x"), x_final=cat("x_final"), config=config,
                    diverged_at=cat("diverged_at"),
                    metrics={k: np.concatenate([p.metrics[k] for p in parts])
-                            for k in parts[0].metrics})
+                            for k in parts[0].metrics},
+                   _digests=settings[0] if None not in settings else None)
 
     def equals(self, other) -> bool:
         """Whether ``other`` is a SimResult with the same config and the same arrays, bit for
@@ -411,7 +435,8 @@ class SimResult:
                 _same_array(v, other.metrics[k]) for k, v in self.metrics.items()):
             return False
         return all(_same_array(getattr(self, f.name), getattr(other, f.name))
-                   for f in dataclasses.fields(self) if f.name not in ("config", "metrics"))
+                   for f in dataclasses.fields(self)
+                   if f.name not in ("config", "metrics", "_digests"))
 
     def to_dataframe(self, summary: bool = False):
         """A tidy ``pandas.DataFrame``: one row per trial and record (columns trial, round,

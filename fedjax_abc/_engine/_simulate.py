@@ -20,6 +20,7 @@ runner ``sweep`` calls too) and :func:`_assemble` (the :class:`SimResult`).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import os
@@ -71,7 +72,22 @@ def _assemble(run: CheckedRun, chunks: Sequence[dict]) -> SimResult:
         gap = PendingGap(gap, lambda: run.call.gap_from.f_star)
     return SimResult(rounds=recorded_rounds(spec.rounds, spec.record_every), gap=gap,
                      grad_norm_sq=cat("grad_norm_sq"), x=cat("x"), x_final=cat("x_final"),
-                     config=run.call.config, metrics=metrics)
+                     config=run.call.config, metrics=metrics,
+                     _digests=functools.partial(_settings, run.parts(), run.call.alphas,
+                                                spec.record_x))
+
+
+def _settings(parts, alphas: np.ndarray, record_x: bool) -> dict:
+    """SHA-256 digests of a run's settings that its config names but does not hold (the
+    problem's data and loss, the components' values, the stepsizes), and record_x: what
+    shares of one run's trials must have in common (``SimResult.concatenate``). The
+    problem is digested without what the simulator's copy of it changes (its name, its
+    minima), so that a share run on another machine digests the same."""
+    problem = parts.problem
+    named = dict(parts._asdict(), problem=(problem.loss, problem.params, problem.grad_fn,
+                                           problem.pooled))
+    return {**{name: _checkpoint.digest(part) for name, part in named.items()},
+            "stepsize": _checkpoint.digest(alphas), "record_x": str(record_x)}
 
 
 def _warn_unmoved(run: CheckedRun, result: SimResult) -> None:
@@ -265,7 +281,7 @@ def _execute(run: CheckedRun, meter: AbstractProgressMeter, path: Optional[str],
                      pad=spec.pad_trials)
     _memory.check_run(run, plan)
     chunks = math.ceil(call.trials / call.chunk)
-    run = run.on_devices(plan.groups, chunks * len(plan.segments()))
+    checked, run = run, run.on_devices(plan.groups, chunks * len(plan.segments()))
     position, tracker = Position(0, 0, None, {}, ()), None
     if path is not None:
         fingerprint = _checkpoint.fingerprint(run, plan)
@@ -273,7 +289,7 @@ def _execute(run: CheckedRun, meter: AbstractProgressMeter, path: Optional[str],
         if saved is not None:
             position, complete = saved
             if complete:
-                result = _assemble(run, position.done)
+                result = _assemble(checked, position.done)
                 _warn_divergence(result)
                 return result
         tracker = _checkpoint.Tracker(path, fingerprint, position,
@@ -301,7 +317,7 @@ def _execute(run: CheckedRun, meter: AbstractProgressMeter, path: Optional[str],
         bar.close()
     if tracker is not None:
         tracker.save(complete=True)
-    result = _assemble(run, done)
+    result = _assemble(checked, done)  # its components, not their copies on every device
     _warn_divergence(result)
     _warn_unmoved(run, result)
     return result
