@@ -477,12 +477,13 @@ def _submit_grid(args, spec, out: str) -> int:
     if args.submit == "slurm" and not args.wait:
         print(f"when they are done: {PROG} merge {args.grid} --out {out}")
         return 0
-    states = submit.wait(jobs, lambda line: None if args.quiet else print(line, file=sys.stderr))
-    failed = [job for job in jobs if job.state not in submit.FINISHED]
+    submit.wait(jobs, lambda line: None if args.quiet else print(line, file=sys.stderr))
+    failed = submit.failed_jobs(jobs)
     if failed:
-        raise RuntimeError(f"{len(failed)} of {len(jobs)} tasks failed ({states}); their logs "
-                           f"are in {os.path.join(out, 'submitit')}; rerun the same command to "
-                           "run the parts not saved")
+        raise RuntimeError(f"{len(failed)} of {len(jobs)} tasks failed (task "
+                           f"{failed[0].job_id}: {submit.failure(failed[0])}); their logs are in "
+                           f"{os.path.join(out, 'submitit')}; rerun the same command to run the "
+                           "parts not saved")
     done = grid_module.run_grid(spec, out, None, merge=True)
     print(f"{spec.name}: {len(done['result'])} grid points from {parts} parts; wrote "
           + ", ".join(os.path.relpath(p, out) for p in done["paths"]) + f" into {out}")

@@ -224,6 +224,27 @@ def test_bad_executor_settings_are_one_line(tmp_path):
         "slurm_partition": "a", "gpus_per_node": 1}
 
 
+def test_a_task_that_raised_is_not_counted_done():
+    """A local job that raised ends in submitit's state FINISHED: the run counted it done
+    and then said its parts were not saved; it is a failed task, and so is a task whose
+    result cannot be read."""
+    submit = pytest.importorskip("fedjax_abc.repro.submit")
+
+    class Job:
+        def __init__(self, state, error=None, unreadable=False):
+            self.state, self.error, self.unreadable = state, error, unreadable
+
+        def exception(self):
+            if self.unreadable:
+                raise RuntimeError("no result file")
+            return self.error
+
+    good, raised = Job("FINISHED"), Job("FINISHED", ValueError("bad grid"))
+    jobs = [good, raised, Job("COMPLETED", unreadable=True), Job("BOOT_FAIL")]
+    assert submit.failed_jobs(jobs) == jobs[1:]
+    assert submit.failed_jobs([good]) == []
+
+
 def test_a_preempted_task_is_requeued_as_itself():
     """submitit calls checkpoint() on preemption or timeout: the same task is submitted
     again, and it resumes at its first part not saved (the grid's own resume)."""
@@ -377,6 +398,8 @@ def _grid(extra="", table="", grid="stepsize = [0.01, 0.02]\nnum_sampled = [2]")
     (_grid(table='[sampler]\nname = "Bernoulli"\np = 0.5\n'),
      r"\[sampler\] and num_sampled both choose the clients of a round: give one of them"),
     (_grid(extra="x0 = [1.0]\n"), r"give x0 or x0_offset, not both"),
+    (_grid(extra="stepsize = 0.01\n"),
+     r"stepsize given both as a setting and as a grid axis: give each in one place"),
 ])
 def test_grid_file_settings_are_refused_in_one_line(tmp_path, capsys, text, match):
     import re

@@ -157,6 +157,12 @@ def _check_settings(path: str, doc: dict) -> None:
     if not 0 <= doc.get("seed", 0) < 2 ** 32:
         raise ValueError(f"{path}: seed must be in [0, 2^32), got {doc['seed']}")
     grid = doc["grid"]
+    from fedjax_abc._engine._sweep import GRID_NAMES
+
+    both = sorted(set(doc) & set(grid) & set(GRID_NAMES))
+    if both:  # one place for each setting (a run read one of them and dropped the other)
+        raise ValueError(f"{path}: {', '.join(both)} given both as a setting and as a grid "
+                         "axis: give each in one place")
     if "stepsize" not in doc and "stepsize" not in grid:
         raise ValueError(f"{path}: give stepsize = ... or a stepsize grid axis")
     if "sampler" in doc and ("num_sampled" in doc or "num_sampled" in grid):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import time
 from typing import Callable, Optional
 
@@ -99,7 +100,33 @@ def submit(grid: str, out: str, trials: Optional[int], rounds: Optional[int], ta
 
 # submitit's states of a task that ended well (local and Slurm), and of one that did not
 FINISHED = ("DONE", "FINISHED", "COMPLETED")
-FAILED = ("FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "INTERRUPTED", "NODE_FAIL")
+FAILED = ("FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "INTERRUPTED", "NODE_FAIL",
+          "BOOT_FAIL", "DEADLINE")
+
+
+def failed_jobs(jobs: list) -> list:
+    """The ended jobs that did not end well: a state other than finished, or finished with
+    an exception (a local job that raised is FINISHED in submitit's states)."""
+    def raised(job) -> bool:
+        try:
+            return job.exception() is not None
+        except Exception:  # noqa: BLE001 - no result to read: it did not end well either
+            return True
+
+    return [job for job in jobs if job.state not in FINISHED or raised(job)]
+
+
+def failure(job) -> str:
+    """One line on how a failed job ended: its exception's last line, or its state."""
+    try:
+        error = job.exception()
+    except Exception as err:  # noqa: BLE001 - the result could not be read
+        error = err
+    if error is None:
+        return f"ended {job.state}"
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    raised = [line for line in lines if re.match(r"[\w.]*(Error|Exception)\b", line)]
+    return (raised or lines or [type(error).__name__])[-1]
 
 
 def wait(jobs: list, report: Callable[[str], None], interval: float = 2.0) -> dict:
