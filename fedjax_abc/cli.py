@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "Participation under a General Variance Condition' (Section IV) and "
                     "write a report comparing them with the paper.",
     )
-    sub = parser.add_subparsers(dest="command", metavar="{reproduce,report,compare,run}",
+    sub = parser.add_subparsers(dest="command", metavar="{reproduce,report,compare,run,merge}",
                                 parser_class=_Parser)
     sub.required = True
 
@@ -276,7 +276,8 @@ def run_grid(args) -> int:
     if not merge and args.submit is not None:
         return _submit_grid(args, spec, out)
     part, of = (None, None) if merge else grid_module.task_share(args.part, args.of)
-    _output_folder(out)
+    if not merge:  # a merge writes only where the tasks' parts are
+        _output_folder(out)
     progress = common.Progress(spec.name, enabled=not (merge or args.quiet))
     start = time.perf_counter()
     try:
@@ -288,12 +289,20 @@ def run_grid(args) -> int:
     if done["result"] is None:
         print(f"{spec.name}: {share}{done['ran']} parts run in {took}; parts "
               f"{grid_module.ranges(done['missing'])} of {done['parts']} wait for other "
-              f"tasks ('{PROG} merge {args.grid}' joins them once saved)")
+              f"tasks ('{_merge_command(args, out)}' joins them once saved)")
         return 0
     print(f"{spec.name}: {share}{len(done['result'])} grid points ({done['parts']} parts, "
           f"{done['resumed']} resumed) in {took}; wrote "
           + ", ".join(os.path.relpath(p, out) for p in done["paths"]) + f" into {out}")
     return 0
+
+
+def _merge_command(args, out: str) -> str:
+    """The ``merge`` command that joins this grid's parts: the grid, the folder and the
+    trials and rounds the tasks were given (a merge of other values is another grid)."""
+    given = "".join(f" --{name} {getattr(args, name)}" for name in ("trials", "rounds")
+                    if getattr(args, name) is not None)
+    return f"{PROG} merge {args.grid} --out {out}{given}"
 
 
 def _runner(name: str):
@@ -475,7 +484,7 @@ def _submit_grid(args, spec, out: str) -> int:
     print(f"{spec.name}: {tasks} tasks submitted ({args.submit}, jobs "
           f"{jobs[0].job_id}..{jobs[-1].job_id}) for {parts} parts into {out}")
     if args.submit == "slurm" and not args.wait:
-        print(f"when they are done: {PROG} merge {args.grid} --out {out}")
+        print(f"when they are done: {_merge_command(args, out)}")
         return 0
     submit.wait(jobs, lambda line: None if args.quiet else print(line, file=sys.stderr))
     failed = submit.failed_jobs(jobs)

@@ -127,6 +127,21 @@ def test_a_job_array_merges_to_the_one_process_result(tmp_path, capsys, monkeypa
     assert fa.load(shared / "result.nc").equals(fa.load(whole / "result.nc"))
 
 
+def test_merge_says_what_to_give_and_writes_nothing_where_there_is_nothing(tmp_path, capsys):
+    """A task's hint names the merge that joins its parts (folder, trials); a merge of an
+    empty folder writes nothing there; one given other trials names what differs."""
+    path, out = _array_grid(tmp_path), tmp_path / "shared"
+    assert cli.main(["run", str(path), "--out", str(out), "--part", "0", "--of", "2",
+                     "--trials", "4", "--quiet"]) == 0
+    assert f"merge {path} --out {out} --trials 4' joins them" in capsys.readouterr().out
+    empty = tmp_path / "empty"
+    assert cli.main(["merge", str(path), "--out", str(empty)]) == 1
+    assert "holds no parts of a grid run" in capsys.readouterr().err
+    assert not empty.exists()
+    assert cli.main(["merge", str(path), "--out", str(out)]) == 1  # the tasks had 4 trials
+    assert "other settings (trials differ" in capsys.readouterr().err
+
+
 def test_the_task_that_ends_last_joins_parts_saved_while_it_ran(tmp_path, monkeypatch):
     """Task 1 of 2 computes its part while task 0 runs and saves the other: task 1, ending
     last, joins both (it looked at task 0's part only before running its own, and neither

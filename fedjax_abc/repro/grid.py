@@ -453,14 +453,20 @@ def run_grid(spec: GridSpec, out: str, progress=None, part: Optional[int] = None
     from fedjax_abc.repro import common
 
     doc = spec.doc
-    os.makedirs(os.path.join(out, "parts"), exist_ok=True)
     spec_path = os.path.join(out, "grid.json")
+    if merge and not os.path.isdir(os.path.join(out, "parts")):  # and write nothing
+        raise ValueError(f"{out} holds no parts of a grid run: give the tasks' --out "
+                         "(and the --trials and --rounds they were given)")
+    os.makedirs(os.path.join(out, "parts"), exist_ok=True)
     text = json.dumps(doc, sort_keys=True)
     if os.path.exists(spec_path):
         with open(spec_path) as f:
-            if f.read() != text:
-                raise ValueError(f"{out} holds a grid run with other settings ({spec_path}); "
-                                 "use another --out or delete the folder")
+            saved = json.loads(f.read())
+        if saved != json.loads(text):
+            differ = sorted(k for k in set(saved) | set(doc) if saved.get(k) != doc.get(k))
+            raise ValueError(f"{out} holds a grid run with other settings ({', '.join(differ)} "
+                             f"differ from {spec_path}): give the same grid file, --trials and "
+                             "--rounds as its tasks, or another --out")
     else:
         with common.atomic_open(spec_path) as f:
             f.write(text)
