@@ -198,6 +198,7 @@ def test_short_last_interval_resumes(problem, tmp_path):
     (dict(dtype="float32"), "dtype"),
     (dict(transform=fa.transforms.dp_fedavg(0.5, 1.0)), "transform"),
     (dict(local_steps=fa.UniformSteps(3)), "local_steps"),
+    (dict(pad_trials=False), "pad_trials"),
 ])
 def test_checkpoint_of_another_run_is_refused(problem, tmp_path, change, setting):
     kw = settings(problem, rounds=40)

@@ -236,6 +236,7 @@ def fingerprint(run, plan) -> dict:
         **{name: digest(part) for name, part in parts.items()}, "jax": jax.__version__,
         "metrics": f"{list(spec.metric_names)} {digest(metrics)}",
         "generator": spec.generator,
+        **({} if spec.pad_trials else {"pad_trials": "False"}),  # as written before, if True
         **code_fingerprint(*parts.values(), metrics),
     }
 
