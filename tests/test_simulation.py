@@ -108,6 +108,89 @@ def test_a_problems_array_is_what_runs(problem):
     assert not np.array_equal(got.gap, before.gap)
 
 
+def test_the_problems_own_oracle_follows_the_problem(problem):
+    """Without oracle=, a Simulation runs its problem's oracle as the problem is now: a
+    problem put in (or its oracle's constant changed) with eqx.tree_at runs as a fresh
+    simulate of it would (the first problem's oracle ran before), in a sweep too."""
+    common = dict(num_sampled=3, local_steps=3, rounds=12, record_every=4)
+    x0 = np.asarray(problem.x_star) + 1.0
+    import dataclasses
+
+    exact = dataclasses.replace(problem, oracle=fa.ExactOracle())
+    sim = fa.Simulation(problem, **common)
+    swapped = eqx.tree_at(lambda s: s.problem, sim, exact)
+    fresh = fa.simulate(exact, x0=x0, **common, **CALL)
+    assert np.array_equal(swapped.run(x0=x0, **CALL).x_final, fresh.x_final)
+    assert swapped.oracle == exact.oracle and swapped.run(x0=x0, **CALL).config["oracle"] == \
+        "ExactOracle"
+    point = fa.sweep(sim, grid={"problem": [problem, exact]}, x0=x0, **CALL).point(problem="problem[1]")
+    assert np.array_equal(point.x_final, fresh.x_final)
+
+
+def test_values_the_constructors_refuse_are_refused_through_tree_at(problem):
+    """Shapes and kinds the constructors check, put in with eqx.tree_at, are refused by
+    run (they ran before: a per-coordinate mu, a PmfSteps capped at its old Q_max,
+    fractional step counts, probabilities not summing to 1); a Python number is an array
+    of the run's dtype, compiling nothing new."""
+    common = dict(num_sampled=3, rounds=12, record_every=4)
+    x0 = np.asarray(problem.x_star) + 1.0
+    prox = fa.Simulation(problem, local_steps=3, algorithm=fa.algorithms.FedProx(0.1), **common)
+    with pytest.raises(ValueError, match=r"mu must be a scalar, got shape \(10,\)"):
+        eqx.tree_at(lambda s: s.algorithm.mu, prox, np.full(N, 0.5)).run(x0=x0, **CALL)
+    prox.run(x0=x0, **CALL)
+    with count_compilations() as events:
+        by_int = eqx.tree_at(lambda s: s.algorithm.mu, prox, 2).run(x0=x0, **CALL)
+    assert events == []
+    fresh = fa.simulate(problem, local_steps=3, algorithm=fa.algorithms.FedProx(2.0), x0=x0,
+                        **common, **CALL)
+    assert np.array_equal(by_int.x_final, fresh.x_final)
+    pmf = fa.Simulation(problem, local_steps=fa.PmfSteps([0.5, 0.5]), **common)
+    with pytest.raises(ValueError, match="probs must have max_steps=2 entries"):
+        eqx.tree_at(lambda s: s.local_steps.probs, pmf, np.array([0, 0, 0, 1.0])).run(
+            x0=x0, **CALL)
+    counts = fa.Simulation(problem, local_steps=fa.PerClientSteps(np.full(N, 2)), **common)
+    with pytest.raises(ValueError, match="counts must be integers"):
+        eqx.tree_at(lambda s: s.local_steps.counts, counts, np.full(N, 1.5)).run(x0=x0, **CALL)
+    importance = fa.Simulation(problem, local_steps=2, sampler=fa.ImportanceSampler(
+        np.full(N, 1.0 / N), 3), rounds=12, record_every=4)
+    with pytest.raises(ValueError, match="probs must sum to 1, got 1.000005"):
+        eqx.tree_at(lambda s: s.sampler.probs, importance,
+                    np.r_[0.1 + 5e-6, np.full(N - 1, 0.1)]).run(x0=x0, **CALL)
+
+
+def test_a_learning_problems_data_changed_alone_is_refused():
+    """Its records read the pooled rows and its minima were computed from the data it was
+    built with: new per-client data alone recorded the old data's loss (and gap)."""
+    import dataclasses
+
+    data = fa.data.synthetic_data(jax.random.key(0), 1.0, 1.0, 6, num_features=3,
+                                  num_classes=2, max_samples=20)
+    p = fa.problems.softmax_regression(data.features, data.labels, l2=1e-2)
+    sim = fa.Simulation(p, num_sampled=2, local_steps=2, rounds=4, record_every=2)
+    call = dict(x0=np.zeros(p.dim), key=jax.random.key(0), stepsize=0.1)
+    sim.run(**call)
+    for changed in (eqx.tree_at(lambda s: s.problem.params.features, sim,
+                                sim.problem.params.features * 3.0),
+                    eqx.tree_at(lambda s: s.problem.params.l2, sim, sim.problem.params.l2 * 100)):
+        with pytest.raises(ValueError, match="build a new problem from the new data"):
+            changed.run(**call)
+    with pytest.raises(ValueError, match="build a new problem from the new data"):
+        dataclasses.replace(p, params=dataclasses.replace(p.params, weight=p.params.weight * 2))
+
+
+def test_a_default_record_spacing_is_chosen_again_for_another_oracle():
+    data = fa.data.synthetic_data(jax.random.key(0), 1.0, 1.0, 8, num_features=4,
+                                  num_classes=3, max_samples=20)
+    p = fa.problems.softmax_regression(data.features, data.labels, l2=1e-2,
+                                       oracle=fa.MinibatchOracle(4))
+    kw = dict(num_sampled=2, local_steps=1, rounds=64)
+    call = dict(key=jax.random.key(1), x0=np.zeros(p.dim), trials=2, stepsize=0.1)
+    sim = fa.Simulation(p, **kw)
+    exact = eqx.tree_at(lambda s: s.oracle, sim, fa.ExactOracle()).run(**call)
+    fresh = fa.simulate(p, oracle=fa.ExactOracle(), **kw, **call)
+    assert len(sim.run(**call).rounds) < len(exact.rounds) == len(fresh.rounds) == 65
+
+
 def test_shapes_are_static(problem):
     sim = fa.Simulation(problem, num_sampled=3, local_steps=3, rounds=12)
     assert sim.spec.rounds == 12 and sim.local_steps == 3

@@ -51,7 +51,7 @@ def _concrete(value):
 
 
 def check_leaf(name: str, value, low: float, strict: bool) -> None:
-    """ValueError unless the (concrete) leaf is finite and > low (``strict``) or >= low.
+    """ValueError unless the (concrete) leaf is a finite number > low (``strict``) or >= low.
 
     For ``__check_init__``: a value put into a field by ``eqx.tree_at`` (a sweep's grid
     axis) passes the same checks as the constructor's argument. Tracers pass unchecked.
@@ -59,6 +59,8 @@ def check_leaf(name: str, value, low: float, strict: bool) -> None:
     v = _concrete(value)
     if v is None:
         return
+    if v.shape != ():  # as the constructor's _scalar, for an array put in by eqx.tree_at
+        raise ValueError(f"{name} must be a scalar, got shape {v.shape}")
     if not np.all(np.isfinite(v)):
         raise ValueError(f"{name} must be finite, got {value}")
     if np.any(v <= low) if strict else np.any(v < low):

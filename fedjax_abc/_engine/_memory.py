@@ -216,7 +216,7 @@ def check_run(run, plan) -> None:
         per_call=plan.per_call, call_records=plan.segment + 1,
         participants=run.participants,
         local_steps=steps,
-        noise_words=method(run.components.oracle, "num_words")((steps, d)),
+        noise_words=method(run.parts().oracle, "num_words")((steps, d)),
         server_bytes=sizes.server_bytes, client_bytes=sizes.client_bytes,
         num_clients=n, host_only=on_device)
     device = device_bytes(call.devices[0]) if on_device else None

@@ -45,7 +45,7 @@ from fedjax_abc._problems._samplers import (AbstractSampler, FullParticipation,
 
 __all__ = ["Call", "CheckedRun", "Components", "Parts", "Spec", "build", "check_call",
            "check_settings", "checked_path", "current", "layout", "local_work",
-           "oracle_and_algorithm", "participants", "settings", "threefry_key"]
+           "oracle_and_algorithm", "oracle_of", "participants", "settings", "threefry_key"]
 
 
 def _resolve_devices(devices):
@@ -86,12 +86,17 @@ class Components(eqx.Module):
     """
 
     problem: Problem
-    oracle: AbstractOracle
+    oracle: Optional[AbstractOracle]  # None: the problem's own (read from it at each run)
     sampler: AbstractSampler
     algorithm: AbstractAlgorithm
     transform: Optional[AbstractTransform]
     local_steps: Optional[AbstractLocalSteps]
     metrics: tuple = ()  # the user's metric functions, in the order of Spec.metric_names
+
+
+def oracle_of(components: Components) -> AbstractOracle:
+    """The run's oracle: the one given, or the problem's own as the problem is now."""
+    return components.problem.oracle if components.oracle is None else components.oracle
 
 
 def _replaced(components: Components, **fields) -> Components:
@@ -128,6 +133,7 @@ class Spec(NamedTuple):
     # zeros in their place, records f(x_t), and the result forms the gap when it is read
     gap_on_host: bool = False
     pad_trials: bool = True  # each device's trials a multiple of the SIMD lanes (_plan.lanes)
+    record_default: bool = False  # record_every chosen by default (again when rebuilt)
 
 
 def layout(components: Components) -> tuple:
@@ -210,7 +216,7 @@ class CheckedRun(NamedTuple):
     def parts(self) -> Parts:
         """The components as the compiled program reads them."""
         c = self.components
-        return Parts(c.problem, c.oracle, c.sampler, c.algorithm, c.transform,
+        return Parts(c.problem, oracle_of(c), c.sampler, c.algorithm, c.transform,
                      local_work(c, self.spec), c.metrics)
 
     def on_devices(self, groups: int, calls: int = 1) -> "CheckedRun":
@@ -291,6 +297,7 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
     if not isinstance(sampler, AbstractSampler):
         raise ValueError(f"sampler must be a fedjax_abc.AbstractSampler, got {type(sampler).__name__}")
     method(sampler, "validate")(n)
+    own_oracle = oracle is not None
     oracle, algorithm = oracle_and_algorithm(problem, oracle, algorithm)
     if not isinstance(record_x, bool):
         raise ValueError("record_x must be True or False")
@@ -330,7 +337,8 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
         raise ValueError(f"{type(algorithm).__name__} keeps a mean of client states that needs "
                          f"every participant's weight 1, not {type(sampler).__name__}'s")
     components = Components(
-        problem=method(problem, "astype")(jdtype), oracle=cast_floating(oracle, jdtype),
+        problem=method(problem, "astype")(jdtype),
+        oracle=cast_floating(oracle, jdtype) if own_oracle else None,
         sampler=sampler, algorithm=cast_floating(algorithm, jdtype),
         transform=None if transform is None else cast_floating(transform, jdtype),
         local_steps=None if isinstance(local_steps, int) else cast_floating(local_steps, jdtype),
@@ -346,7 +354,8 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
                 mode=mode, dtype=dtype, generator=generator, record_x=record_x,
                 trial_chunk=chunk, devices=devices, metric_names=metric_names,
                 stat_names=stat_names, state_sizes=sizes, layout=layout(components),
-                gap_on_host=gap_on_host, pad_trials=pad_trials)
+                gap_on_host=gap_on_host, pad_trials=pad_trials,
+                record_default=record_every is None)
     return components, spec
 
 
@@ -417,7 +426,8 @@ def _as_arrays(leaves: list, spec: Spec) -> list:
         if was[0] != _ARRAY or not np.issubdtype(np.dtype(was[2]), np.floating):
             continue  # a static value, or an integer array: kept as it is
         dtype = np.dtype(was[2])
-        if isinstance(leaf, float):
+        if isinstance(leaf, (int, float, np.integer, np.floating)) and not isinstance(
+                leaf, (bool, np.bool_)):  # a number (eqx.tree_at(..., 2)): an array, as built
             leaf = np.asarray(leaf, dtype)
         if isinstance(leaf, (jax.Array, np.ndarray)) and jnp.issubdtype(leaf.dtype, jnp.floating) \
                 and (leaf.dtype != dtype or getattr(leaf, "weak_type", False)
@@ -437,8 +447,10 @@ def settings(components: Components, spec: Spec) -> dict:
     components and spec: the components as they are, the sampler given as itself."""
     c = components
     return dict(problem=c.problem, num_sampled=None, local_steps=local_work(c, spec),
-                rounds=spec.rounds, record_every=spec.record_every, mode=spec.mode,
-                sampler=c.sampler, oracle=c.oracle, algorithm=c.algorithm, dtype=spec.dtype,
+                rounds=spec.rounds,
+                record_every=None if spec.record_default else spec.record_every,
+                mode=spec.mode, sampler=c.sampler, oracle=c.oracle, algorithm=c.algorithm,
+                dtype=spec.dtype,
                 trial_chunk=spec.trial_chunk, record_x=spec.record_x,
                 devices=None if spec.devices is None else list(spec.devices),
                 metrics=dict(zip(spec.metric_names, c.metrics)) or None,
@@ -516,7 +528,7 @@ def _config(components: Components, spec: Spec, devices: list, call: dict) -> di
     config = dict(
         problem=c.problem.name, n=c.problem.num_clients, d=c.problem.dim,
         num_sampled=getattr(c.sampler, "num_sampled", None), sampler=type(c.sampler).__name__,
-        oracle=type(c.oracle).__name__, algorithm=describe(c.algorithm),
+        oracle=type(oracle_of(c)).__name__, algorithm=describe(c.algorithm),
         local_steps=_describe_steps(local_work(c, spec)), rounds=spec.rounds, trials=call["trials"],
         record_every=spec.record_every, mode=spec.mode, dtype=spec.dtype,
         trial_chunk=call["trial_chunk"], stepsize=call["stepsize"], key=call["key"],

@@ -43,6 +43,7 @@ from fedjax_abc._engine._run import build as _build
 from fedjax_abc._engine._run import check_call as _check_call
 from fedjax_abc._engine._run import checked_path as _checked_path
 from fedjax_abc._engine._run import local_work as _local_work
+from fedjax_abc._engine._run import oracle_of as _oracle_of
 from fedjax_abc._engine._checkpoint import Position
 from fedjax_abc._engine._plan import (closed_form_gradient, make_plan, recorded_rounds,
                                       stepsize_array)
@@ -387,7 +388,7 @@ class Simulation(eqx.Module):
 
     @property
     def oracle(self) -> AbstractOracle:
-        return self.components.oracle
+        return _oracle_of(self.components)
 
     @property
     def sampler(self) -> AbstractSampler:

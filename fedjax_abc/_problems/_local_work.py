@@ -100,6 +100,8 @@ class PerClientSteps(AbstractLocalSteps):
         self.counts = jnp.asarray(c, jnp.int32)
 
     def __check_init__(self):
+        if not jnp.issubdtype(jnp.result_type(self.counts), jnp.integer):
+            raise ValueError(f"local_steps counts must be integers, got {self.counts!r}"[:200])
         c = _concrete(self.counts)
         if c is not None and c.size and (c.min() < 1 or c.max() > self.max_steps):
             raise ValueError(f"local_steps counts must be in [1, max_steps={self.max_steps}]")
@@ -178,6 +180,10 @@ class PmfSteps(AbstractLocalSteps):
         self.probs = jnp.asarray(p)
 
     def __check_init__(self):
+        if jnp.shape(self.probs) != (self.max_steps,):  # max_steps (static) sets the scan
+            raise ValueError(f"PmfSteps' probs must have max_steps={self.max_steps} entries, got "
+                             f"shape {jnp.shape(self.probs)}: make a new PmfSteps(probs) for "
+                             "another Q_max")
         p = _concrete(self.probs)
         if p is not None and (not np.all(np.isfinite(p)) or np.any(p < 0) or p.sum() <= 0):
             raise ValueError("probs must be finite, >= 0 and not all 0")

@@ -533,6 +533,35 @@ class PooledData(eqx.Module):
     coef: Float[Array, " m"]
     l2: Float[Array, ""]
 
+    def check_matches(self, params: ClientData) -> None:
+        """ValueError (one line) unless these rows are ``params``' (the padded per-client
+        data the local steps read): compared through sums of features, labels, weights and
+        l2, so that a problem whose data were changed alone (``eqx.tree_at`` on
+        ``params.features``, ``dataclasses.replace(problem, params=...)``) is refused
+        rather than recorded from the old rows (and measured against the old data's minima,
+        which its solver keeps). Tracers pass unchecked."""
+        try:
+            ours = [np.asarray(a, np.float64) for a in (self.features, self.labels, self.coef,
+                                                        self.l2)]
+            theirs = [np.asarray(a, np.float64) for a in (params.features, params.labels,
+                                                          params.weight, params.l2,
+                                                          params.count)]
+        except Exception:  # noqa: BLE001 - tracers: no values to compare
+            return
+        features, labels, coef, l2 = ours
+        pfeatures, plabels, weight, pl2, count = theirs
+        same = (features.shape[0] == count.sum()
+                and np.isclose(features.sum(), pfeatures.sum(), rtol=1e-9,
+                               atol=1e-9 * np.abs(features).sum())
+                and labels.sum() == plabels.sum()
+                and np.isclose(coef.sum(), weight.mean(), rtol=1e-9)
+                and np.isclose(l2, pl2.mean() * weight.mean(), rtol=1e-9, atol=1e-300))
+        if not same:
+            raise ValueError("the problem's per-client data differ from the pooled rows its "
+                             "records read and the data its minima are computed from: build a "
+                             "new problem from the new data (fa.problems.softmax_regression, "
+                             "learning_problem, ...) instead of changing its params")
+
     def value_and_grad(self, x: Array):
         """(f(x), grad f(x)), x of shape (d,)."""
         features = self.features.astype(x.dtype)
