@@ -112,6 +112,7 @@ def test_unpadded_trials_run_only_themselves_with_the_same_numbers_to_rounding()
         run(p, pad_trials="no")
 
 
+@pytest.mark.slow  # 7-8 s: with the long checks, for the default run's 10 minutes
 def test_learning_records_do_not_depend_on_the_devices():
     """A learning problem's records (passes over all its rows) of 3 trials on one device
     equal those of the same trials among 19 on two, bit for bit, also in float32, where a
