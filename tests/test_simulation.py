@@ -123,8 +123,10 @@ def test_the_problems_own_oracle_follows_the_problem(problem):
     assert np.array_equal(swapped.run(x0=x0, **CALL).x_final, fresh.x_final)
     assert swapped.oracle == exact.oracle and swapped.run(x0=x0, **CALL).config["oracle"] == \
         "ExactOracle"
-    point = fa.sweep(sim, grid={"problem": [problem, exact]}, x0=x0, **CALL).point(problem="problem[1]")
-    assert np.array_equal(point.x_final, fresh.x_final)
+    both = fa.sweep(sim, grid={"problem": [problem, exact]}, x0=x0, **CALL)
+    assert np.array_equal(both.point(problem="problem[1]").x_final, fresh.x_final)
+    with pytest.raises(ValueError, match=r"values sharing a label are numbered.*'problem\[1\]'"):
+        both.point(problem=exact)  # two problems of one name: the label names the point
 
 
 def test_values_the_constructors_refuse_are_refused_through_tree_at(problem):

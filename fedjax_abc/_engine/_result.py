@@ -532,7 +532,8 @@ class SweepResult:
             if isinstance(value, (np.ndarray, list, tuple)) or hasattr(value, "__array__"):
                 raise ValueError(f"grid axis '{axis}': an array value is named by its "
                                  f"coordinate label; give one of {list(coords)}"[:300])
-            return value
+            raise ValueError(f"no grid point {axis}={label} (values sharing a label are "
+                             f"numbered, labels= names them); give one of {list(coords)}"[:300])
         if isinstance(value, str):
             named = [c for c in coords if isinstance(c, str) and c.split("(", 1)[0] == value]
             if len(named) == 1:
