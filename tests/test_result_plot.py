@@ -47,3 +47,17 @@ def test_plot_draws_the_mean_against_rounds_and_against_bits(result):
     assert ax.get_yscale() == "log"
     with pytest.raises(ValueError, match="must be one of"):
         result.plot("gap", x="nothing", ax=ax)
+
+
+def test_an_asynchronous_run_is_plotted_against_server_steps():
+    from matplotlib.figure import Figure
+
+    p = fa.problems.quadratics(jax.random.key(0), n=6, d=2)
+    out = fa.timing.simulate_async(p, fa.timing.FedBuff(2),
+                                   fa.timing.Clock(fa.timing.Exponential(1.0)), concurrency=3,
+                                   local_steps=2, stepsize=0.1, steps=6, trials=2,
+                                   key=jax.random.key(1), x0=jnp.ones(2))
+    assert out.result.plot(ax=Figure().subplots()).get_xlabel() == "server step t"
+    sync = fa.simulate(p, num_sampled=2, local_steps=2, stepsize=0.1, rounds=4,
+                       key=jax.random.key(1), x0=jnp.ones(2))
+    assert sync.plot(ax=Figure().subplots()).get_xlabel() == "communication round t"

@@ -49,7 +49,7 @@ def plot_curve(result, y: str = "gap", x: str = "rounds", ax=None, label=None,
     plot_band(ax, xs, mean, half, label, log=log, band=band, **line_kwargs)
     if log:
         ax.set_yscale("log")
-    ax.set_xlabel({"rounds": "communication round t", "time": "simulated time"}.get(
-        x, f"{x} (mean over trials)"))
+    step = "server step t" if "rule" in result.config else "communication round t"  # async
+    ax.set_xlabel({"rounds": step, "time": "simulated time"}.get(x, f"{x} (mean over trials)"))
     ax.set_ylabel(y)
     return ax
