@@ -259,7 +259,9 @@ def sweep(
       ``simulate`` with the point's arguments and the same key, bit for bit (tested for
       stepsizes, schedules, x0, modes, FedProx's mu, oracles' constants, problems), except
       where XLA compiles an operation differently once batched: a server stepsize
-      eta_g != 1 (``x + eta_g (mean - x)``, fused into a multiply-add) agrees to rounding.
+      eta_g != 1 (``x + eta_g (mean - x)``, fused into a multiply-add) and an unbiased
+      sampler's scaled aggregate (``Bernoulli``, ``Poisson``: x_T within about 1e-15
+      relative, on a stepsize axis) agree to rounding.
 
     Raises:
       ValueError: for an unknown axis, an empty one, or any point's invalid arguments
