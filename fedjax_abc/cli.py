@@ -133,9 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="folder for checkpoints (default: <out>/checkpoints): every run saves "
                            "its state there (DIR/<experiment>/<run>.npz) every minute and when "
                            "stopped (Ctrl-C); rerunning the same command resumes each experiment "
-                           "where it stopped, with the same numbers. An experiment's checkpoints "
-                           "are deleted once its results are written; a rerun with other settings "
-                           "is refused until they are deleted")
+                           "where it stopped, with the same numbers. The checkpoints are deleted "
+                           "once the results are written (of every experiment, for 'all': a "
+                           "rerun reads the finished ones back instead of running them); a "
+                           "rerun with other settings is refused until they are deleted")
     ckpt.add_argument("--no-checkpoint", action="store_true", help="save no checkpoints")
 
     rpt = sub.add_parser(
@@ -393,11 +394,14 @@ def reproduce(args, argv: Sequence[str]) -> int:
         doc["config"]["wall_seconds"] = time.perf_counter() - start
         doc["config"]["timings"] = progress.timings
         paths = write(doc, args.out)
-        if folder is not None:
-            _remove_checkpoints(folder, name)
+        if folder is not None and len(names) == 1:  # several: kept until all are written,
+            _remove_checkpoints(folder, name)  # so that a rerun after a stop resumes them all
         if not args.quiet:
             print(f"{name}: {time.perf_counter() - start:.1f} s, wrote "
                   + ", ".join(os.path.basename(p) for p in paths), file=sys.stderr)
+    if folder is not None and len(names) > 1:
+        for name in names:
+            _remove_checkpoints(folder, name)
     if overall is not None and not args.quiet:
         print(f"all {len(names)} experiments: {common.clock(time.perf_counter() - overall.start)}",
               file=sys.stderr)

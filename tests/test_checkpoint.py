@@ -322,6 +322,47 @@ def test_cli_rerun_resumes(tmp_path, monkeypatch):
         assert got[key] == ref[key], key
 
 
+def test_cli_all_resumes_the_finished_experiments_from_their_checkpoints(tmp_path,
+                                                                        monkeypatch):
+    """reproduce all, stopped in its second experiment, then rerun: the first is read back
+    from its checkpoints (kept until every experiment is written; deleted after each one
+    before, so a rerun computed it again), with the same numbers."""
+    monkeypatch.setattr(cli, "EXPERIMENTS", ("fig1", "remark4"))
+    args = ["reproduce", "all", "--quick", "--trials", "3", "--rounds", "100", "--quiet"]
+    out = tmp_path / "out"
+    real_runner = cli._runner
+
+    def stopped(name):
+        run, write = real_runner(name)
+        if name != "remark4":
+            return run, write
+
+        def stop(settings, progress):
+            raise KeyboardInterrupt
+
+        return stop, write
+
+    monkeypatch.setattr(cli, "_runner", stopped)
+    assert cli.main(args + ["--out", str(out)]) == 130
+    first = json.loads((out / "fig1.json").read_text())
+    assert os.listdir(out / "checkpoints" / "fig1")  # kept: the experiment is written
+    monkeypatch.setattr(cli, "_runner", real_runner)
+    ran = []
+    original = common.Progress.task
+
+    def task(self, desc, work):
+        inner = original(self, desc, work)
+        return lambda *a: (ran.append((self.label, desc)), inner(*a))
+
+    monkeypatch.setattr(common.Progress, "task", task)
+    assert cli.main(args + ["--out", str(out)]) == 0
+    assert not [r for r in ran if r[0] == "fig1"]  # read back, not run
+    assert not (out / "checkpoints").exists()
+    again = json.loads((out / "fig1.json").read_text())
+    for key in ("mean_gap", "ci95_gap", "final_gap", "rounds", "diverged"):
+        assert again[key] == first[key], key
+
+
 def test_cli_help_documents_checkpoint(capsys):
     assert cli.main(["reproduce", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
