@@ -221,6 +221,20 @@ def test_other_problem_data_is_refused(problem, tmp_path):
         fa.simulate(other, **dict(kw, x0=problem.x_star + 3.0), checkpoint=path)
 
 
+def test_a_checkpoint_of_other_library_code_is_refused(problem, tmp_path, monkeypatch):
+    """fedjax_abc's version stays one across changes of its code: a run resumed by other code
+    of the package (whose numbers may differ) is refused, naming it."""
+    from fedjax_abc._engine import _checkpoint
+
+    kw = settings(problem, rounds=40, trials=3, trial_chunk=None)
+    path = tmp_path / "run.npz"
+    fa.simulate(problem, **kw, checkpoint=path)
+    fa.simulate(problem, **kw, checkpoint=path)  # the same code: read back
+    monkeypatch.setattr(_checkpoint, "library_digest", lambda: "0" * 64)
+    with pytest.raises(ValueError, match=r"another run: fedjax_abc code differ"):
+        fa.simulate(problem, **kw, checkpoint=path)
+
+
 def test_a_complete_file_of_another_transform_is_refused(problem, tmp_path):
     kw = settings(problem, rounds=40, trials=3, trial_chunk=None)
     path = tmp_path / "run.npz"

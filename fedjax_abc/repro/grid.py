@@ -375,17 +375,19 @@ def _label(value, axis: str, i: int):
 
 def part_fingerprint(doc: dict, point: dict) -> str:
     """SHA-256 of what a part's numbers depend on: the grid's settings (``doc``), the
-    part's combination of the shape axes (``point``), and the environment: the fedjax_abc,
-    JAX and jaxlib versions, the kind of device and JAX's 64-bit mode (a part computed on
-    another node's software or a GPU rounds otherwise: its numbers are not this grid's)."""
+    part's combination of the shape axes (``point``), and the environment: the fedjax_abc
+    version and source files, the JAX and jaxlib versions, the kind of device and JAX's
+    64-bit mode (a part computed by other code, on another node's software or a GPU rounds
+    otherwise: its numbers are not this grid's)."""
     import jax
     import jaxlib
 
     import fedjax_abc as fa
+    from fedjax_abc._engine._checkpoint import library_digest
 
-    environment = {"fedjax_abc": fa.__version__, "jax": jax.__version__,
-                   "jaxlib": jaxlib.__version__, "platform": jax.default_backend(),
-                   "x64": bool(jax.config.jax_enable_x64)}
+    environment = {"fedjax_abc": fa.__version__, "fedjax_abc code": library_digest(),
+                   "jax": jax.__version__, "jaxlib": jaxlib.__version__,
+                   "platform": jax.default_backend(), "x64": bool(jax.config.jax_enable_x64)}
     text = json.dumps({"grid": doc, "part": point, **environment}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -397,8 +399,8 @@ def _saved_part(path: str, fingerprint: str, parts: str):
 
     if _labelled.attributes(path).get("grid_part") != fingerprint:
         raise ValueError(f"{path} was not written by this grid (another grid file, other "
-                         f"settings, another fedjax_abc, JAX or jaxlib version or device "
-                         f"kind): use another --out or delete {parts}")
+                         f"settings, other fedjax_abc code, another JAX or jaxlib version or "
+                         f"device kind): use another --out or delete {parts}")
     return fa.load(path)
 
 
