@@ -232,6 +232,17 @@ def test_diverged_trials_are_announced(problem):
     assert out.result.num_diverged > 0
 
 
+def test_the_earliest_arrivals_are_distinct_clients_also_past_overflow():
+    """Finish times that overflowed to inf (a law's extreme draw) tie with the mark of a taken
+    entry: the server step took one client's update twice ([2, 0, 0] below)."""
+    from fedjax_abc._engine._async import smallest
+
+    finish = jnp.array([jnp.inf, jnp.inf, 1.0])
+    assert smallest(finish, 3, jnp.inf).tolist() == [2, 0, 1]
+    assert smallest(jnp.array([3.0, jnp.inf, 1.0, jnp.inf, 2.0]), 5, jnp.inf).tolist() == \
+        [2, 4, 0, 1, 3]
+
+
 def test_splitmix_without_x64_is_refused(problem):
     """SplitMix64 hashes 64-bit words: without JAX's 64-bit mode they were cut to 32 bits and
     every trial drew the same numbers (the same gap in each), silently."""

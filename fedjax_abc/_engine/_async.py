@@ -102,14 +102,18 @@ class _Spec(NamedTuple):
 
 def smallest(values: Array, count: int, above) -> Array:
     """The indices of the ``count`` smallest entries of ``values`` (n,), smallest first,
-    ties by index; ``above`` is larger than every entry. ``count`` passes of argmin (cheaper
-    than a sort on CPU for the few that are taken)."""
+    ties by index, each index once; ``above`` is at least every entry. ``count`` passes of
+    a minimum (cheaper than a sort on CPU for the few that are taken). A taken entry is
+    marked apart from its value: set to ``above`` alone, it would tie with entries equal to
+    ``above`` (finish times that overflowed to inf) and be taken again."""
     def take(j, carry):
-        v, out = carry
-        i = jnp.argmin(v).astype(jnp.int32)
-        return v.at[i].set(above), out.at[j].set(i)
+        v, taken, out = carry
+        free = jnp.where(taken, above, v)
+        i = jnp.argmax((free == jnp.min(free)) & ~taken).astype(jnp.int32)
+        return v, taken.at[i].set(True), out.at[j].set(i)
 
-    return jax.lax.fori_loop(0, count, take, (values, jnp.zeros((count,), jnp.int32)))[1]
+    start = (values, jnp.zeros(values.shape, bool), jnp.zeros((count,), jnp.int32))
+    return jax.lax.fori_loop(0, count, take, start)[2]
 
 
 _FREE_BOUND = np.uint32(1 << 31)  # above every priority, word >> 1 < 2^31
