@@ -129,13 +129,14 @@ def sim_dataset(res: SimResult):
     import xarray as xr
 
     d = res.x_final.shape[1]
+    settings = res._settings()
     return xr.Dataset(
         {name: xr.Variable(dims, value) for name, (dims, value) in _arrays(res).items()},
         coords={"trial": _trial_numbers(res), "round": np.asarray(res.rounds),
                 "dim": np.arange(d)},
         attrs={"fedjax_abc": "SimResult", "format": FORMAT, "config": _json(res.config),
                "dtypes": _json(_dtypes(res)), "metrics": _json(list(res.metrics)),
-               **({} if res._settings() is None else {"settings": _json(res._settings())})})
+               **({} if settings is None else {"settings": _json(settings)})})
 
 
 def sweep_dataset(sw: SweepResult):

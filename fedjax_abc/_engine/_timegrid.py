@@ -11,6 +11,8 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
+from fedjax_abc._problems._args import check_count
+
 __all__ = ["OnTimeGrid", "on_time_grid"]
 
 
@@ -42,9 +44,7 @@ def on_time_grid(clock: np.ndarray, values: np.ndarray,
     if np.any(np.diff(clock, axis=1) < 0) or not np.all(np.isfinite(clock)):
         raise ValueError("the recorded time must be finite and nondecreasing along records")
     if times is None:  # from 0 to the earliest of the trials' last recorded times
-        if isinstance(points, bool) or not isinstance(points, (int, np.integer)) or points < 1:
-            raise ValueError(f"points must be an integer >= 1, got {points!r}")
-        times = np.linspace(0.0, float(np.min(clock[:, -1])), points)
+        times = np.linspace(0.0, float(np.min(clock[:, -1])), check_count("points", points))
     times = np.asarray(times, np.float64)
     if times.ndim != 1 or not np.all(np.isfinite(times)):
         raise ValueError(f"times must be a one-dimensional array of finite numbers, got "

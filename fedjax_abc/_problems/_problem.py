@@ -111,8 +111,8 @@ class Problem(eqx.Module):
         if not isinstance(self.minima, AbstractMinima):
             raise ValueError(f"Problem.minima must be a Minima or DeferredMinima, got "
                              f"{type(self.minima).__name__}")
-        if self.pooled is not None and hasattr(type(self.pooled), "check_matches"):
-            type(self.pooled).check_matches(self.pooled, self.params)  # not a bound method
+        if self.pooled is not None and hasattr(self.pooled, "check_matches"):
+            method(self.pooled, "check_matches")(self.params)
         leaves = jax.tree_util.tree_leaves(self.params)
         if leaves and all(np.ndim(a) >= 1 for a in leaves) and not self.minima.deferred:
             n = int(np.shape(leaves[0])[0])  # else refused when run

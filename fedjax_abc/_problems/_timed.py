@@ -146,12 +146,14 @@ class Timed(AbstractSampler):
         """With ``partial``, the run's Q must be ``steps``: a client's steps are capped at
         ``steps`` and its clock counts them (a client silently cut short, or a clock for
         steps never taken, otherwise)."""
-        if self.partial and local_steps != self.steps:
-            raise ValueError(f"Timed's partial work caps a client's round at its steps "
-                             f"({self.steps}): run it with local_steps={self.steps}, or give "
-                             f"Timed steps={local_steps!r}" if isinstance(local_steps, int) else
-                             "Timed's partial work needs local_steps = Timed's steps (an "
+        if not self.partial or local_steps == self.steps:
+            return
+        if not isinstance(local_steps, int):
+            raise ValueError("Timed's partial work needs local_steps = Timed's steps (an "
                              "integer), not a law of local steps")
+        raise ValueError(f"Timed's partial work caps a client's round at its steps "
+                         f"({self.steps}): run it with local_steps={self.steps}, or give "
+                         f"Timed steps={local_steps}")
 
     def _least_duration(self) -> Optional[float]:
         """The least duration the clock allows (the bottom of its laws' supports)."""

@@ -373,21 +373,25 @@ def _label(value, axis: str, i: int):
     return f"{axis}[{i}]"
 
 
-def part_fingerprint(doc: dict, point: dict) -> str:
-    """SHA-256 of what a part's numbers depend on: the grid's settings (``doc``), the
-    part's combination of the shape axes (``point``), and the environment: the fedjax_abc
-    version and source files, the JAX and jaxlib versions, the kind of device and JAX's
-    64-bit mode (a part computed by other code, on another node's software or a GPU rounds
-    otherwise: its numbers are not this grid's)."""
+def environment() -> dict:
+    """What a part's numbers depend on besides the grid: the fedjax_abc version and source
+    files, the JAX and jaxlib versions, the kind of device and JAX's 64-bit mode (a part
+    computed by other code, on another node's software or a GPU rounds otherwise)."""
     import jax
     import jaxlib
 
     import fedjax_abc as fa
     from fedjax_abc._engine._checkpoint import library_digest
 
-    environment = {"fedjax_abc": fa.__version__, "fedjax_abc code": library_digest(),
-                   "jax": jax.__version__, "jaxlib": jaxlib.__version__,
-                   "platform": jax.default_backend(), "x64": bool(jax.config.jax_enable_x64)}
+    return {"fedjax_abc": fa.__version__, "fedjax_abc code": library_digest(),
+            "jax": jax.__version__, "jaxlib": jaxlib.__version__,
+            "platform": jax.default_backend(), "x64": bool(jax.config.jax_enable_x64)}
+
+
+def part_fingerprint(doc: dict, point: dict, environment: dict) -> str:
+    """SHA-256 of what a part's numbers depend on: the grid's settings (``doc``), the
+    part's combination of the shape axes (``point``) and the :func:`environment`: a part
+    of another grid, or computed in another environment, is not this grid's."""
     text = json.dumps({"grid": doc, "part": point, **environment}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -463,9 +467,9 @@ def run_grid(spec: GridSpec, out: str, progress=None, part: Optional[int] = None
     text = json.dumps(doc, sort_keys=True)
     if os.path.exists(spec_path):
         with open(spec_path) as f:
-            saved = json.loads(f.read())
-        if saved != json.loads(text):
-            differ = sorted(k for k in set(saved) | set(doc) if saved.get(k) != doc.get(k))
+            saved, ours = json.loads(f.read()), json.loads(text)
+        if saved != ours:
+            differ = sorted(k for k in set(saved) | set(ours) if saved.get(k) != ours.get(k))
             raise ValueError(f"{out} holds a grid run with other settings ({', '.join(differ)} "
                              f"differ from {spec_path}): give the same grid file, --trials and "
                              "--rounds as its tasks, or another --out")
@@ -482,16 +486,16 @@ def run_grid(spec: GridSpec, out: str, progress=None, part: Optional[int] = None
         clients = take.get("num_sampled", doc.get("num_sampled", doc["problem"].get("n", 1)))
         return float(n_data * doc["trials"] * doc["rounds"] * steps * clients)
 
+    points = [dict(zip(shape_axes, combo)) for combo in combos]
+    paths = [os.path.join(out, "parts", f"{c}.nc") for c in range(len(combos))]
+    here = environment()
+    prints = [part_fingerprint(doc, point, here) for point in points]
     mine = [c for c in range(len(combos)) if not merge and (of is None or c % of == part)]
     if progress is not None:
-        progress.plan(sum(work(dict(zip(shape_axes, combos[c]))) for c in mine))
-    def where(c):
-        point = dict(zip(shape_axes, combos[c]))
-        return os.path.join(out, "parts", f"{c}.nc"), point, part_fingerprint(doc, point)
-
+        progress.plan(sum(work(points[c]) for c in mine))
     ran, written = {}, []
     for c in mine:  # this task's parts first, then all of them: another task's saved meanwhile
-        path, point, fingerprint = where(c)  # are joined too, by whichever task ends last
+        path, point = paths[c], points[c]  # are joined too, by whichever task ends last
         if os.path.exists(path):
             continue
         desc = ", ".join(f"{a}={_label(grid[a][i], a, i)}" for a, i in point.items()) or "all"
@@ -500,17 +504,16 @@ def run_grid(spec: GridSpec, out: str, progress=None, part: Optional[int] = None
             callback = progress.task(f"part {c + 1}/{len(combos)}: {desc}", work(point),
                                      unit="rounds (grid total)")
         ran[c] = _run_part(doc, point, data_axes, callback)
-        _labelled.save(ran[c], path, attrs={"grid_part": fingerprint})
+        _labelled.save(ran[c], path, attrs={"grid_part": prints[c]})
         written.append(path)
         if progress is not None:
             progress.finish_task()
     parts, resumed, missing = [], 0, []
-    for c in range(len(combos)):
-        path, _, fingerprint = where(c)
+    for c, path in enumerate(paths):
         if c in ran:
             parts.append(ran[c])
         elif os.path.exists(path):
-            parts.append(_saved_part(path, fingerprint, os.path.join(out, "parts")))
+            parts.append(_saved_part(path, prints[c], os.path.join(out, "parts")))
             resumed += 1
         else:  # another task's, not saved yet
             missing.append(c)
