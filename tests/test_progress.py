@@ -132,7 +132,8 @@ def test_true_is_a_tqdm_bar_and_a_callable_a_callback(problem, capsys):
 @pytest.mark.parametrize("make, match", [
     (lambda: fa.TextProgressMeter(0), r"TextProgressMeter minimum_increase must be a fraction"),
     (lambda: fa.TextProgressMeter(1.5), r"TextProgressMeter minimum_increase"),
-    (lambda: fa.TqdmProgressMeter(-1.0), r"TqdmProgressMeter refresh_s must be a number of s"),
+    (lambda: fa.TqdmProgressMeter(-1.0),
+     r"TqdmProgressMeter refresh_s \(seconds\) \(-1\) must be finite and >= 0"),
     (lambda: fa.CallbackProgressMeter(3), r"CallbackProgressMeter needs a callable, got 3"),
 ])
 def test_bad_meters_are_refused_in_one_line(make, match):

@@ -23,6 +23,7 @@ from jaxtyping import Array, Float
 from fedjax_abc._algorithms._checks import (_concrete, check_leaf, nonnegative_scalar,
                                             positive_scalar)
 from fedjax_abc._algorithms._transforms import AbstractTransform, clip_to
+from fedjax_abc._problems._args import check_flag
 from fedjax_abc._problems._oracles import normals_from_words
 
 __all__ = ["AdaptiveClipping", "DPFedAvg", "GaussianNoise", "dp_fedavg"]
@@ -52,9 +53,7 @@ class GaussianNoise(AbstractTransform):
 
     def __init__(self, stddev, shared: bool = False):
         self.stddev = nonnegative_scalar("GaussianNoise's stddev", stddev)
-        if not isinstance(shared, bool):
-            raise ValueError(f"GaussianNoise's shared must be True or False, got {shared!r}")
-        self.shared = shared
+        self.shared = check_flag("GaussianNoise's shared", shared)
 
     def __check_init__(self):
         check_leaf("GaussianNoise's stddev", self.stddev, 0.0, strict=False)

@@ -388,24 +388,20 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
                           f"{type(rule).__name__}, {R} trials x {T} server steps")
     # with reports, calls of `per` blocks each (one program): about 50 of them
     per = segment_records(blocks, 50) if reporting.reports else blocks
+    # (first step, blocks, steps a block) of each call; a last short block on its own
+    calls = [(b * k, per, k) for b in range(0, blocks, per)] + [(blocks * k, 1, tail)] * (tail > 0)
     pieces = [first]
     try:
-        for start in range(0, blocks, per):
+        for lo, m, steps in calls:
             state, records = _blocks(parts, spec, trial_keys, state,
-                                     later[start * k:(start + per) * k].reshape(per, k))
+                                     later[lo:lo + m * steps].reshape(m, steps))
             pieces.append(records)
-            reporting((start + per) * k)
-        if tail:
-            state, records = _blocks(parts, spec, trial_keys, state,
-                                     later[blocks * k:].reshape(1, tail))
-            pieces.append(records)
-            reporting(T)
+            reporting(lo + m * steps)
     finally:
         reporting.close()
     columns = [np.concatenate([np.asarray(first[j])[:, None]] + [np.asarray(p[j])
                                for p in pieces[1:]], axis=1) for j in range(len(first))]
-    gap, grad, *rest = columns
-    user, time = rest[:-1], rest[-1]
+    gap, grad, *user, time = columns
     config = {"algorithm": describe(algorithm), "rule": describe(rule),
               "clock": describe(clock), "oracle": describe(oracle), "problem": problem.name,
               "buffer": K, "concurrency": C, "local_steps": Q, "steps": T, "trials": R,

@@ -13,11 +13,9 @@ import itertools
 import numbers
 from typing import Mapping, Sequence
 
-import numpy as np
-
 from fedjax_abc._engine._async import AsyncResult, simulate_async
 from fedjax_abc._engine._result import SweepResult
-from fedjax_abc._engine._sweep import with_field
+from fedjax_abc._engine._sweep import check_grid, with_field
 
 __all__ = ["AsyncSweepResult", "sweep_async"]
 
@@ -54,12 +52,6 @@ def _label(value, j: int):
 def _with(rule, clock, kwargs: dict, name: str, value):
     """(rule, clock, kwargs) with the axis ``name`` set to ``value``."""
     head, _, field = name.partition(".")
-    if not field:
-        if head == "rule":
-            return value, clock, kwargs
-        if head == "clock":
-            return rule, value, kwargs
-        return rule, clock, {**kwargs, head: value}
     if head == "rule" and field == "buffer":
         try:
             return dataclasses.replace(rule, buffer=value), clock, kwargs
@@ -67,19 +59,10 @@ def _with(rule, clock, kwargs: dict, name: str, value):
             raise ValueError(f"grid axis 'rule.buffer': {type(rule).__name__}'s buffer is fixed "
                              "(FedAsync takes one arrival a step)") from None
     if head == "rule":
-        return with_field(rule, "rule", field, value), clock, kwargs
-    return rule, with_field(clock, "clock", field, value), kwargs
-
-
-def _check_axis(name: str, values) -> list:
-    head, _, field = name.partition(".")
-    if not ((not field and name in _KEYWORDS) or (field and head in ("rule", "clock"))):
-        raise ValueError(f"grid axis {name!r} is not a setting an asynchronous sweep can vary; "
-                         f"use one of {', '.join(_KEYWORDS)}, 'rule.<field>' or 'clock.<field>'")
-    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)) \
-            or len(values) == 0:
-        raise ValueError(f"grid axis {name!r} must be a non-empty list of values, got {values!r}")
-    return list(values)
+        return (with_field(rule, "rule", field, value) if field else value), clock, kwargs
+    if head == "clock":
+        return rule, (with_field(clock, "clock", field, value) if field else value), kwargs
+    return rule, clock, {**kwargs, name: value}
 
 
 def sweep_async(problem, rule, clock, *, grid: Mapping[str, Sequence],
@@ -107,10 +90,7 @@ def sweep_async(problem, rule, clock, *, grid: Mapping[str, Sequence],
       >>> out.sweep.shape, point.staleness.shape
       ((2, 2), (2, 17))
     """
-    if not isinstance(grid, Mapping) or not grid:
-        raise ValueError("grid must be a non-empty dict: setting name -> list of values, e.g. "
-                         "{'concurrency': [10, 20]}")
-    axes = {name: _check_axis(name, values) for name, values in grid.items()}
+    axes = check_grid(grid, _KEYWORDS, ("rule", "clock"), "an asynchronous sweep")
     for name in axes:
         if name in kwargs:
             raise ValueError(f"{name!r} is both a grid axis and a keyword argument")

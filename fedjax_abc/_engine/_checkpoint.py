@@ -32,7 +32,6 @@ import functools
 import hashlib
 import inspect
 import json
-import math
 import os
 import re
 import shutil
@@ -48,10 +47,9 @@ import numpy as np
 
 __all__ = ["FORMAT", "Position", "Tracker", "check_writable", "class_code", "code_fingerprint",
            "digest", "fingerprint", "load", "restored", "resume_round", "save",
-           "saved_fingerprint", "where"]
+           "saved_fingerprint"]
 
 FORMAT = 1
-SAVE_EVERY_S = 60.0  # default seconds between saves while a run goes on (and when it stops)
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
@@ -85,9 +83,7 @@ def _feed(h, obj, depth: int = 0, seen: Optional[set] = None) -> None:
         h.update(f"<{type(obj).__qualname__}>".encode())
         return
     if isinstance(obj, (jax.Array, np.ndarray, np.generic)):
-        if isinstance(obj, jax.Array) and jax.dtypes.issubdtype(obj.dtype, jax.dtypes.prng_key):
-            obj = jax.random.key_data(obj)
-        a = np.ascontiguousarray(np.asarray(obj))
+        a = np.ascontiguousarray(np.asarray(_key_data(obj)))
         h.update(f"array{a.dtype.str}{a.shape}".encode())
         h.update(a.tobytes())
         return
@@ -266,22 +262,14 @@ def resume_round(plan, position: Position) -> int:
     return segments[position.segment].start if position.segment < len(segments) else segments[-1].stop
 
 
-def where(run, plan, position: Position) -> str:
-    """"round t of chunk c of C": where a run at ``position`` resumes."""
-    chunks = math.ceil(run.call.trials / run.call.chunk)
-    return f"round {resume_round(plan, position)} of chunk {position.chunk + 1} of {chunks}"
-
-
 # ------------------------------------------------------------------------------- files
 
 
-def _state_leaves(state) -> list[np.ndarray]:
-    leaves = []
-    for leaf in jax.tree_util.tree_leaves(state):
-        if isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
-            leaf = jax.random.key_data(leaf)
-        leaves.append(np.asarray(leaf))
-    return leaves
+def _key_data(a):
+    """A PRNG key array's key data; any other value as it is."""
+    if isinstance(a, jax.Array) and jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+        return jax.random.key_data(a)
+    return a
 
 
 def _joined(parts: tuple, axis: int) -> np.ndarray:
@@ -295,10 +283,8 @@ def save(path: str, fingerprint: dict, position: Position, complete: bool = Fals
     With ``exclusive`` the file is put in place only if ``path`` does not exist (a hard link,
     which fails on an existing name): returns False, writing nothing, if it does.
     """
-    arrays = {}
-    if position.state is not None:
-        for i, leaf in enumerate(_state_leaves(position.state)):
-            arrays[f"leaf_{i}"] = leaf
+    arrays = {f"leaf_{i}": np.asarray(_key_data(leaf))  # no leaves where state is None
+              for i, leaf in enumerate(jax.tree_util.tree_leaves(position.state))}
     for name, parts in position.records.items():
         arrays[f"part_{name}"] = _joined(parts, axis=1)
     if position.done:
@@ -383,7 +369,7 @@ def load(path: str, fingerprint: dict) -> Optional[tuple[Position, bool]]:
     return position, bool(header["complete"])
 
 
-def check_writable(path: str, size: int = 0) -> None:
+def check_writable(path: str, size: int) -> None:
     """Creates ``path``'s folder and a file in it (removed): raises OSError, in one line
     naming the path, where a checkpoint could not be saved there, or where its disk has
     less free space than two checkpoints of ``size`` bytes (the new one is written beside
@@ -426,8 +412,8 @@ class Tracker:
     run goes on: the work done is never lost to a checkpoint, and the result is returned.
     """
 
-    def __init__(self, path: str, fingerprint: dict, position: Position, size: int = 0,
-                 every: float = SAVE_EVERY_S):
+    def __init__(self, path: str, fingerprint: dict, position: Position, size: int,
+                 every: float):
         check_writable(path, size)  # before the run, not after it
         self.path = path
         self.every = every
@@ -439,9 +425,8 @@ class Tracker:
         self.claimed = False  # the file at the path is this run's claim, nothing saved since
         self.failed = False  # a save failed (warned once; later saves try again)
         if position.chunk == 0 and position.state is None and not position.done:
-            if save(path, fingerprint, position, exclusive=True):
-                self.claimed = True
-            else:
+            self.claimed = save(path, fingerprint, position, exclusive=True)
+            if not self.claimed:
                 load(path, fingerprint)  # another run's: ValueError naming what differs
 
     def commit(self, position: Position) -> None:

@@ -238,7 +238,6 @@ class AbstractChunk(abc.ABC):
         return None
 
 
-
 @dataclasses.dataclass(frozen=True)
 class OneRun(AbstractChunk):
     """The chunks of one run (``simulate``, ``Simulation.run``)."""
@@ -382,8 +381,8 @@ def run_chunk(chunk: AbstractChunk, plan: Plan, c: int, progress, done_before: i
             first = []
         if last:
             x_final = got.pop()
-        records = {name: records[name] + (_kept(r, seg, time_axis),)
-                   for name, r in zip(names, got)}
+        records = {name: records[name] + (r[(slice(None),) * time_axis + (seg.keep,)],)
+                   for name, r in zip(names, got)}  # the kept blocks along the time axis
         if commit is not None:
             commit(Position(c, i + 1, state, records, None))
         progress(done_before + G * (c * run.spec.rounds + seg.stop))
@@ -392,8 +391,3 @@ def run_chunk(chunk: AbstractChunk, plan: Plan, c: int, progress, done_before: i
            for name, parts in records.items()}
     out["x_final"] = (_host([state.server.x])[0] if x_final is None else x_final)[trials]
     return out
-
-
-def _kept(r: np.ndarray, seg: Segment, time_axis: int) -> np.ndarray:
-    """The records of a segment's blocks that are kept (along the time axis)."""
-    return r[(slice(None),) * time_axis + (seg.keep,)]

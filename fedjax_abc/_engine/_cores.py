@@ -91,9 +91,7 @@ def use_cpu_cores(cores: Optional[int] = None, *, native_loops: Optional[bool] =
     except RuntimeError:
         raise RuntimeError("use_cpu_cores must be called before any JAX computation (right "
                            "after import); JAX's backend is already running") from None
-    if native_loops is None:
-        native_loops = n > 1
-    if native_loops:
+    if native_loops or (native_loops is None and n > 1):  # by default with several devices
         set_loop_flags()  # read when the backend starts, as the device count is
     else:
         remove_loop_flags()  # as an earlier call may have set them

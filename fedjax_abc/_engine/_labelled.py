@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Optional
 import numpy as np
 
 from fedjax_abc._engine._names import dim_name
+from fedjax_abc._problems._args import check_flag
 
 if TYPE_CHECKING:
     from fedjax_abc._engine._result import SimResult, SweepResult
@@ -84,18 +85,13 @@ def _summary_rows(res: SimResult):
     return pd.concat(parts, ignore_index=True)
 
 
-def _check_summary(summary) -> None:
-    if not isinstance(summary, bool):
-        raise ValueError(f"summary must be True or False, got {summary!r}")
-
-
 def sim_dataframe(res: SimResult, summary: bool = False):
-    _check_summary(summary)
+    check_flag("summary", summary)
     return _summary_rows(res) if summary else _trial_rows(res)
 
 
 def sweep_dataframe(sw: SweepResult, summary: bool = False):
-    _check_summary(summary)
+    check_flag("summary", summary)
     import pandas as pd
 
     parts = []

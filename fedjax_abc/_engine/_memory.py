@@ -69,7 +69,6 @@ def format_bytes(n: float) -> str:
         if abs(n) < 1000 or unit == "PB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
-    return f"{n:.1f} EB"
 
 
 MEMORY_VARIABLE = "FEDJAX_ABC_MEMORY_BYTES"
@@ -154,17 +153,17 @@ def _advice(est: Estimate, record_x: bool, rounds: int, trials: int, chunk: int,
 
 
 def check(est: Estimate, *, record_x: bool, rounds: int, trials: int, chunk: int,
-          record_every: Optional[int] = None, available: Optional[int] = None,
-          device_available: Optional[int] = None) -> None:
+          record_every: Optional[int] = None, device_available: Optional[int] = None) -> None:
     """Raises ValueError (one line: the estimate and what to change) if the run cannot fit.
 
     Args:
       est: the run's :class:`Estimate`.
       record_x, rounds, trials, chunk, record_every: the run's settings, named in the advice.
-      available: host bytes available; default :func:`available_bytes` (no check if None).
       device_available: an accelerator's bytes (``est.device`` is checked against it).
+
+    The host's bytes are :func:`available_bytes` (no check where unknown).
     """
-    available = available_bytes() if available is None else available
+    available = available_bytes()
     if available is not None and est.host > available:
         breakdown = (f"results {format_bytes(est.results)}, stepsizes {format_bytes(est.stepsizes)}, "
                      f"working set {format_bytes(est.states + est.call)}")
@@ -209,7 +208,6 @@ def check_run(run, plan) -> None:
     n, d = problem.num_clients, problem.dim
     sizes = spec.state_sizes
     steps = run.max_steps
-    on_device = call.devices[0].platform != "cpu"
     est = estimate(
         trials=call.trials, records=num_records(spec.rounds, spec.record_every), dim=d,
         itemsize=np.dtype(run.dtype).itemsize, record_x=spec.record_x, rounds=spec.rounds,
@@ -218,32 +216,30 @@ def check_run(run, plan) -> None:
         local_steps=steps,
         noise_words=method(run.parts().oracle, "num_words")((steps, d)),
         server_bytes=sizes.server_bytes, client_bytes=sizes.client_bytes,
-        num_clients=n, host_only=on_device)
-    device = device_bytes(call.devices[0]) if on_device else None
+        num_clients=n, host_only=call.devices[0].platform != "cpu")
     check(est, record_x=spec.record_x, rounds=spec.rounds, trials=call.trials,
-          chunk=call.chunk, record_every=spec.record_every, device_available=device)
+          chunk=call.chunk, record_every=spec.record_every,
+          device_available=device_bytes(call.devices[0]))  # None on a CPU
 
 
-def check_sweep(first, grid: dict, available: Optional[int] = None) -> None:
+def check_sweep(first, grid: dict) -> None:
     """Raises ValueError (one line) if the results of every point of ``grid`` cannot fit.
 
     Args:
       first: the checked run (``_run.CheckedRun``) of the grid's first point; every point
         keeps as many trials, records and stepsizes (a ``problem`` axis: of its largest d).
       grid: axis name -> list of values (checked by ``sweep``).
-      available: host bytes available; default :func:`available_bytes` (no check if None).
     """
     spec = first.spec
     dim = max([first.components.problem.dim]
               + [getattr(p, "dim", 0) for p in grid.get("problem", ())])
     check_points([len(values) for values in grid.values()], trials=first.call.trials,
                  rounds=spec.rounds, record_every=spec.record_every, dim=dim,
-                 itemsize=np.dtype(first.dtype).itemsize, record_x=spec.record_x,
-                 available=available)
+                 itemsize=np.dtype(first.dtype).itemsize, record_x=spec.record_x)
 
 
 def check_points(sizes, *, trials: int, rounds: int, record_every: Optional[int], dim: int,
-                 itemsize: int, record_x: bool, available: Optional[int] = None) -> None:
+                 itemsize: int, record_x: bool) -> None:
     """:func:`check_sweep` from the axes' sizes and the settings every point shares (also
     for ``fedjax-abc run``, whose parts are sweeps kept until the grid is joined)."""
     points = math.prod(sizes)
@@ -252,7 +248,7 @@ def check_points(sizes, *, trials: int, rounds: int, record_every: Optional[int]
     est = estimate(trials=trials, records=num_records(rounds, record_every), dim=dim,
                    itemsize=itemsize, record_x=record_x, rounds=rounds)
     each = est.results + est.stepsizes + _POINT_BYTES
-    available = available_bytes() if available is None else available
+    available = available_bytes()
     if available is not None and points * each > available:
         shape = " x ".join(str(size) for size in sizes)
         raise ValueError(f"memory: the grid's {points:,} points ({shape}) need about "

@@ -101,11 +101,9 @@ def coordinate_label(value, name: str, i: int):
         return value
     if isinstance(value, (jax.Array, np.ndarray)) and np.size(value) == 1:
         return float(np.asarray(value).reshape(()))
-    if isinstance(value, AbstractAlgorithm):
-        return describe(value)
     if isinstance(value, Problem):
         return value.name
-    if isinstance(value, (AbstractOracle, AbstractSampler, AbstractTransform)):
+    if isinstance(value, (AbstractAlgorithm, AbstractOracle, AbstractSampler, AbstractTransform)):
         return describe(value)
     return f"{name}[{i}]"
 

@@ -31,17 +31,15 @@ def plot_curve(result, y: str = "gap", x: str = "rounds", ax=None, label=None,
 
         ax = plt.gca()
     if x == "time":  # trials reach their records at different times: a common grid
-        times, s = result.summary_on_time_grid(y)
+        xs, s = result.summary_on_time_grid(y)
     else:
         s = result.summary(y)
     mean, half = np.asarray(s.mean, float), np.asarray(s.ci95, float)
     if mean.ndim != 1:
         raise ValueError(f"y ({y!r}) must be a field with one number per trial and record")
-    if x == "time":
-        xs = times
-    elif x == "rounds":
+    if x == "rounds":
         xs = np.asarray(result.rounds, float)
-    else:
+    elif x != "time":
         xs = np.asarray(result.summary(x).mean, float)
         if xs.shape != mean.shape:
             raise ValueError(f"x ({x!r}) must be 'rounds' or a metric with one number per "

@@ -19,6 +19,7 @@ from typing import Any, Callable, NamedTuple
 
 import equinox as eqx
 
+from fedjax_abc._problems._args import check_real
 from fedjax_abc._problems._host import method
 
 __all__ = ["AbstractProgressMeter", "CallbackProgressMeter", "NoProgressMeter", "Reporting",
@@ -69,7 +70,7 @@ class TqdmProgressMeter(AbstractProgressMeter):
     refresh_s: float = 1.0
 
     def __check_init__(self):
-        _check_seconds("TqdmProgressMeter refresh_s", self.refresh_s)
+        check_real("TqdmProgressMeter refresh_s (seconds)", self.refresh_s, low=0.0)
 
     def init(self, total: int, label: str, done: int = 0):
         from tqdm.auto import tqdm
@@ -152,11 +153,6 @@ class CallbackProgressMeter(AbstractProgressMeter):
 
     def close(self, state: tuple[int, float]) -> None:
         return None
-
-
-def _check_seconds(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r}")
 
 
 def progress_meter(progress) -> AbstractProgressMeter:

@@ -85,10 +85,7 @@ def summarize(values, axis: int = 0) -> Summary:
         raise ValueError(f"axis ({axis!r}) must be an axis of the {values.ndim}-D values")
     m = values.shape[axis]
     mean = values.mean(axis=axis)
-    if m > 1:
-        se = values.std(axis=axis, ddof=1) / np.sqrt(m)
-    else:
-        se = np.full_like(mean, np.nan)
+    se = values.std(axis=axis, ddof=1) / np.sqrt(m) if m > 1 else np.full_like(mean, np.nan)
     return Summary(mean, se, mean - Z95 * se, mean + Z95 * se)
 
 
@@ -250,27 +247,26 @@ class SimResult:
         Raises:
           ValueError: for ``diverged="raise"`` when a trial diverged, or when all did.
         """
-        value, excluded = self._finite(self._field(name), diverged)
-        return summarize(value, axis=0)._replace(excluded=excluded)
+        return self._summarize(self._field(name), diverged)
 
     def final(self, name: str = "gap", diverged: str = "exclude") -> Summary:
         """:class:`Summary` over trials of the last record (t = T) of a field (see :meth:`summary`)."""
         value = self._field(name)
-        value, excluded = self._finite(value if name == "x_final" else value[:, -1], diverged)
-        return summarize(value, axis=0)._replace(excluded=excluded)
+        return self._summarize(value if name == "x_final" else value[:, -1], diverged)
 
-    def _finite(self, value: np.ndarray, diverged: str):
-        """``value`` without the diverged trials, and how many were left out."""
+    def _summarize(self, value: np.ndarray, diverged: str) -> Summary:
+        """:class:`Summary` over trials of ``value`` without the diverged trials (``excluded``
+        says how many were left out)."""
         if diverged not in DIVERGED:
             raise ValueError(f"diverged ({diverged!r}) must be one of {DIVERGED}")
         k = self.num_diverged
         if not k:
-            return value, 0
+            return summarize(value)
         if diverged == "raise":
             raise ValueError(f"{self.divergence()}; pass diverged='exclude' to summarise the others")
         if k == self.trials:
             raise ValueError(f"{self.divergence()}: no finite trial to summarise")
-        return value[~self.diverged], k
+        return summarize(value[~self.diverged])._replace(excluded=k)
 
     def _field(self, name):
         if name in self.metrics:
@@ -339,8 +335,7 @@ class SimResult:
         """(times, :class:`Summary` over trials at each time) of :meth:`on_time_grid`,
         diverged trials handled as in :meth:`summary`."""
         grid = self.on_time_grid(name, times, points)
-        value, excluded = self._finite(grid.values, diverged)
-        return grid.times, summarize(value, axis=0)._replace(excluded=excluded)
+        return grid.times, self._summarize(grid.values, diverged)
 
     def plot(self, y: str = "gap", x: str = "rounds", ax=None, label=None, band: bool = True,
              log: bool = True, **line_kwargs):

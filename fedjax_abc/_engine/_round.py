@@ -261,11 +261,6 @@ def _over_clients(fn, args, block: Optional[int]):
     return jax.lax.map(lambda a: fn(*a), args, batch_size=block)
 
 
-def _sampler_words(sampler, num_clients: int, key_data: Array, generator: str) -> Array:
-    """The sampler's words of a round of R trials from their k_t (2, R): (num_words, R)."""
-    return stream_words(key_data, SAMPLER_STREAM, sampler.num_words(num_clients), generator)
-
-
 def steps_of(local_steps) -> int:
     """Q, or Q_max of a law of local steps: the length of the local scan."""
     return local_steps if isinstance(local_steps, int) else local_steps.max_steps
@@ -385,7 +380,7 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
         raise ValueError(f"mode ({mode!r}) must be one of {MODES}")
     n = problem.num_clients
     if sampler_words is None:
-        sampler_words = _sampler_words(sampler, n, key_data, generator)
+        sampler_words = stream_words(key_data, SAMPLER_STREAM, sampler.num_words(n), generator)
     idx, w, sampler_state = _sample(sampler, sampler_words, n, state.sampler)  # (m, R) each
     if capacity is not None and capacity >= idx.shape[0]:
         capacity = None
@@ -397,9 +392,7 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
     per_client = (state.clients, state.transform)
     count = ordered_sum((w > 0).astype(x.dtype)) if transform is not None else \
         jnp.zeros(x.shape[:1], x.dtype)  # (R,): each trial's participants
-
     tserver = state.transform_server
-
     limits = _step_limits(sampler, sampler_state)  # (R, n) or None
 
     def local(i, server_r, c, k, m, ts, lim):  # client i of one trial with round key data k
@@ -408,7 +401,6 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
             c[1], k, stepsize, m, ts, None if lim is None else lim[i])
         return message, (client, tstate), stats
 
-    R = x.shape[0]
     totals = state.totals
 
     def contributions(slot_messages, slot_stats, slot_w):
@@ -433,7 +425,7 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
         sums, _ = _slot_sums(lambda i, cw, _: (contributions(  # the sampled: (m or C, R, ...)
             *_at_slots((messages, stats), i), cw), ()), idx, w, capacity, ())
         if jax.tree_util.tree_leaves(per_client):
-            weight = _add(jnp.zeros((n, R), w.dtype), idx, w)
+            weight = _add(jnp.zeros((n, x.shape[0]), w.dtype), idx, w)
             per_client = _keep_where(weight > 0, new_clients, per_client)
     else:  # the sampled clients only (with a capacity, the participants, that many at a time)
         sums, per_client = _slot_sums(gathered, idx, w, capacity, per_client)
@@ -524,8 +516,8 @@ def run_rounds(problem, oracle, sampler, algorithm, state: RoundState, trial_key
     def keys(t):
         return round_keys(trial_key_data, t, generator)
 
-    def sampler_words(k):
-        return _sampler_words(sampler, problem.num_clients, k, generator)
+    def sampler_words(k):  # the sampler's words of a round from its k_t (2, R): (words, R)
+        return stream_words(k, SAMPLER_STREAM, sampler.num_words(problem.num_clients), generator)
 
     # The random words that several computations read travel in the loop state, hashed
     # from memory one round ahead: k_{t+1}, and the sampler's words of round t + 1 (from

@@ -33,7 +33,8 @@ from fedjax_abc._engine._names import describe, describe_sampler
 from fedjax_abc._engine._plan import (default_record_every, num_records, record_spacing,
                                       stepsize_array, trial_work)
 from fedjax_abc._engine._random import GENERATORS
-from fedjax_abc._problems._args import DTYPES, X64_FIX, check_count, check_key
+from fedjax_abc._problems._args import (DTYPES, X64_FIX, check_count, check_flag, check_key,
+                                       real_array)
 from fedjax_abc._problems._checks import check_components, reads_local_minima
 from fedjax_abc._problems._host import method
 from fedjax_abc._problems._local_work import AbstractLocalSteps, PerClientSteps
@@ -61,19 +62,6 @@ def _resolve_devices(devices):
     if bad:
         raise ValueError(f"devices must be JAX devices (e.g. jax.devices()), got {bad[0]!r}")
     return devices
-
-
-def _points(name: str, value) -> np.ndarray:
-    """``value`` as a float64 array: ValueError naming ``name`` for strings, ragged lists,
-    complex or non-numeric values (NumPy would raise deep inside, or drop the imaginary
-    part)."""
-    try:
-        a = np.asarray(value) if not isinstance(value, (str, bytes)) else None
-    except ValueError:  # a ragged list
-        a = None
-    if a is None or a.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must be an array of real numbers, got {value!r}"[:200])
-    return a.astype(np.float64)
 
 
 class Components(eqx.Module):
@@ -136,16 +124,13 @@ class Spec(NamedTuple):
     record_default: bool = False  # record_every chosen by default (again when rebuilt)
 
 
-def layout(components: Components) -> tuple:
-    """The components' structure with each leaf's shape and dtype (arrays) or value: what a
-    change must keep for a run to use the checks and the program made for them."""
-    return _layout(*jax.tree_util.tree_flatten(components))
-
-
 _ARRAY = "array"  # marks an array leaf's entry in a layout: (_ARRAY, shape, dtype)
 
 
-def _layout(leaves: list, treedef) -> tuple:
+def layout(leaves: list, treedef) -> tuple:
+    """The components' structure (their flattened ``leaves`` and ``treedef``) with each
+    leaf's shape and dtype (arrays) or value: what a change must keep for a run to use the
+    checks and the program made for them."""
     return (treedef,) + tuple(
         (_ARRAY, np.shape(a), np.dtype(a.dtype).str) if isinstance(a, (jax.Array, np.ndarray))
         else (type(a), _hashable(a)) for a in leaves)
@@ -260,15 +245,6 @@ class CheckedRun(NamedTuple):
                 + (("x",) if s.record_x else ()))
 
 
-def _check_size(d, T, k, R, chunk, record_x, dtype) -> None:
-    """Absurd sizes fail before anything of size T or R is allocated (the records and
-    stepsizes alone, no working set)."""
-    _memory.check(_memory.estimate(trials=R, records=num_records(T, k), dim=d,
-                                   itemsize=np.dtype(dtype).itemsize, record_x=record_x,
-                                   rounds=T), record_x=record_x, rounds=T, trials=R, chunk=chunk,
-                  record_every=k)
-
-
 def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, sampler, oracle,
           algorithm, dtype, trial_chunk, record_x, devices, metrics, generator,
           transform, pad_trials=True) -> tuple[Components, Spec]:
@@ -299,10 +275,8 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
     method(sampler, "validate")(n)
     own_oracle = oracle is not None
     oracle, algorithm = oracle_and_algorithm(problem, oracle, algorithm)
-    if not isinstance(record_x, bool):
-        raise ValueError("record_x must be True or False")
-    if not isinstance(pad_trials, bool):
-        raise ValueError("pad_trials must be True or False")
+    record_x = check_flag("record_x", record_x)
+    pad_trials = check_flag("pad_trials", pad_trials)
     check_components(problem, oracle, sampler, Q, dtype)
     method(sampler, "check_local_steps")(local_steps)
     if k is None:
@@ -353,7 +327,7 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
     spec = Spec(rounds=T, record_every=k, local_steps=Q if isinstance(local_steps, int) else None,
                 mode=mode, dtype=dtype, generator=generator, record_x=record_x,
                 trial_chunk=chunk, devices=devices, metric_names=metric_names,
-                stat_names=stat_names, state_sizes=sizes, layout=layout(components),
+                stat_names=stat_names, state_sizes=sizes, layout=layout(*jax.tree_util.tree_flatten(components)),
                 gap_on_host=gap_on_host, pad_trials=pad_trials,
                 record_default=record_every is None)
     return components, spec
@@ -471,7 +445,7 @@ def current(components: Components, spec: Spec) -> tuple[Components, Spec]:
         if any(a is not b for a, b in zip(cast, leaves)):
             leaves, components = cast, treedef.unflatten(cast)
     recheck_all(components)
-    if _layout(leaves, treedef) != spec.layout:
+    if layout(leaves, treedef) != spec.layout:
         return build(**settings(components, spec))  # build casts them as it casts any
     for part in (components.algorithm, components.sampler):
         method(part, "check_local_steps")(local_work(components, spec))
@@ -493,9 +467,13 @@ def check_call(components: Components, spec: Spec, *, stepsize, x0, key, trials=
     if first_trial + R > 2 ** 31 - 1:
         raise ValueError(f"first_trial + trials ({first_trial + R}) must be below 2^31")
     chunk = R if spec.trial_chunk is None else min(spec.trial_chunk, R)
-    _check_size(d, T, k, R, chunk, spec.record_x, DTYPES[spec.dtype])
+    # absurd sizes fail before anything of size T or R is allocated (records, stepsizes)
+    _memory.check(_memory.estimate(trials=R, records=num_records(T, k), dim=d,
+                                   itemsize=np.dtype(spec.dtype).itemsize,
+                                   record_x=spec.record_x, rounds=T),
+                  record_x=spec.record_x, rounds=T, trials=R, chunk=chunk, record_every=k)
     alphas = stepsize_array(stepsize, T)
-    x0 = _points("x0", x0)
+    x0 = real_array("x0", x0)
     if x0.shape == () and d == 1:
         x0 = x0.reshape(1)
     if x0.shape == (d,):
@@ -516,8 +494,7 @@ def check_call(components: Components, spec: Spec, *, stepsize, x0, key, trials=
                 first_trial=first_trial, chunk=chunk, devices=devices, config=config,
                 capacity=method(components.sampler, "capacity")(problem.num_clients),
                 gap_from=problem if spec.gap_on_host else None)
-    simulated = _replaced(components, problem=_run_problem(problem, spec.gap_on_host,
-                                                           _native_loops()))
+    simulated = _replaced(components, problem=_run_problem(problem, spec.gap_on_host))
     return CheckedRun(simulated, spec, call)
 
 
@@ -598,24 +575,20 @@ def _describe_steps(local_steps):
     return describe(local_steps)
 
 
-def _native_loops() -> bool:
-    """Whether XLA:CPU's loops are native functions, as far as the backend tells: where it
-    has several CPU devices, with which ``use_cpu_cores`` turns them on by
-    default (:mod:`~fedjax_abc._engine._cores`). The XLA flags are not read again; a user's
-    other choice costs speed (``_run_problem``), not bits. A run on a GPU or TPU follows
-    the same answer, as it followed the flags before."""
-    return len(jax.devices("cpu")) > 1
-
-
-def _run_problem(problem: Problem, gap_on_host: bool, native: bool) -> Problem:
+def _run_problem(problem: Problem, gap_on_host: bool) -> Problem:
     """The simulator's copy of a problem (already in the run's dtype): its name dropped
     (static: problems differing only in name share one compilation), f_i* = 0 a constant
-    where ``native`` (the loops are native functions, see :func:`_native_loops`), where a
-    lighter local step pays (see ``with_constant_zero_minima``). Deferred f_i*, f*, x*
-    are zeros where ``gap_on_host`` (see ``Spec``), else computed now (a step reads f_i*)."""
+    where XLA:CPU's loops are native functions, where a lighter local step pays (see
+    ``with_constant_zero_minima``). Deferred f_i*, f*, x* are zeros where ``gap_on_host``
+    (see ``Spec``), else computed now (a step reads f_i*).
+
+    The loops are native as far as the backend tells: where it has several CPU devices,
+    with which ``use_cpu_cores`` turns them on by default (:mod:`~fedjax_abc._engine._cores`).
+    The XLA flags are not read again; a user's other choice costs speed, not bits. A run on
+    a GPU or TPU follows the same answer, as it followed the flags before."""
     if problem.minima.deferred:
         problem = with_placeholder_minima(problem) if gap_on_host else problem.solved()
-    if native:
+    if len(jax.devices("cpu")) > 1:
         return with_constant_zero_minima(problem, name="")
     return renamed(problem, "")
 

@@ -38,15 +38,11 @@ from fedjax_abc._engine import _checkpoint, _memory
 from fedjax_abc._engine._chunk import OneRun, run_chunk
 from fedjax_abc._engine._progress import (AbstractProgressMeter, NoProgressMeter, Reporting,
                                           progress_meter)
-from fedjax_abc._engine._run import CheckedRun, Components, Spec
-from fedjax_abc._engine._run import build as _build
-from fedjax_abc._engine._run import check_call as _check_call
-from fedjax_abc._engine._run import checked_path as _checked_path
-from fedjax_abc._engine._run import local_work as _local_work
-from fedjax_abc._engine._run import oracle_of as _oracle_of
+from fedjax_abc._engine._run import (CheckedRun, Components, Spec, build as _build,
+                                     check_call as _check_call, checked_path as _checked_path,
+                                     local_work as _local_work, oracle_of as _oracle_of)
 from fedjax_abc._engine._checkpoint import Position
-from fedjax_abc._engine._plan import (closed_form_gradient, make_plan, recorded_rounds,
-                                      stepsize_array)
+from fedjax_abc._engine._plan import closed_form_gradient, make_plan, recorded_rounds
 from fedjax_abc._engine._result import PendingGap, SimResult
 from fedjax_abc._engine._result import warn_divergence as _warn_divergence
 from fedjax_abc._problems._args import check_real
@@ -55,7 +51,7 @@ from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._problems._samplers import AbstractSampler
 
-__all__ = ["Simulation", "simulate", "stepsize_array"]
+__all__ = ["Simulation", "simulate"]
 
 
 def _assemble(run: CheckedRun, chunks: Sequence[dict]) -> SimResult:
@@ -263,17 +259,12 @@ def simulate(
 def _run(sim: "Simulation", fresh: bool, *, progress, checkpoint, checkpoint_every,
          **call) -> SimResult:
     """``sim.run`` with these arguments (``fresh``: its components were just built and
-    checked, see ``_run.check_call``)."""
+    checked, see ``_run.check_call``), chunk by chunk (resumed from and saved to the
+    checkpoint if given)."""
     meter = progress_meter(progress)
     path = _checked_path(checkpoint)
     every = check_real("checkpoint_every", checkpoint_every, low=0.0)
-    return _execute(_check_call(sim.components, sim.spec, fresh=fresh, **call), meter, path,
-                    every)
-
-
-def _execute(run: CheckedRun, meter: AbstractProgressMeter, path: Optional[str],
-             every: float = 60.0) -> SimResult:
-    """The checked run, chunk by chunk (resumed from and saved to ``path`` if given)."""
+    run = _check_call(sim.components, sim.spec, fresh=fresh, **call)
     spec, call, problem = run.spec, run.call, run.components.problem
     plan = make_plan(spec.rounds, spec.record_every, call.chunk, run.dtype, call.devices,
                      not isinstance(meter, NoProgressMeter) or path is not None,
@@ -311,8 +302,10 @@ def _execute(run: CheckedRun, meter: AbstractProgressMeter, path: Optional[str],
     except BaseException:
         if tracker is not None:
             tracker.save()
-            print(f"fedjax_abc.simulate: stopped at {_checkpoint.where(run, plan, tracker.position)};"
-                  f" the same call resumes there from the checkpoint {path}", file=sys.stderr)
+            at = tracker.position
+            print(f"fedjax_abc.simulate: stopped at round {_checkpoint.resume_round(plan, at)} of "
+                  f"chunk {at.chunk + 1} of {chunks}; the same call resumes there from the "
+                  f"checkpoint {path}", file=sys.stderr)
         raise
     finally:
         bar.close()

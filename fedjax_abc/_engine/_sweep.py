@@ -37,7 +37,7 @@ from fedjax_abc._engine._simulate import _SETTINGS, Simulation, _assemble
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._problems._samplers import FullParticipation, UniformWithoutReplacement
 
-__all__ = ["sweep", "GRID_NAMES", "with_field"]
+__all__ = ["sweep", "GRID_NAMES", "check_grid", "with_field"]
 
 # simulate's arguments a grid may vary; "algorithm.<field>", "oracle.<field>" and
 # "sampler.<field>" replace one array field of that component
@@ -51,29 +51,34 @@ _CALL = ("stepsize", "x0", "key", "trials")  # the arguments of Simulation.run a
 # ---------------------------------------------------------------------------- the grid
 
 
-def _check_grid(grid) -> dict:
+def check_grid(grid, names: tuple, components: tuple, what: str = "a sweep") -> dict:
+    """A grid as axis name -> list of values: a non-empty dict whose names are ``names`` or
+    ``"<component>.<field>"`` of ``components``, each with a non-empty list of values."""
     if not isinstance(grid, Mapping) or not grid:
         raise ValueError("grid must be a non-empty dict: setting name -> list of values, e.g. "
-                         "{'stepsize': [1e-4, 2e-4]}")
+                         f"{{{names[0]!r}: [...]}}")
     out = {}
     for name, values in grid.items():
         head, _, field = name.partition(".")
-        if not ((not field and name in GRID_NAMES) or (field and head in _COMPONENTS)):
-            raise ValueError(f"grid axis {name!r} is not a setting a sweep can vary; use one of "
-                             f"{', '.join(GRID_NAMES)} or 'algorithm.<field>', 'oracle.<field>', "
-                             "'sampler.<field>', 'transform.<field>'")
+        if not ((not field and name in names) or (field and head in components)):
+            fields = ", ".join(f"'{c}.<field>'" for c in components)
+            raise ValueError(f"grid axis {name!r} is not a setting {what} can vary; use one of "
+                             f"{', '.join(names)} or {fields}")
         if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) and not (
                 isinstance(values, np.ndarray) and values.ndim >= 1):
             raise ValueError(f"grid axis {name!r} must be a list of values, got {values!r}")
-        values = list(values)
-        if not values:
+        out[name] = list(values)
+        if not out[name]:
             raise ValueError(f"grid axis {name!r} has no values")
-        out[name] = values
-    names = set(out)
+    return out
+
+
+def _check_grid(grid) -> dict:
+    out = check_grid(grid, GRID_NAMES, _COMPONENTS)
     for comp in _COMPONENTS:
-        if comp in names and any(n.startswith(comp + ".") for n in names):
+        if comp in out and any(n.startswith(comp + ".") for n in out):
             raise ValueError(f"grid varies {comp!r} and one of its fields: vary one or the other")
-    if "sampler" in names and "num_sampled" in names:
+    if "sampler" in out and "num_sampled" in out:
         raise ValueError("grid varies both 'sampler' and 'num_sampled': vary one or the other")
     return out
 
@@ -282,7 +287,6 @@ def sweep(
     if isinstance(problem, Simulation):
         problem, kwargs = _from_simulation(problem, grid or {}, kwargs)
     meter = progress_meter(progress)
-    missing = [name for name in _REQUIRED if name not in kwargs and name not in (grid or {})]
     unknown = set(kwargs) - set(_SETTINGS) - set(_CALL)
     if unknown:
         raise ValueError(f"sweep got unknown arguments {sorted(unknown)}")
@@ -297,10 +301,9 @@ def sweep(
     overlap = set(grid) & set(kwargs)
     if overlap:
         raise ValueError(f"{sorted(overlap)} given both as a grid axis and as an argument")
-    names = list(grid)
     # the whole grid's size from its first point, before the other points are checked
     _memory.check_sweep(_point_run(problem, kwargs, {n: v[0] for n, v in grid.items()}), grid)
-    points = [dict(zip(names, values)) for values in itertools.product(*grid.values())]
+    points = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
     runs = [_point_run(problem, kwargs, point) for point in points]  # all checked first
     groups: dict = {}
     for i, run in enumerate(runs):

@@ -16,7 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["DTYPES", "X64_FIX", "check_count", "check_key", "check_real", "require_x64"]
+__all__ = ["DTYPES", "X64_FIX", "check_count", "check_flag", "check_key", "check_real",
+           "real_array", "require_x64"]
 
 # the run's floating dtypes by name (read-only)
 DTYPES = types.MappingProxyType({"float64": jnp.float64, "float32": jnp.float32})
@@ -57,6 +58,26 @@ def check_real(name: str, value, *, low: Optional[float] = None, strict: bool = 
         bound = "" if low is None else f" and {'>' if strict else '>='} {low:g}"
         raise ValueError(f"{name} ({out:g}) must be finite{bound}")
     return out
+
+
+def check_flag(name: str, value) -> bool:
+    """True or False (NumPy's too), as a Python bool."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}"[:200])
+    return bool(value)
+
+
+def real_array(name: str, value) -> np.ndarray:
+    """``value`` as a float64 array: ValueError naming ``name`` for strings, ragged lists,
+    complex or non-numeric values (NumPy would raise deep inside, or drop the imaginary
+    part)."""
+    try:
+        a = np.asarray(value) if not isinstance(value, (str, bytes)) else None
+    except ValueError:  # a ragged list
+        a = None
+    if a is None or a.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be an array of real numbers, got {value!r}"[:200])
+    return a.astype(np.float64)
 
 
 def check_key(name: str, key) -> jax.Array:

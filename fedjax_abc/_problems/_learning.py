@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_abc._problems import _data
-from fedjax_abc._problems._args import check_count, check_key, check_real
+from fedjax_abc._problems._args import check_count, check_flag, check_key, check_real, real_array
 from fedjax_abc._problems._models import (MLP, AbstractModel, ClientData, DatasetGrad,
                                           DatasetLoss, EquinoxModel, LogisticRegression,
                                           PooledData, SoftmaxRegression)
@@ -125,22 +125,12 @@ def _model_of(problem_or_model):
     return problem_or_model
 
 
-def _points(name: str, value) -> np.ndarray:
-    try:
-        a = np.asarray(value) if not isinstance(value, (str, bytes)) else None
-    except ValueError:  # ragged
-        a = None
-    if a is None or a.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must be an array of real numbers, got {value!r}"[:200])
-    return a.astype(np.float64)
-
-
 def _test_data(model, features, labels):
     """Checked (m, p) test features and (m,) int32 labels in [0, K) (ValueError, one line)."""
     if not isinstance(model, AbstractModel):
         raise ValueError(f"evaluate and held_out_metrics take a learning problem or its model "
                          f"(fa.problems.softmax_regression, ...), got {model!r}"[:200])
-    features = _points("features", features)
+    features = real_array("features", features)
     labels = np.asarray(labels)
     if features.ndim != 2 or labels.ndim != 1 or features.shape[0] != labels.shape[0]:
         raise ValueError(f"features (m, p) and labels (m,) must match, got {features.shape} "
@@ -312,8 +302,7 @@ def from_model(model, loss, features, labels, *, l2: float = 1e-3, weighting: st
         raise ValueError(f"model must be an equinox.Module, got {type(model).__name__}")
     if not callable(loss):
         raise ValueError(f"loss must be a function loss(module, X, y), got {loss!r}"[:200])
-    if not isinstance(convex, bool):
-        raise ValueError(f"convex must be True or False, got {convex!r}")
+    check_flag("convex", convex)
     try:
         p = int(np.shape(features[0])[-1])
     except (TypeError, IndexError, KeyError):

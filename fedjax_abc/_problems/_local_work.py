@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from fedjax_abc._problems._args import check_count
+from fedjax_abc._problems._args import check_count, check_flag
 from fedjax_abc._problems._samplers import _uniform_below
 
 __all__ = ["AbstractLocalSteps", "GeometricSteps", "PerClientSteps", "PmfSteps",
@@ -146,9 +146,7 @@ class GeometricSteps(AbstractLocalSteps):
     def __init__(self, p, max_steps, shared: bool = False):
         self.max_steps = check_count("max_steps (Q_max)", max_steps)
         self.p = jnp.asarray(p, float)
-        if not isinstance(shared, bool):
-            raise ValueError(f"shared must be True or False, got {shared!r}")
-        self.shared = shared
+        self.shared = check_flag("shared", shared)
 
     def same_for_all_clients(self):
         return self.shared

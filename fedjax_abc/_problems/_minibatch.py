@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
+from fedjax_abc._problems._args import check_flag
 from fedjax_abc._problems._models import ClientData, DatasetLoss
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._samplers import _uniform_below
@@ -93,9 +94,7 @@ class MinibatchOracle(AbstractOracle):
 
     def __init__(self, batch_size: int, replace: bool = False):
         self.batch_size = _check_batch(batch_size)
-        if not isinstance(replace, (bool, np.bool_)):
-            raise ValueError(f"replace must be True or False, got {replace!r}")
-        self.replace = bool(replace)
+        self.replace = check_flag("replace", replace)
 
     def validate(self, problem) -> None:
         """Raises ValueError unless ``problem`` holds ClientData with m_i >= b (no replacement)."""

@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-from fedjax_abc._problems._args import check_count
+from fedjax_abc._problems._args import check_count, check_flag
 from fedjax_abc._problems._moments import (ParticipationMoments, available_set, multinomial,
                                           rows_moments)
 from fedjax_abc._problems._samplers import AbstractSampler, AbstractStatelessSampler, tail_capacity
@@ -136,9 +136,7 @@ class Poisson(AbstractStatelessSampler):
 
     def __init__(self, probs, unbiased: bool = True):
         self.probs = _probabilities("Poisson probs", probs)
-        if not isinstance(unbiased, bool):
-            raise ValueError(f"unbiased must be True or False, got {unbiased!r}")
-        self.unbiased = unbiased
+        self.unbiased = check_flag("unbiased", unbiased)
 
     def __check_init__(self):
         _check_probabilities("Poisson probs", self.probs)
@@ -206,8 +204,7 @@ class ImportanceSampler(AbstractStatelessSampler):
         p = _probabilities("ImportanceSampler probs", probs)
         if p.ndim != 1:
             raise ValueError(f"ImportanceSampler probs must be a 1-d array, got shape {p.shape}")
-        if not isinstance(unbiased, bool):
-            raise ValueError(f"unbiased must be True or False, got {unbiased!r}")
+        check_flag("unbiased", unbiased)
         total = float(np.sum(np.asarray(probs, np.float64)))
         if abs(total - 1.0) > _SUM_TOLERANCE * p.size:
             raise ValueError(f"ImportanceSampler probs must sum to 1, got {total!r}")

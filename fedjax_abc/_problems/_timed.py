@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from fedjax_abc._problems._args import check_count
+from fedjax_abc._problems._args import check_count, check_flag
 from fedjax_abc._problems._moments import available_set
 from fedjax_abc._problems._samplers import AbstractSampler
 from fedjax_abc._problems._time import AbstractLaw, Clock, _value
@@ -126,9 +126,7 @@ class Timed(AbstractSampler):
         self.deadline = _deadline(deadline)
         self.keep = None if keep is None else check_count("Timed's keep", keep)
         self.steps = check_count("Timed's steps", steps)
-        if not isinstance(partial, bool):
-            raise ValueError(f"Timed's partial must be True or False, got {partial!r}")
-        self.partial = partial
+        self.partial = check_flag("Timed's partial", partial)
 
     def __check_init__(self):  # also for a deadline put in by eqx.tree_at (a sweep's axis)
         d = _value(self.deadline)
