@@ -227,6 +227,14 @@ def test_a_sweep_of_a_simulation_runs_its_points(problem):
     sizes = fa.sweep(sim, grid={"num_sampled": [2, 4]}, x0=x0, key=CALL["key"], trials=5,
                      stepsize=2e-2)
     assert sizes.results[1].config["num_sampled"] == 4
+    full = fa.Simulation(problem, **dict(kw, num_sampled=None))  # every client: S = n
+    assert fa.sweep(full, grid={"num_sampled": [2]}, x0=x0, key=CALL["key"], trials=5,
+                    stepsize=2e-2).results[0].config["num_sampled"] == 2
+    other = fa.Simulation(problem, sampler=fa.WithReplacement(3),
+                          **{k: v for k, v in kw.items() if k != "num_sampled"})
+    with pytest.raises(ValueError, match="has a WithReplacement; vary 'sampler' instead"):
+        fa.sweep(other, grid={"num_sampled": [2]}, x0=x0, key=CALL["key"], trials=5,
+                 stepsize=2e-2)
     with pytest.raises(ValueError, match=r"\['rounds'\] are the Simulation's"):
         fa.sweep(sim, grid={"stepsize": [1e-2]}, x0=x0, key=CALL["key"], rounds=5)
 
@@ -256,6 +264,11 @@ def test_the_config_describes_every_setting(problem):
     assert chained.config["transform"] == ("Chain(transforms=[Clip(norm=0.5), "
                                            "QSGD(levels=2, value_bits=32)])")
     assert res.config["local_steps"] == "GeometricSteps(max_steps=4, p=0.5, shared=False)"
+    # a sampler that S describes in full has no sampler_config; one of the same field has
+    assert "sampler_config" not in res.config
+    drawn = fa.simulate(problem, sampler=fa.WithReplacement(3), local_steps=2, rounds=4,
+                        x0=0.0, **CALL)
+    assert drawn.config["sampler_config"] == "WithReplacement(num_sampled=3)"
 
 
 def test_scaffnews_p_and_its_law_are_one_value(problem):

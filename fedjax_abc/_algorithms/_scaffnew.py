@@ -70,11 +70,12 @@ class Scaffnew(AbstractAlgorithm):
         return GeometricSteps(self.p, max_steps, shared=True)
 
     def check_local_steps(self, local_steps) -> None:
-        """A shared Geometric law (Scaffnew's own, :meth:`local_steps`) must have this p: a
-        round is the Geometric(p) iterations up to a communication, and its control variates
-        are scaled by the same p (a sweep or tune over p must change both)."""
-        if isinstance(local_steps, GeometricSteps) and local_steps.shared and \
-                float(local_steps.p) != float(self.p):
+        """A law shared by the clients with a probability p (Scaffnew's own, a shared
+        Geometric law, :meth:`local_steps`) must have this p: a round is the Geometric(p)
+        iterations up to a communication, and its control variates are scaled by the same
+        p (a sweep or tune over p must change both)."""
+        p = getattr(local_steps, "p", None)  # Q (an int) has none
+        if p is not None and local_steps.same_for_all_clients() and float(p) != float(self.p):
             raise ValueError(f"Scaffnew's p ({float(self.p):g}) and its law of local steps' p "
                              f"({float(local_steps.p):g}) differ: run it with local_steps="
                              "Scaffnew(p).local_steps(max_steps), one p for both (to vary p, "

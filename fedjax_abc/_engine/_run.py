@@ -41,8 +41,7 @@ from fedjax_abc._problems._local_work import AbstractLocalSteps, PerClientSteps
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import (Problem, cast_floating, renamed,
                                           with_constant_zero_minima, with_placeholder_minima)
-from fedjax_abc._problems._samplers import (AbstractSampler, FullParticipation,
-                                            UniformWithoutReplacement)
+from fedjax_abc._problems._samplers import AbstractSampler, is_of_size, sampler_of_size
 
 __all__ = ["Call", "CheckedRun", "Components", "Parts", "Spec", "build", "check_call",
            "check_settings", "checked_path", "current", "layout", "local_work",
@@ -267,7 +266,7 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
         S = None if num_sampled is None else check_count("num_sampled (S)", num_sampled)
         if S is not None and S > n:
             raise ValueError(f"num_sampled (S={S}) must be in [1, n={n}]")
-        sampler = FullParticipation() if S is None else UniformWithoutReplacement(S)
+        sampler = sampler_of_size(S)
     elif num_sampled is not None:
         raise ValueError("give num_sampled or sampler, not both")
     if not isinstance(sampler, AbstractSampler):
@@ -520,7 +519,7 @@ def _config(components: Components, spec: Spec, devices: list, call: dict) -> di
         config["pad_trials"] = False
     if c.transform is not None:
         config["transform"] = describe(c.transform)
-    if not isinstance(c.sampler, (UniformWithoutReplacement, FullParticipation)):
+    if not is_of_size(c.sampler):
         config["sampler_config"] = describe_sampler(c.sampler)  # the paper's: S says it all
     return config
 
@@ -568,11 +567,7 @@ def _local_steps(local_steps, n: int):
 
 def _describe_steps(local_steps):
     """Q, or a one-line description of a law of local steps (for the result's config)."""
-    if isinstance(local_steps, int):
-        return local_steps
-    if isinstance(local_steps, PerClientSteps):
-        return f"PerClientSteps({np.asarray(local_steps.counts).tolist()})"
-    return describe(local_steps)
+    return local_steps if isinstance(local_steps, int) else describe(local_steps)
 
 
 def _run_problem(problem: Problem, gap_on_host: bool) -> Problem:

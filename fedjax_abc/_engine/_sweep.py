@@ -35,7 +35,7 @@ from fedjax_abc._engine._names import coordinate_labels
 from fedjax_abc._engine._run import CheckedRun, check_call, current, settings
 from fedjax_abc._engine._simulate import _SETTINGS, Simulation, _assemble
 from fedjax_abc._problems._problem import Problem
-from fedjax_abc._problems._samplers import FullParticipation, UniformWithoutReplacement
+from fedjax_abc._problems._samplers import is_of_size
 
 __all__ = ["sweep", "GRID_NAMES", "check_grid", "with_field"]
 
@@ -206,7 +206,7 @@ def _from_simulation(sim: Simulation, grid: Mapping, kwargs: dict) -> tuple[Prob
     problem = args.pop("problem")
     args.pop("num_sampled")  # None: the sampler is given
     if "num_sampled" in grid:  # S on an axis: the default sampler is the axis's
-        if not isinstance(args["sampler"], (UniformWithoutReplacement, FullParticipation)):
+        if not is_of_size(args["sampler"]):
             raise ValueError(f"grid axis 'num_sampled' replaces the sampler, but the Simulation "
                              f"has a {type(args['sampler']).__name__}; vary 'sampler' instead")
         del args["sampler"]

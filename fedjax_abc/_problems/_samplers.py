@@ -40,7 +40,9 @@ __all__ = [
     "FullParticipation",
     "UniformWithoutReplacement",
     "WithReplacement",
+    "is_of_size",
     "sample_mask",
+    "sampler_of_size",
     "tail_capacity",
 ]
 
@@ -336,6 +338,18 @@ class FullParticipation(AbstractStatelessSampler):
 
     def from_words(self, words, n):
         return jnp.arange(n, dtype=jnp.int32), jnp.ones((n,))
+
+
+def sampler_of_size(num_sampled: Optional[int]) -> AbstractSampler:
+    """The sampler ``num_sampled`` stands for: S clients uniformly without replacement
+    (Assumption 3), or every client (None)."""
+    return FullParticipation() if num_sampled is None else UniformWithoutReplacement(num_sampled)
+
+
+def is_of_size(sampler: AbstractSampler) -> bool:
+    """Whether ``sampler`` is one that ``num_sampled`` stands for (:func:`sampler_of_size`):
+    the paper's, which its class and S describe in full."""
+    return isinstance(sampler, (UniformWithoutReplacement, FullParticipation))
 
 
 class WithReplacement(AbstractStatelessSampler):
