@@ -283,3 +283,29 @@ def test_the_component_class_test_can_fail():
             "_isinstance_probe.py: isinstance(..., GaussianOracle)"]
     finally:
         bad.unlink()
+
+
+def _jit_wrappers(path: pathlib.Path) -> list:
+    """The jit wrappers a module applies: ``jax.jit``, ``eqx.filter_jit`` and the like, called
+    or used as decorators, by their dotted names."""
+    tree = ast.parse(path.read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ("jit", "filter_jit", "pmap"):
+            found.append(f"{path.name}: {ast.unparse(node)}")
+    return found
+
+
+def test_the_engine_compiles_under_one_jit_wrapper():
+    """Every compiled program of the engine goes through ``_jit.flat_jit``: one place says
+    what is traced and what keys the compilation."""
+    engine = sorted((PKG / "_engine").glob("*.py"))
+    found = [hit for path in engine if path.name != "_jit.py" for hit in _jit_wrappers(path)]
+    assert found == [], found
+    assert _jit_wrappers(PKG / "_engine" / "_jit.py") == ["_jit.py: jax.jit"]
+
+
+def test_the_jit_wrapper_test_can_fail(tmp_path):
+    bad = tmp_path / "_probe.py"
+    bad.write_text("import equinox as eqx\n@eqx.filter_jit\ndef f(x):\n    return x\n")
+    assert _jit_wrappers(bad) == ["_probe.py: eqx.filter_jit"]

@@ -36,6 +36,7 @@ from jaxtyping import Array
 
 from fedjax_abc._algorithms._base import AbstractAlgorithm, RoundInfo
 from fedjax_abc._algorithms._buffered import AbstractAsyncRule, check_staleness
+from fedjax_abc._engine._jit import flat_jit
 from fedjax_abc._engine._memory import available_bytes, format_bytes
 from fedjax_abc._engine._metrics import check_metrics, record_trials
 from fedjax_abc._engine._names import describe
@@ -190,14 +191,12 @@ def _record(parts: _Parts, spec: _Spec, state: AsyncState) -> tuple:
     return record_trials(parts.problem, parts.metrics, state.x, spec.groups) + (state.now,)
 
 
-@eqx.filter_jit
 def _begin(parts: _Parts, spec: _Spec, trial_keys: Array, x0: Array, stepsize):
     state = jax.vmap(lambda k, x: _start(parts, spec, k, x, stepsize), in_axes=(1, 0))(
         trial_keys, x0)
     return state, _record(parts, spec, state)
 
 
-@eqx.filter_jit
 def _blocks(parts: _Parts, spec: _Spec, trial_keys: Array, state: AsyncState, stepsizes):
     """Blocks of server steps, a record after each: stepsizes (blocks, steps per block)."""
     step = jax.vmap(lambda k, s, a: server_step(parts, spec, k, s, a), in_axes=(1, 0, None))
@@ -208,6 +207,11 @@ def _blocks(parts: _Parts, spec: _Spec, trial_keys: Array, state: AsyncState, st
 
     state, records = jax.lax.scan(block, state, stepsizes)
     return state, tuple(jnp.moveaxis(r, 0, 1) for r in records)
+
+
+# the two compiled programs, under the engine's jit wrapper
+_run_begin = flat_jit(_begin)
+_run_blocks = flat_jit(_blocks)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -380,7 +384,7 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
         mesh = Mesh(np.array(devices), ("trials",))
         trial_keys = jax.device_put(trial_keys, NamedSharding(mesh, PartitionSpec(None, "trials")))
         xs = jax.device_put(xs, NamedSharding(mesh, PartitionSpec("trials")))
-    state, first = _begin(parts, spec, trial_keys, xs, alphas[0])
+    state, first = _run_begin(parts, spec, trial_keys, xs, alphas[0])
     # alpha_u for the clients dispatched at version u = 1 .. T (the last never arrives)
     later = np.concatenate([alphas[1:], alphas[-1:]])
     blocks, tail = T // k, T % k
@@ -393,7 +397,7 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
     pieces = [first]
     try:
         for lo, m, steps in calls:
-            state, records = _blocks(parts, spec, trial_keys, state,
+            state, records = _run_blocks(parts, spec, trial_keys, state,
                                      later[lo:lo + m * steps].reshape(m, steps))
             pieces.append(records)
             reporting(lo + m * steps)
