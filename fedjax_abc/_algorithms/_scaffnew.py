@@ -77,7 +77,7 @@ class Scaffnew(AbstractAlgorithm):
         p = getattr(local_steps, "p", None)  # Q (an int) has none
         if p is not None and local_steps.same_for_all_clients() and float(p) != float(self.p):
             raise ValueError(f"Scaffnew's p ({float(self.p):g}) and its law of local steps' p "
-                             f"({float(local_steps.p):g}) differ: run it with local_steps="
+                             f"({float(p):g}) differ: run it with local_steps="
                              "Scaffnew(p).local_steps(max_steps), one p for both (to vary p, "
                              "give each p its own law: one run per p)")
 

@@ -393,12 +393,14 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
     # with reports, calls of `per` blocks each (one program): about 50 of them
     per = segment_records(blocks, 50) if reporting.reports else blocks
     # (first step, blocks, steps a block) of each call; a last short block on its own
-    calls = [(b * k, per, k) for b in range(0, blocks, per)] + [(blocks * k, 1, tail)] * (tail > 0)
+    calls = [(b * k, per, k) for b in range(0, blocks, per)]
+    if tail:
+        calls.append((blocks * k, 1, tail))
     pieces = [first]
     try:
         for lo, m, steps in calls:
             state, records = _run_blocks(parts, spec, trial_keys, state,
-                                     later[lo:lo + m * steps].reshape(m, steps))
+                                         later[lo:lo + m * steps].reshape(m, steps))
             pieces.append(records)
             reporting(lo + m * steps)
     finally:

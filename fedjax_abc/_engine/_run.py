@@ -326,7 +326,8 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
     spec = Spec(rounds=T, record_every=k, local_steps=Q if isinstance(local_steps, int) else None,
                 mode=mode, dtype=dtype, generator=generator, record_x=record_x,
                 trial_chunk=chunk, devices=devices, metric_names=metric_names,
-                stat_names=stat_names, state_sizes=sizes, layout=layout(*jax.tree_util.tree_flatten(components)),
+                stat_names=stat_names, state_sizes=sizes,
+                layout=layout(*jax.tree_util.tree_flatten(components)),
                 gap_on_host=gap_on_host, pad_trials=pad_trials,
                 record_default=record_every is None)
     return components, spec

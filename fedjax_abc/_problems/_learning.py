@@ -302,7 +302,7 @@ def from_model(model, loss, features, labels, *, l2: float = 1e-3, weighting: st
         raise ValueError(f"model must be an equinox.Module, got {type(model).__name__}")
     if not callable(loss):
         raise ValueError(f"loss must be a function loss(module, X, y), got {loss!r}"[:200])
-    check_flag("convex", convex)
+    convex = check_flag("convex", convex)
     try:
         p = int(np.shape(features[0])[-1])
     except (TypeError, IndexError, KeyError):

@@ -204,7 +204,7 @@ class ImportanceSampler(AbstractStatelessSampler):
         p = _probabilities("ImportanceSampler probs", probs)
         if p.ndim != 1:
             raise ValueError(f"ImportanceSampler probs must be a 1-d array, got shape {p.shape}")
-        check_flag("unbiased", unbiased)
+        unbiased = check_flag("unbiased", unbiased)
         total = float(np.sum(np.asarray(probs, np.float64)))
         if abs(total - 1.0) > _SUM_TOLERANCE * p.size:
             raise ValueError(f"ImportanceSampler probs must sum to 1, got {total!r}")
