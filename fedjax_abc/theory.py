@@ -32,6 +32,10 @@ General Variance Condition" (Wang, Huang, Johansson, Pu):
 - compression: :func:`compressor_omega` (unbiased compressors' variance factor),
   :func:`compressor_delta` (contractions), :func:`compression_error` (E ||C(v) - v||^2 at
   v), :func:`compressed_abc` (the ABC constants of a compressed oracle);
+- robust aggregation: :func:`robustness` (the empirical (f, kappa)-robustness of a rule
+  under an attack), :func:`ipm_contraction`, :func:`median_bias_at_infinity`,
+  :func:`trimmed_mean_bias_at_infinity`, :func:`order_statistic_mean`,
+  :func:`breakdown_fraction` (from the heterogeneity constant B);
 - differential privacy (DP-FedAvg): :func:`dp_epsilon`, :func:`dp_noise_multiplier`,
   :func:`dp_event` (dp-accounting's RDP and PLD accountants).
 
@@ -115,6 +119,15 @@ from fedjax_abc._theory._participation import (
     stationary_availability,
     weight_moments,
 )
+from fedjax_abc._theory._robust import (
+    Robustness,
+    breakdown_fraction,
+    ipm_contraction,
+    median_bias_at_infinity,
+    order_statistic_mean,
+    robustness,
+    trimmed_mean_bias_at_infinity,
+)
 from fedjax_abc._theory._time import exponential_staleness
 from fedjax_abc._theory._theorem3 import (
     Theorem3ScheduleCheck,
@@ -124,6 +137,13 @@ from fedjax_abc._theory._theorem3 import (
 )
 
 __all__ = [
+    "Robustness",
+    "breakdown_fraction",
+    "ipm_contraction",
+    "median_bias_at_infinity",
+    "order_statistic_mean",
+    "robustness",
+    "trimmed_mean_bias_at_infinity",
     "dp_epsilon",
     "dp_event",
     "dp_noise_multiplier",

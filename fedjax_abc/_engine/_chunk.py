@@ -92,7 +92,8 @@ def _segment(parts: Parts, program: Program, state, trial_ids, key, t0, stepsize
                                        parts.algorithm, state_t, trial_keys, t0 + j * b, alphas,
                                        parts.local_steps, program.mode, program.generator,
                                        program.client_block, parts.transform,
-                                       program.capacity)
+                                       program.capacity, aggregator=parts.aggregator,
+                                       byzantine=parts.byzantine)
         x_next = state_next.server.x
         if per_record == 1:
             values = record(x_next) + _totals(parts.sampler, state_next)

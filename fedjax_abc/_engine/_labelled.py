@@ -17,15 +17,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import numpy as np
 
 from fedjax_abc._engine._names import dim_name
 from fedjax_abc._problems._args import check_flag
 
-if TYPE_CHECKING:
-    from fedjax_abc._engine._result import SimResult, SweepResult
+# SimResult and SweepResult (``_result``, which imports this module) appear in the
+# annotations by name only: this module reads their fields, it does not import them.
 
 __all__ = ["attributes", "read", "save", "sim_dataframe", "sim_dataset", "sweep_dataframe",
            "sweep_dataset"]

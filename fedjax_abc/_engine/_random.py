@@ -27,8 +27,9 @@ from jaxtyping import Array
 
 from fedjax_abc._engine._threefry import fold_in_data, threefry2x32
 
-__all__ = ["GENERATORS", "NOISE_STREAM", "SAMPLER_STREAM", "SPEED_STREAM", "STEPS_STREAM",
-           "TIME_STREAM", "TRANSFORM_STREAM",
+__all__ = ["AGGREGATOR_STREAM", "ATTACK_STREAM", "BYZANTINE_STREAM", "GENERATORS",
+           "NOISE_STREAM", "SAMPLER_STREAM", "SPEED_STREAM", "STEPS_STREAM", "TIME_STREAM",
+           "TRANSFORM_STREAM",
            "client_noise", "client_words", "round_keys",
            "splitmix64", "stream_words"]
 
@@ -115,6 +116,9 @@ SAMPLER_STREAM, NOISE_STREAM, STEPS_STREAM, TRANSFORM_STREAM = 0, 1, 2, 3
 # an asynchronous run's: a dispatched client's duration (two words a client), the trial's
 # speed factors (one word a client, under k_0)
 TIME_STREAM, SPEED_STREAM = 4, 5
+# robust aggregation's: the aggregator's words of a round (a random bucketing), the attack's
+# (a random Byzantine vector), and a trial's draw of its Byzantine clients (under k_0)
+AGGREGATOR_STREAM, ATTACK_STREAM, BYZANTINE_STREAM = 6, 7, 8
 
 
 def client_words(key_data: Array, clients: Array, num_words: int,

@@ -590,6 +590,35 @@ class SweepResult:
         return Summary(*(np.stack([np.asarray(getattr(p, f)) for p in parts]).reshape(
             self.shape + np.shape(getattr(parts[0], f))) for f in Summary._fields))
 
+    def worst(self, over: str, name: str = "gap") -> tuple["SweepResult", np.ndarray]:
+        """The worst value of the axis ``over`` at every point of the other axes: the one
+        whose final ``name`` (a mean over finite trials, :meth:`final`; a point whose trials
+        all diverged counts as the worst) is largest, as robustness studies report a rule
+        under its worst attack.
+
+        Returns:
+          (the grid over the other axes holding the worst points' results, the worst
+          labels of ``over``: an array of the other axes' shape).
+
+        Example: ``worst, attack = res.worst("byzantine")`` for a grid of aggregators x
+        attacks: ``worst.final().mean`` is each aggregator's error under its worst attack,
+        ``attack`` which attack that was.
+        """
+        if over not in self.axes:
+            raise ValueError(f"no grid axis {over!r}; the axes are {list(self.axes)}")
+        axis = list(self.axes).index(over)
+        summary = self.final(name)
+        trials = np.reshape([r.x_final.shape[0] for r in self.results], self.shape)
+        values = np.where(summary.excluded == trials, np.inf,
+                          np.nan_to_num(np.asarray(summary.mean, float), nan=np.inf))
+        pick = np.argmax(np.moveaxis(values, axis, -1), axis=-1)
+        index = np.moveaxis(np.arange(len(self.results)).reshape(self.shape), axis, -1)
+        chosen = np.take_along_axis(index, pick[..., None], axis=-1)[..., 0]
+        others = {k: v for k, v in self.axes.items() if k != over}
+        labels = np.array(self.axes[over], dtype=object)[pick]
+        return SweepResult(axes=others, results=tuple(self.results[i] for i in chosen.ravel())), \
+            labels
+
     def equals(self, other) -> bool:
         """Same axes and the same results (:meth:`SimResult.equals`) at every point."""
         return (isinstance(other, SweepResult) and self.axes == other.axes

@@ -24,8 +24,10 @@ from jaxtyping import Array
 from fedjax_abc._algorithms._base import LocalInfo, RoundInfo
 from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._algorithms._transforms import TransformInfo
+from fedjax_abc._engine._aggregate import Aggregation, aggregate, members, needs_messages
 from fedjax_abc._engine._components import (check_message, check_same, check_server,
                                             check_stats)
+from fedjax_abc._robust._aggregators import WeightedMean
 from fedjax_abc._engine._random import (SAMPLER_STREAM, STEPS_STREAM, TRANSFORM_STREAM,
                                         client_words, round_keys, stream_words)
 
@@ -268,7 +270,7 @@ def steps_of(local_steps) -> int:
 
 def client_round(problem, oracle, algorithm, transform, local_steps, generator: str, i, server,
                  client, transform_state, k: Array, stepsize, participants=None,
-                 transform_server=(), limit=None):
+                 transform_server=(), limit=None, *, origin: bool = False):
     """Client i's round in one trial with round key data k (2,): its local steps, message.
 
     The engine's part of every algorithm: the oracle's noise of the Q (or Q_max) steps from
@@ -280,7 +282,9 @@ def client_round(problem, oracle, algorithm, transform, local_steps, generator: 
     ``transform_server`` the transform's server state (the transform's
     :class:`TransformInfo`). ``limit``: the most steps the client completes this round
     (the sampler's :meth:`step_limits`; partial work at a deadline), or None. Returns
-    (message, client state, transform state, statistics).
+    (message, client state, transform state, statistics); with ``origin``, the message is
+    the pair (message, the message the client would send had its local model stayed at
+    x_t), the origin a robust aggregation measures the updates from (``_aggregate``).
     """
     x_t = server.x
     Q = steps_of(local_steps)
@@ -327,9 +331,14 @@ def client_round(problem, oracle, algorithm, transform, local_steps, generator: 
         check_stats(tname, stats, 0)
         y, transform_state = x_t + delta, new_tstate
     name = type(algorithm).__name__
-    message, new_client = algorithm.client_final(server, client, y, local, LocalInfo(K, stepsize))
+    info = LocalInfo(K, stepsize)
+    message, new_client = algorithm.client_final(server, client, y, local, info)
     check_message(name, message, x_t.shape[-1], x_t.dtype, 0)
     check_same(f"{name}.client_final", client, new_client)
+    if origin:
+        unmoved, _ = algorithm.client_final(server, client, x_t,
+                                            algorithm.client_init(server, client), info)
+        message = (message, unmoved)
     return message, new_client, transform_state, stats
 
 
@@ -357,7 +366,8 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
                   stepsize, local_steps, mode: str,
                   generator: str = "threefry", client_block: Optional[int] = None,
                   sampler_words: Optional[Array] = None, transform=None,
-                  capacity: Optional[int] = None) -> RoundState:
+                  capacity: Optional[int] = None, *,
+                  aggregation: Optional[Aggregation] = None) -> RoundState:
     """One round of R trials: their state and k_t (2, R) -> the state at t + 1.
 
     The trials are the innermost ``vmap`` and the second axis of every per-client array: a
@@ -374,7 +384,9 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
     transform, or None. ``capacity``: the sampler's :meth:`capacity` (a Python int) or None;
     below the number of slots m, each trial's participants go first and the round computes
     (``gather``) or adds up (``mask``) its slots that many at a time, as many times as the
-    trial with the most participants needs: the same sums in both modes.
+    trial with the most participants needs: the same sums in both modes. ``aggregation``:
+    a rule that needs the round's messages at once, or Byzantine clients (see
+    :mod:`~fedjax_abc._engine._aggregate`); None adds the weighted mean up slot by slot.
     """
     if mode not in MODES:
         raise ValueError(f"mode ({mode!r}) must be one of {MODES}")
@@ -382,7 +394,8 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
     if sampler_words is None:
         sampler_words = stream_words(key_data, SAMPLER_STREAM, sampler.num_words(n), generator)
     idx, w, sampler_state = _sample(sampler, sampler_words, n, state.sampler)  # (m, R) each
-    if capacity is not None and capacity >= idx.shape[0]:
+    held = aggregation is not None  # the round's messages held at once, every slot computed
+    if held or capacity is not None and capacity >= idx.shape[0]:
         capacity = None
     if capacity is not None:
         idx, w = _compact(idx, w)
@@ -398,15 +411,17 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
     def local(i, server_r, c, k, m, ts, lim):  # client i of one trial with round key data k
         message, client, tstate, stats = client_round(
             problem, oracle, algorithm, transform, local_steps, generator, i, server_r, c[0],
-            c[1], k, stepsize, m, ts, None if lim is None else lim[i])
+            c[1], k, stepsize, m, ts, None if lim is None else lim[i], origin=held)
         return message, (client, tstate), stats
 
     totals = state.totals
 
     def contributions(slot_messages, slot_stats, slot_w):
+        if held:  # the weighted sum of the messages themselves
+            slot_messages = slot_messages[0]
         return _contributions(slot_messages, slot_stats, slot_w.astype(x.dtype), totals)
 
-    def gathered(slot_idx, slot_w, per_client):  # the slots' clients run, their states put
+    def computed(slot_idx, slot_w, per_client):  # the slots' clients run, their states put
         messages, new_slots, stats = _over_clients(
             lambda i, c: jax.vmap(local, in_axes=(0, 0, 0, 1, 0, 0, 0))(
                 i, server, c, key_data, count, tserver, limits),
@@ -415,8 +430,13 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
             new_slots = _keep_where(slot_w > 0, new_slots, _at_slots(per_client, slot_idx))
             per_client = jax.tree_util.tree_map(lambda c, s: _put(c, slot_idx, s), per_client,
                                                 new_slots)
+        return messages, stats, per_client
+
+    def gathered(slot_idx, slot_w, per_client):
+        messages, stats, per_client = computed(slot_idx, slot_w, per_client)
         return contributions(messages, stats, slot_w), per_client
 
+    slot_messages = None  # (m, R, ...) each, where the round holds them
     if mode == "mask":  # every client, for every trial (the same client data for all trials)
         messages, new_clients, stats = _over_clients(
             lambda i, c: jax.vmap(local, in_axes=(None, 0, 0, 1, 0, 0, 0))(
@@ -424,9 +444,15 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
             (jnp.arange(n, dtype=jnp.int32), per_client), client_block)  # (n, R, ...)
         sums, _ = _slot_sums(lambda i, cw, _: (contributions(  # the sampled: (m or C, R, ...)
             *_at_slots((messages, stats), i), cw), ()), idx, w, capacity, ())
+        if held:
+            slot_messages = _at_slots(messages, idx)
         if jax.tree_util.tree_leaves(per_client):
             weight = _add(jnp.zeros((n, x.shape[0]), w.dtype), idx, w)
             per_client = _keep_where(weight > 0, new_clients, per_client)
+    elif held:  # every slot's client, the messages kept side by side
+        slot_messages, stats, per_client = computed(idx, w, per_client)
+        sums, _ = _slot_sums(lambda i, cw, _: (contributions(slot_messages, stats, cw), ()),
+                             idx, w, None, ())
     else:  # the sampled clients only (with a capacity, the participants, that many at a time)
         sums, per_client = _slot_sums(gathered, idx, w, capacity, per_client)
     message_sum, total, stat_sums, stat_totals = sums
@@ -437,7 +463,10 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
             s, sm, TransformInfo(m, n, s)))(tserver, stat_sums, count)
         check_same(f"{type(transform).__name__}.server_update", tserver, new_tserver)
         tserver = _keep_where(total > 0, new_tserver, tserver)
-    mean = _divided(message_sum, total)
+    if held:
+        mean = aggregate(aggregation, *slot_messages, idx, w, total, key_data, generator)
+    else:
+        mean = _divided(message_sum, total)
     normalised = sampler.normalised()
     new_server = jax.vmap(lambda s, m, tw: algorithm.server_update(
         s, m, RoundInfo(tw, n, stepsize, steps_of(local_steps),
@@ -506,13 +535,21 @@ def ordered_sum(a: Array) -> Array:
 def run_rounds(problem, oracle, sampler, algorithm, state: RoundState, trial_key_data: Array, t0,
                stepsizes: Array, local_steps, mode: str,
                generator: str = "threefry", client_block: Optional[int] = None,
-               transform=None, capacity: Optional[int] = None) -> RoundState:
+               transform=None, capacity: Optional[int] = None, *, aggregator=None,
+               byzantine=None) -> RoundState:
     """Rounds t0, ..., t0 + K - 1 of R trials with stepsizes alpha_{t0..t0+K-1}, shape (K,).
 
     state: the trials' :class:`RoundState`; trial_key_data: (2, R), the key data of each
     trial's key (a column each); local_steps, client_block, transform, capacity: see
-    :func:`batched_round`.
+    :func:`batched_round`; aggregator, byzantine: the rule (None: the weighted mean) and
+    the Byzantine clients (None: none), see :mod:`~fedjax_abc._engine._aggregate`.
     """
+    aggregation = None
+    if needs_messages(aggregator, byzantine):
+        mask = None if byzantine is None else members(byzantine, trial_key_data,
+                                                      problem.num_clients, generator)
+        aggregation = Aggregation(WeightedMean() if aggregator is None else aggregator,
+                                  byzantine, mask)
     def keys(t):
         return round_keys(trial_key_data, t, generator)
 
@@ -531,7 +568,7 @@ def run_rounds(problem, oracle, sampler, algorithm, state: RoundState, trial_key
         t, alpha = inputs
         state_next = batched_round(problem, oracle, sampler, algorithm, state_t, k_t, alpha,
                                    local_steps, mode, generator, client_block, words_t,
-                                   transform, capacity)
+                                   transform, capacity, aggregation=aggregation)
         return (state_next, k_next, sampler_words(k_next), keys(t + 2)), None
 
     ts = t0 + jnp.arange(stepsizes.shape[0], dtype=jnp.int32)

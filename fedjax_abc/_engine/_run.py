@@ -42,9 +42,11 @@ from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import (Problem, cast_floating, renamed,
                                           with_constant_zero_minima, with_placeholder_minima)
 from fedjax_abc._problems._samplers import AbstractSampler, is_of_size, sampler_of_size
+from fedjax_abc._robust._aggregators import AbstractAggregator, WeightedMean
+from fedjax_abc._robust._byzantine import Byzantine
 
 __all__ = ["Call", "CheckedRun", "Components", "Parts", "Spec", "build", "check_call",
-           "check_settings", "checked_path", "current", "layout", "local_work",
+           "check_robust", "check_settings", "checked_path", "current", "layout", "local_work",
            "oracle_and_algorithm", "oracle_of", "participants", "settings", "threefry_key"]
 
 
@@ -79,6 +81,8 @@ class Components(eqx.Module):
     transform: Optional[AbstractTransform]
     local_steps: Optional[AbstractLocalSteps]
     metrics: tuple = ()  # the user's metric functions, in the order of Spec.metric_names
+    aggregator: AbstractAggregator = WeightedMean()  # the server's rule
+    byzantine: Optional[Byzantine] = None  # the Byzantine clients and their attack
 
 
 def oracle_of(components: Components) -> AbstractOracle:
@@ -155,6 +159,8 @@ class Parts(NamedTuple):
     transform: Optional[AbstractTransform]
     local_steps: Union[int, AbstractLocalSteps]
     metrics: tuple  # the user's metric functions
+    aggregator: AbstractAggregator = WeightedMean()
+    byzantine: Optional[Byzantine] = None
 
 
 class Call(NamedTuple):
@@ -201,7 +207,7 @@ class CheckedRun(NamedTuple):
         """The components as the compiled program reads them."""
         c = self.components
         return Parts(c.problem, oracle_of(c), c.sampler, c.algorithm, c.transform,
-                     local_work(c, self.spec), c.metrics)
+                     local_work(c, self.spec), c.metrics, c.aggregator, c.byzantine)
 
     def on_devices(self, groups: int, calls: int = 1) -> "CheckedRun":
         """The run with its components' copies on every device when it calls the compiled
@@ -246,7 +252,8 @@ class CheckedRun(NamedTuple):
 
 def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, sampler, oracle,
           algorithm, dtype, trial_chunk, record_x, devices, metrics, generator,
-          transform, pad_trials=True) -> tuple[Components, Spec]:
+          transform, pad_trials=True, aggregator=None,
+          byzantine=None) -> tuple[Components, Spec]:
     """The shape-setting arguments of ``simulate`` (a ``Simulation``'s) validated and the
     components cast: the :class:`Components` and :class:`Spec` of a ``Simulation``."""
     check_settings(problem, dtype, generator)
@@ -309,13 +316,16 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
     if algorithm.needs_unit_weights and not method(sampler, "unit_weights")():
         raise ValueError(f"{type(algorithm).__name__} keeps a mean of client states that needs "
                          f"every participant's weight 1, not {type(sampler).__name__}'s")
+    aggregator = WeightedMean() if aggregator is None else aggregator
+    check_robust(problem.num_clients, sampler, aggregator, byzantine)
     components = Components(
         problem=method(problem, "astype")(jdtype),
         oracle=cast_floating(oracle, jdtype) if own_oracle else None,
         sampler=sampler, algorithm=cast_floating(algorithm, jdtype),
         transform=None if transform is None else cast_floating(transform, jdtype),
         local_steps=None if isinstance(local_steps, int) else cast_floating(local_steps, jdtype),
-        metrics=metric_fns)
+        metrics=metric_fns, aggregator=cast_floating(aggregator, jdtype),
+        byzantine=None if byzantine is None else cast_floating(byzantine, jdtype))
     # a point of R^d in the run's dtype that exists already (a new array is a device copy)
     x_star = None if problem.minima.deferred else components.problem.x_star
     point = x_star if x_star is not None and x_star.dtype == jdtype else jnp.zeros((d,), jdtype)
@@ -331,6 +341,26 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
                 gap_on_host=gap_on_host, pad_trials=pad_trials,
                 record_default=record_every is None)
     return components, spec
+
+
+def check_robust(n: int, sampler: AbstractSampler, aggregator, byzantine) -> None:
+    """The server's rule and the Byzantine clients of a run of n clients (their classes,
+    the slots a round gives the rule, the sampler's weights a rule needs)."""
+    if not isinstance(aggregator, AbstractAggregator):
+        raise ValueError("aggregator must be a fedjax_abc.robust.AbstractAggregator (Median(), "
+                         f"Krum(f), ...) or None, got {type(aggregator).__name__}")
+    if byzantine is not None and not isinstance(byzantine, Byzantine):
+        raise ValueError("byzantine must be a fedjax_abc.robust.Byzantine or None, got "
+                         f"{type(byzantine).__name__}")
+    if byzantine is not None:
+        byzantine.validate(n)
+    if aggregator.streaming:
+        return
+    name = type(aggregator).__name__
+    aggregator.check_slots(method(sampler, "num_slots")(n))
+    if not method(sampler, "unit_weights")() or not method(sampler, "normalised")():
+        raise ValueError(f"{name} treats every participant alike: it needs a sampler whose "
+                         f"participants have weight 1, not {type(sampler).__name__}")
 
 
 def check_settings(problem, dtype: str, generator: str) -> None:
@@ -428,7 +458,8 @@ def settings(components: Components, spec: Spec) -> dict:
                 trial_chunk=spec.trial_chunk, record_x=spec.record_x,
                 devices=None if spec.devices is None else list(spec.devices),
                 metrics=dict(zip(spec.metric_names, c.metrics)) or None,
-                generator=spec.generator, transform=c.transform, pad_trials=spec.pad_trials)
+                generator=spec.generator, transform=c.transform, pad_trials=spec.pad_trials,
+                aggregator=c.aggregator, byzantine=c.byzantine)
 
 
 def current(components: Components, spec: Spec) -> tuple[Components, Spec]:
@@ -449,6 +480,8 @@ def current(components: Components, spec: Spec) -> tuple[Components, Spec]:
         return build(**settings(components, spec))  # build casts them as it casts any
     for part in (components.algorithm, components.sampler):
         method(part, "check_local_steps")(local_work(components, spec))
+    check_robust(components.problem.num_clients, components.sampler, components.aggregator,
+                 components.byzantine)
     return components, spec
 
 
@@ -520,6 +553,10 @@ def _config(components: Components, spec: Spec, devices: list, call: dict) -> di
         config["pad_trials"] = False
     if c.transform is not None:
         config["transform"] = describe(c.transform)
+    if not c.aggregator.streaming:  # the default weighted mean is left out
+        config["aggregator"] = describe(c.aggregator)
+    if c.byzantine is not None:
+        config["byzantine"] = describe(c.byzantine)
     if not is_of_size(c.sampler):
         config["sampler_config"] = describe_sampler(c.sampler)  # the paper's: S says it all
     return config

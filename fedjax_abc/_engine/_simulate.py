@@ -50,6 +50,8 @@ from fedjax_abc._problems._local_work import AbstractLocalSteps
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._problems._samplers import AbstractSampler
+from fedjax_abc._robust._aggregators import AbstractAggregator
+from fedjax_abc._robust._byzantine import Byzantine
 
 __all__ = ["Simulation", "simulate"]
 
@@ -123,6 +125,8 @@ def simulate(
     generator: str = "threefry",
     transform: Optional[AbstractTransform] = None,
     pad_trials: bool = True,
+    aggregator: Optional[AbstractAggregator] = None,
+    byzantine: Optional[Byzantine] = None,
 ) -> SimResult:
     """Runs ``trials`` independent trials of a federated algorithm (Algorithm 1 by default).
 
@@ -224,6 +228,16 @@ def simulate(
         same law and the same numbers to rounding, but a trial's last bits may then depend
         on how many trials run with it (an MLP's x_T after 100 rounds: about 1e-15
         relative). Each new number of trials is then a program of its own shape.
+      aggregator: the server's rule from the round's messages to its update (a
+        :class:`~fedjax_abc.robust.AbstractAggregator`): None (the default) is the weighted
+        mean, added up slot by slot, every number as before; a robust rule
+        (``fa.robust.Median()``, ``Krum(f)``, ``compose(NNM(f), TrimmedMean(f))``, ...)
+        holds the round's messages at once and aggregates the participants' updates
+        (messages relative to x_t, see ``fedjax_abc._engine._aggregate``); it needs a
+        sampler whose participants have weight 1.
+      byzantine: a :class:`~fedjax_abc.robust.Byzantine`: f clients whose messages, when
+        sampled, are replaced by its attack's vector (computed from the round's honest
+        updates); None (the default): every client is honest.
 
     Returns:
       A :class:`~fedjax_abc.SimResult`. Trials that became non-finite are counted there
@@ -341,7 +355,8 @@ class Simulation(eqx.Module):
 
     Attributes:
       components: the run's :class:`Components` (problem, oracle, sampler, algorithm,
-        transform, local_steps), cast to its dtype; also readable as ``sim.problem``,
+        transform, local_steps, aggregator, byzantine), cast to its dtype; also readable
+        as ``sim.problem``,
         ``sim.algorithm``, ....
       spec: the static :class:`Spec` (rounds, record plan, mode, dtype, generator, devices,
         the user's metrics, and the components' structure it was checked with).
@@ -370,7 +385,9 @@ class Simulation(eqx.Module):
                  trial_chunk: Optional[int] = None, record_x: bool = True,
                  devices: Optional[Sequence[jax.Device]] = None,
                  metrics: Optional[Mapping[str, Callable]] = None, generator: str = "threefry",
-                 transform: Optional[AbstractTransform] = None, pad_trials: bool = True):
+                 transform: Optional[AbstractTransform] = None, pad_trials: bool = True,
+                 aggregator: Optional[AbstractAggregator] = None,
+                 byzantine: Optional[Byzantine] = None):
         settings = dict(locals())  # the arguments by name: the signature above is their list
         del settings["self"]
         self.components, self.spec = _build(**settings)
@@ -394,6 +411,14 @@ class Simulation(eqx.Module):
     @property
     def transform(self) -> Optional[AbstractTransform]:
         return self.components.transform
+
+    @property
+    def aggregator(self) -> AbstractAggregator:
+        return self.components.aggregator
+
+    @property
+    def byzantine(self) -> Optional[Byzantine]:
+        return self.components.byzantine
 
     @property
     def local_steps(self) -> Union[int, AbstractLocalSteps]:

@@ -42,8 +42,8 @@ __all__ = ["sweep", "GRID_NAMES", "check_grid", "with_field"]
 # simulate's arguments a grid may vary; "algorithm.<field>", "oracle.<field>" and
 # "sampler.<field>" replace one array field of that component
 GRID_NAMES = ("stepsize", "x0", "num_sampled", "local_steps", "mode", "sampler", "oracle",
-              "algorithm", "problem", "transform")
-_COMPONENTS = ("algorithm", "oracle", "sampler", "transform")
+              "algorithm", "problem", "transform", "aggregator", "byzantine")
+_COMPONENTS = ("algorithm", "oracle", "sampler", "transform", "aggregator", "byzantine")
 _REQUIRED = ("local_steps", "stepsize", "rounds", "x0", "key")
 _CALL = ("stepsize", "x0", "key", "trials")  # the arguments of Simulation.run a sweep takes
 
@@ -241,9 +241,10 @@ def sweep(
         ``eqx.tree_at``), and its results are those of the point's ``Simulation.run``.
       grid: axis name -> list of values. Names: any of ``stepsize``, ``x0``,
         ``num_sampled``, ``local_steps``, ``mode``, ``sampler``, ``oracle``, ``algorithm``,
-        ``transform``, ``problem``, or ``"algorithm.<field>"`` / ``"oracle.<field>"`` /
-        ``"sampler.<field>"`` / ``"transform.<field>"`` for one array field of that
-        component (e.g. ``"algorithm.mu"`` with ``algorithm=FedProx(0.0)``,
+        ``transform``, ``aggregator``, ``byzantine``, ``problem``, or
+        ``"algorithm.<field>"`` / ``"oracle.<field>"`` / ``"sampler.<field>"`` /
+        ``"transform.<field>"`` / ``"aggregator.<field>"`` / ``"byzantine.<field>"`` for
+        one array field of that component (``"byzantine.attack.tau"``) (e.g. ``"algorithm.mu"`` with ``algorithm=FedProx(0.0)``,
         ``"algorithm.server_stepsize"`` of the default FedAvg, ``"oracle.C"``,
         ``"transform.levels"`` of QSGD, ``"transform.noise_multiplier"`` of ``dp_fedavg``);
         a dotted path reaches into nested components, an integer into a chain
