@@ -77,6 +77,7 @@ from fedjax_abc._engine._plan import stepsize_array
 from fedjax_abc._engine._simulate import Simulation, simulate
 from fedjax_abc._engine._sweep import sweep
 from fedjax_abc._engine._tune import TuneResult, Tuned, tune
+from fedjax_abc import stats
 
 __version__ = "0.2.0"
 
@@ -130,6 +131,7 @@ __all__ = [
     "sample_mask",
     "tail_capacity",
     "simulate",
+    "stats",
     "stepsize_array",
     "sweep",
     "theory",

@@ -148,6 +148,20 @@ def test_stochastic_verdicts(run):
     assert lines[0] in text
 
 
+@pytest.mark.slow  # end to end
+def test_paired_statistics_printed(run):
+    _, doc, text = run
+    assert len(doc["statistics"]) == len(paper.COMPARE["d_max"]) * len(paper.COMPARE["S"])
+    for row in doc["table"]:
+        c = row["gap_vs_fedavg"]
+        if c is not None and c["p_value"] is not None:
+            assert c["p_holm"] >= c["p_value"] and c["ci_low"] <= c["diff"] <= c["ci_high"]
+    for group in doc["statistics"]:
+        assert sorted(group["ranking"]["order"]) == sorted(compare.ORDER)
+        assert np.allclose(np.sum(group["ranking"]["probabilities"], axis=0), 1.0)
+    assert "paired over 3 trials" in text and "p (Holm)" in text and "ranking (P(own rank)" in text
+
+
 def test_paired_difference_by_hand():
     c = compare.paired_difference([1.0, 2.0, 3.0], [0.0, 0.0, 1.0])
     # differences 1, 2, 2: mean 5/3, sample sd sqrt(1/3), stderr 1/3

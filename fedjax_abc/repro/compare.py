@@ -11,7 +11,9 @@ against data heterogeneity and [10] for a server stepsize. This experiment runs 
 {4, 40} (S = n = 40: full participation); Q = 10 and x0 = x* + 10 as in Section IV-B;
 R = 200 trials per configuration; each (Dmax, S) gives every algorithm the same key, so
 trial r of two algorithms shares its client samples and signs and their difference is
-estimated from paired trials. Algorithms:
+estimated from paired trials (``fa.stats``: each algorithm against FedAvg with a 95%
+interval and Holm-adjusted p-values, the trials a 1% difference would need at 80% power,
+and the ranking with the bootstrap probability of each rank). Algorithms:
 
 - FedAvg: Algorithm 1.
 - FedAvg with server stepsize eta_g = 2 [10]: the mean local update doubled.
@@ -68,6 +70,7 @@ from fedjax_abc.repro import offsets as offs
 ORDER = ("fedavg", "fedavg_eta", "fedprox", "scaffold", "fedadam")
 DRIFT_ALGORITHMS = ("fedavg", "scaffold")
 TARGET = 0.05  # "rounds to target": first record with mean gap <= TARGET x the gap at t = 0
+DETECT = 0.01  # "trials needed": to detect a difference of DETECT x FedAvg's mean final gap
 
 
 def _dm(d_max) -> str:
@@ -156,7 +159,7 @@ def run(settings: common.Settings, progress: common.Progress | None = None) -> d
     stochastic = sum(common.work_units(n, S, Q, T, R) for S in P["S"])
     progress.plan(len(algs) * len(P["d_max"]) * stochastic + _drift_work(dcfg, n, len(P["d_max"])))
 
-    problems, curves, table, rounds = {}, {}, [], None
+    problems, curves, table, statistics, rounds = {}, {}, [], [], None
     for d_max in P["d_max"]:
         dm = _dm(d_max)
         d = offs.paper_offsets(d_max, n)
@@ -166,7 +169,7 @@ def run(settings: common.Settings, progress: common.Progress | None = None) -> d
         curves[dm] = {}
         for S in P["S"]:
             key = common.run_key(settings.seed, "compare", int(d_max), S)
-            curves[dm][str(S)], finals = {}, {}
+            curves[dm][str(S)], results = {}, {}
             for name, (label, alg) in algs.items():
                 res = common.simulate(problem, num_sampled=S, local_steps=Q, stepsize=alpha,
                                       rounds=T, x0=x0, trials=R, key=key,
@@ -177,15 +180,16 @@ def run(settings: common.Settings, progress: common.Progress | None = None) -> d
                 curves[dm][str(S)][name] = {
                     "gap": {"mean": gap.mean, "ci95": gap.ci95},
                     "grad_norm_sq": {"mean": gns.mean, "ci95": gns.ci95}}
-                finals[name] = (res.gap[:, -1], res.grad_norm_sq[:, -1])
+                results[name] = res
                 table.append({"d_max": d_max, "S": S, "algorithm": name, "label": label,
                               "gap": common.mean_se(res.gap[:, -1]),
                               "grad_norm_sq": common.mean_se(res.grad_norm_sq[:, -1]),
                               "rounds_to_target": rounds_to_target(res.rounds, gap.mean)})
+            group = paired_statistics(results, np.random.default_rng([settings.seed,
+                                                                      int(d_max), S]))
             for row in table[-len(algs):]:
-                row["gap_vs_fedavg"] = (None if row["algorithm"] == "fedavg" else
-                                        paired_difference(finals[row["algorithm"]][0],
-                                                          finals["fedavg"][0]))
+                row["gap_vs_fedavg"] = group["vs_fedavg"].get(row["algorithm"])
+            statistics.append({"d_max": d_max, "S": S, "ranking": group["ranking"]})
 
     drift_doc = drift(settings, progress, dcfg, P["d_max"], n)
     config = common.base_config(settings, "compare", R, T, scale)
@@ -202,14 +206,18 @@ def run(settings: common.Settings, progress: common.Progress | None = None) -> d
         key_tags="(Dmax, S), the same key for every algorithm: paired trials",
         mode="gather for S < n, mask for S = n (same results)",
         bands="mean +- 1.96 stderr over trials (SimResult.summary)",
-        comparison="paired: mean and stderr over trials of gap_alg(x_T) - gap_FedAvg(x_T); "
-                   "z = mean / stderr",
+        comparison="paired (fedjax_abc.stats.pairwise): mean, stderr and normal 95% interval "
+                   "over trials of gap_alg(x_T) - gap_FedAvg(x_T), z = mean / stderr, p-values "
+                   "Holm-adjusted over the comparisons of one (Dmax, S); trials no algorithm "
+                   "lost; trials_needed: to detect a difference of "
+                   f"{DETECT:g} x FedAvg's mean final gap at 95% with 80% power (t test, the "
+                   "run as pilot); ranking: P(rank) from 1000 paired bootstrap resamples",
         rounds_to_target=f"first recorded round with mean gap <= {TARGET:g} x the gap at t = 0",
         why=why(problems, alpha, Q, T, P),
         drift=drift_doc.pop("config"),
     )
     doc = {"experiment": "compare", "config": config, "problems": problems, "rounds": rounds,
-           "curves": curves, "table": table, "drift": drift_doc}
+           "curves": curves, "table": table, "statistics": statistics, "drift": drift_doc}
     doc["verdicts"] = {"stochastic": stochastic_verdicts(doc), "drift": drift_verdicts(doc)}
     return doc
 
@@ -235,12 +243,44 @@ def rounds_to_target(rounds, mean_gap) -> int | None:
 
 
 def paired_difference(values, base) -> dict:
-    """Mean and stderr over trials of values - base, z = mean / stderr, and mean / mean(base)."""
-    diff = np.asarray(values, float) - np.asarray(base, float)
-    m = float(diff.mean())
-    se = float(diff.std(ddof=1) / np.sqrt(diff.size)) if diff.size > 1 else math.nan
+    """Mean, stderr and 95% interval over trials of values - base
+    (``fa.stats.mean_interval``), z = mean / stderr, and mean / mean(base)."""
+    import fedjax_abc as fa
+
+    iv = fa.stats.mean_interval(np.asarray(values, float) - np.asarray(base, float))
+    return _difference(iv.mean, iv.stderr, iv.ci_low, iv.ci_high, float(np.mean(base)))
+
+
+def _difference(m: float, se: float, low: float, high: float, base_mean: float) -> dict:
     z = m / se if se > 0 else (0.0 if m == 0 else math.copysign(math.inf, m))
-    return {"diff": m, "stderr": se, "z": z, "relative": m / float(np.mean(base))}
+    return {"diff": m, "stderr": se, "z": z, "relative": m / base_mean, "ci_low": low,
+            "ci_high": high}
+
+
+def paired_statistics(results: dict, rng: np.random.Generator) -> dict:
+    """Each algorithm's final gap against FedAvg's on the same trials (``fa.stats.pairwise``:
+    interval, p-value and its Holm adjustment), the trials needed to detect a difference of
+    DETECT x FedAvg's mean final gap at 95% with 80% power (this run as the pilot), and the
+    ranking with its bootstrap probabilities (``fa.stats.rank``)."""
+    import fedjax_abc as fa
+
+    table = fa.stats.pairwise(results, baseline="fedavg")
+    base = fa.stats.trial_values(results["fedavg"])
+    base_mean = float(np.mean(base[np.isfinite(base)]))
+    vs = {}
+    for row in table.rows:
+        d = row.difference
+        vs[row.first] = dict(_difference(d.mean, d.stderr, d.ci_low, d.ci_high, base_mean),
+                             p_value=d.p_value, p_holm=row.p_holm, trials_needed=None)
+        pilot = fa.stats.paired_values(results[row.first], results["fedavg"])
+        pilot = pilot[np.isfinite(pilot)]
+        if base_mean != 0 and pilot.size >= 2:
+            vs[row.first]["trials_needed"] = fa.stats.trials_needed(
+                pilot, DETECT * base_mean).trials
+    r = fa.stats.rank(results, rng=rng, draws=1000)
+    ranking = {"order": list(r.names), "mean": r.means, "expected_rank": r.expected,
+               "probabilities": r.probabilities, "trials": r.trials}
+    return {"vs_fedavg": vs, "ranking": ranking}
 
 
 def why(problems: dict, alpha: float, local_steps: int, T: int, P: dict) -> dict:
@@ -478,9 +518,43 @@ def table_text(doc: dict) -> str:
     return "\n".join(out)
 
 
+def statistics_text(doc: dict) -> str:
+    """Per (Dmax, S): each algorithm's paired difference from FedAvg with its 95% interval,
+    Holm-adjusted p-value and the trials needed for a DETECT difference; the ranking with the
+    bootstrap probability of each algorithm's rank."""
+    labels = {name: a["label"] for name, a in doc["config"]["algorithms"].items()}
+    width = max(len(v) for v in labels.values())
+    out = []
+    for group in doc.get("statistics", []):
+        d_max, S = group["d_max"], group["S"]
+        rows = {r["algorithm"]: r for r in doc["table"] if r["d_max"] == d_max and r["S"] == S}
+        out.append(f"Dmax = {d_max:g}, S = {S}: final gap minus FedAvg's, paired over "
+                   f"{group['ranking']['trials']} trials (95% interval; p Holm-adjusted over "
+                   f"{len(rows) - 1} comparisons; trials to detect {DETECT:.0%} of FedAvg's gap "
+                   "at 95% with 80% power)")
+        for name in ORDER[1:]:
+            c = rows[name]["gap_vs_fedavg"]
+            if c is None:
+                continue
+            low, high = (f"{v:+.2e}" if v is not None else "nan"
+                         for v in (c["ci_low"], c["ci_high"]))
+            p = ("nan" if c.get("p_holm") is None else "<1e-15" if c["p_holm"] < 1e-15
+                 else f"{c['p_holm']:.2g}")
+            need = "-" if c.get("trials_needed") is None else str(c["trials_needed"])
+            out.append(f"  {labels[name]:<{width}} {c['diff']:+.3e} [{low}, {high}]  "
+                       f"p (Holm) {p:>7}  trials for {DETECT:.0%}: {need}")
+        rk = group["ranking"]
+        out.append("  ranking (P(own rank) over 1000 paired bootstrap resamples): " + ", ".join(
+            f"{i + 1}. {labels[n]} ({rk['probabilities'][i][i]:.2f})"
+            for i, n in enumerate(rk["order"])))
+    return "\n".join(out)
+
+
 def summary_text(doc: dict) -> str:
     """The table and the verdicts as plain text (what ``fedjax-abc compare --fixed`` prints)."""
     out = [table_text(doc), ""]
+    if doc.get("statistics"):
+        out += [statistics_text(doc), ""]
     out += doc["verdicts"]["stochastic"]
     out.append("")
     out.append("client drift (exact gradients, full participation, "
@@ -578,13 +652,15 @@ def table_rows(doc: dict) -> tuple[list[str], list[list]]:
     """Header and rows of ``compare.csv``."""
     header = ["d_max", "S", "algorithm", "gap_mean", "gap_stderr", "grad_norm_sq_mean",
               "grad_norm_sq_stderr", "gap_diff_vs_fedavg", "gap_diff_stderr", "gap_z_vs_fedavg",
-              "gap_relative_vs_fedavg", "rounds_to_target"]
+              "gap_relative_vs_fedavg", "rounds_to_target", "gap_diff_ci_low",
+              "gap_diff_ci_high", "gap_p_holm", "trials_for_detect"]
     rows = []
     for r in doc["table"]:
         c = r["gap_vs_fedavg"] or {}
         rows.append([r["d_max"], r["S"], r["label"], r["gap"]["mean"], r["gap"]["stderr"],
                      r["grad_norm_sq"]["mean"], r["grad_norm_sq"]["stderr"], c.get("diff"),
-                     c.get("stderr"), c.get("z"), c.get("relative"), r["rounds_to_target"]])
+                     c.get("stderr"), c.get("z"), c.get("relative"), r["rounds_to_target"],
+                     c.get("ci_low"), c.get("ci_high"), c.get("p_holm"), c.get("trials_needed")])
     return header, rows
 
 
