@@ -8,7 +8,7 @@ random numbers), so two algorithms are compared on paired trials:
   (mean, standard error, normal or t interval, p-value), :func:`paired_values`,
   :func:`trial_values`, :func:`mean_interval`;
 - several methods at once: :func:`pairwise` (against a baseline or all pairs, Holm's
-  adjustment), :func:`holm`, :func:`rank` (the probability of each rank from a paired
+  adjustment), :func:`against_baseline` (every point of a sweep against one of its points), :func:`holm`, :func:`rank` (the probability of each rank from a paired
   bootstrap);
 - skewed or heavy-tailed metrics: :func:`bootstrap_interval` (BCa, percentile, basic; of
   the mean, the median or a quantile), :func:`describe` (next to the normal interval);
@@ -40,8 +40,8 @@ Medicine 38 (2019) 2074-2102 (the checklist the tests follow).
 from fedjax_abc._stats._bootstrap import (BootstrapInterval, Description, bootstrap_interval,
                                           describe)
 from fedjax_abc._stats._intervals import Interval, mean_interval
-from fedjax_abc._stats._multiple import (Comparisons, PairComparison, Ranking, holm, pairwise,
-                                         rank)
+from fedjax_abc._stats._multiple import (Comparisons, PairComparison, Ranking, against_baseline,
+                                         holm, pairwise, rank)
 from fedjax_abc._stats._paired import (Difference, check_paired, paired_difference,
                                        paired_values, trial_values)
 from fedjax_abc._stats._power import (TrialPlan, achieved_power, normal_trials, t_trials,
@@ -63,6 +63,7 @@ __all__ = [
     "TargetedRun",
     "TrialPlan",
     "achieved_power",
+    "against_baseline",
     "bootstrap_interval",
     "check_paired",
     "confidence_sequence_half_width",

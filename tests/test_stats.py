@@ -417,3 +417,20 @@ def test_docstring_examples_run(module):
         result = doctest.testmod(importlib.import_module(module),
                                  optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_a_sweep_against_its_baseline_point_equals_pairwise_by_hand():
+    p = fa.problems.huber_offsets(jax.random.key(0), n=10, d_max=20.0)
+    res = fa.sweep(p, grid={"stepsize": [1e-3, 1e-2, 3e-2]}, num_sampled=2, local_steps=5,
+                   rounds=50, x0=p.x_star + 1.0, trials=16, key=jax.random.key(1))
+    got = fa.stats.against_baseline(res, {"stepsize": 1e-2})
+    assert [r.first for r in got.rows] == ["stepsize=0.001", "stepsize=0.03"]
+    by_hand = fa.stats.pairwise({"a": res.results[0], "b": res.results[1],
+                                 "c": res.results[2]}, baseline="b")
+    for mine, theirs in zip(got.rows, by_hand.rows):
+        assert mine.difference == theirs.difference and mine.p_holm == theirs.p_holm
+    gaps = res.gap[:, :, -1]
+    np.testing.assert_allclose(got.rows[0].difference.mean, np.mean(gaps[0] - gaps[1]),
+                               rtol=1e-12)
+    with pytest.raises(ValueError, match="no grid point"):
+        fa.stats.against_baseline(res, {"stepsize": 5.0})

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Mapping, NamedTuple, Optional, Union
+from typing import Any, Mapping, NamedTuple, Optional, Union
 
 import numpy as np
 
@@ -25,8 +25,8 @@ from fedjax_abc._engine._result import SimResult
 from fedjax_abc._stats._intervals import check_level, check_method, mean_interval, p_value
 from fedjax_abc._stats._paired import Difference, check_paired, trial_values
 
-__all__ = ["Comparisons", "PairComparison", "Ranking", "generator", "holm", "pairwise",
-           "rank", "stacked_values"]
+__all__ = ["Comparisons", "PairComparison", "Ranking", "against_baseline", "generator", "holm",
+           "pairwise", "rank", "stacked_values"]
 
 
 def generator(rng) -> np.random.Generator:
@@ -282,3 +282,46 @@ def rank(runs: Mapping[str, Union[SimResult, np.ndarray]], *, rng, metric: str =
     expected = probs @ np.arange(1, k + 1)
     return Ranking(tuple(names[i] for i in order), means[order], probs[order], expected[order],
                    int(draws), int(n))
+
+
+def against_baseline(result, baseline: Mapping[str, Any], *, metric: str = "gap",
+                     record: int = -1, level: float = 0.95,
+                     method: str = "normal") -> Comparisons:
+    """Every point of a sweep against one of its points: paired differences with Holm's
+    adjustment (:func:`pairwise` with the points named by their coordinates).
+
+    The points of one sweep share their key and trials, so each difference is paired over
+    the trials (common random numbers).
+
+    Args:
+      result: a :class:`~fedjax_abc.SweepResult`.
+      baseline: the baseline point's coordinates, as :meth:`~fedjax_abc.SweepResult.point`
+        takes them (``{"algorithm": "FedAvg"}``).
+      metric, record, level, method: as :func:`pairwise`.
+
+    Returns:
+      :class:`Comparisons`, one row a point other than the baseline ("axis=label, ..."
+      minus the baseline's name).
+
+    Example:
+      >>> import jax, fedjax_abc as fa
+      >>> p = fa.problems.huber_offsets(jax.random.key(0), n=10, d_max=20.0)
+      >>> res = fa.sweep(p, grid={"stepsize": [1e-3, 1e-2, 3e-2]}, num_sampled=2,
+      ...                local_steps=5, rounds=50, x0=p.x_star + 1.0, trials=16,
+      ...                key=jax.random.key(1))
+      >>> rows = fa.stats.against_baseline(res, {"stepsize": 1e-3}).rows
+      >>> [r.first for r in rows], rows[0].second
+      (['stepsize=0.01', 'stepsize=0.03'], 'stepsize=0.001')
+    """
+    if not isinstance(baseline, Mapping):
+        raise ValueError(f"baseline must be a dict of the baseline point's coordinates, got "
+                         f"{baseline!r}"[:200])
+    chosen = result.point(**baseline)
+
+    def name(point: dict) -> str:
+        return ", ".join(f"{axis}={label}" for axis, label in point.items())
+
+    runs = {name(p): r for p, r in zip(result.points, result.results)}
+    base = next(n for n, r in runs.items() if r is chosen)
+    return pairwise(runs, baseline=base, metric=metric, record=record, level=level,
+                    method=method)
