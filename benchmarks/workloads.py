@@ -213,14 +213,21 @@ def cases(quick: bool = False, only=None):
 
 
 def participation_cases(quick: bool):
-    """A random number of participants at its cost: Bernoulli(0.01) on n = 1000 quadratic
-    clients (d = 100, Q = 5) against S = 10 uniformly without replacement, gather mode, both
-    recorded once (at t = T): gather computes Bernoulli's capacity (32 slots), not n. The
-    Bernoulli case's S is its mean number of participants, p n."""
+    """A random number of participants at its cost: Bernoulli(0.01) against S = 10 uniformly
+    without replacement, gather mode, recorded once (at t = T), on n = 1000 quadratic
+    clients (d = 100, Q = 5) and on the paper's problem (27) (d = 1, Q = 10, 64 trials,
+    T = 2000), where a client-step costs a few ns and the round's draw shows: gather computes
+    Bernoulli's capacity (32 slots), not n, and the sampler draws about p n + 1 candidates a
+    round, not n words. The Bernoulli case's S is its mean number of participants, p n."""
     T, R = (10, 16) if quick else (100, 100)
-    return [_case("participation", "fedjax_abc", "gather", "float64", "quadratics", 1000, 10, 5,
-                  T, R, d=100, record_every=T, **extra)  # S: Bernoulli's mean p n
-            for extra in ({}, {"sampler": "bernoulli:0.01"})]
+    T27 = 20 if quick else 2000
+    out = []
+    for extra in ({}, {"sampler": "bernoulli:0.01"}):  # S: Bernoulli's mean p n
+        out.append(_case("participation", "fedjax_abc", "gather", "float64", "quadratics", 1000,
+                         10, 5, T, R, d=100, record_every=T, **extra))
+        out.append(_case("participation", "fedjax_abc", "gather", "float64", "huber27", 1000,
+                         10, 10, T27, 64, record_every=T27, **extra))
+    return out
 
 
 def steps_cases(quick: bool):

@@ -39,6 +39,18 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(message)
 
 
+class _Defaults(argparse.ArgumentDefaultsHelpFormatter):
+    """Help texts with ``(default: ...)`` added where it says something: not where the text
+    states the default itself, nor for a default of None or False (an option not given)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if ("default" in text or action.default is None or action.default is False
+                or action.default == [] or action.default is argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action)
+
+
 def _int_at_least(low: int, what: str):
     """An argparse type: an integer >= ``low`` (``what`` names it in the error)."""
     def parse(text: str) -> int:
@@ -90,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "paper's T, Q, alpha, S and x0) unless told otherwise, and write "
                     "<name>.json, <name>.csv (tables) and <name>.png into --out. Progress goes "
                     "to stderr.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=_Defaults)
     rep.add_argument("experiment", choices=EXPERIMENTS + ("all",),
                      help="fig1: Fig. 1 (S in {1,4,8,16} on problem 25); table2: Table II and "
                           "Fig. 2 (problem 27, Dmax in {20,50,100,200}); table2_hypotheses: Table II with "
@@ -144,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Generate the reproduction report (Markdown) from the JSON files written by "
                     "'reproduce': our numbers beside the paper's, the paper's qualitative claims "
                     "checked, the figures embedded.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=_Defaults)
     rpt.add_argument("--results", default="results", metavar="DIR",
                      help="folder with the <name>.json files")
     rpt.add_argument("--out", default=None, metavar="FILE",
@@ -159,14 +171,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compare FedAvg, FedAvgM, FedAdam, FedYogi, FedAdagrad, FedProx, SCAFFOLD, "
                     "FedNova, FedDyn, FedExP, MimeLite, MIME and Scaffnew, each at its best "
                     "stepsize and hyperparameters of a grid (fedjax_abc.tune: picked on tuning "
-                    "keys, reported on fresh ones with 95%% intervals and paired differences "
+                    "keys, reported on fresh ones with 95% intervals and paired differences "
                     "against FedAvg), "
                     "on problem (27) with the paper's offsets and on softmax regression over "
                     "Synthetic(1, 1); writes tuned.json and tuned.csv into --out and prints the "
                     "tables. About six minutes on 2 CPU cores at the default scale, four with "
                     "--quick. The other options run another comparison instead. Progress goes "
                     "to stderr.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=_Defaults)
     cmp.add_argument("--trials", type=_trials, default=None, metavar="R",
                      help="independent trials per run (default: each comparison's own; tuned: "
                           "32 on problem 27 and 16 on Synthetic, 8 and 4 with --quick; "
@@ -193,8 +205,12 @@ def build_parser() -> argparse.ArgumentParser:
                           "alpha = 1e-3 on problem (27) with the paper's offsets, Dmax in {20, "
                           "200}, S in {4, 40}, Q = 10, x0 = x* + 10; then FedAvg and SCAFFOLD "
                           "with exact gradients and full participation as Q and alpha Q vary "
-                          "(client drift); writes compare.json/.csv/.png and compare_drift.png "
-                          "(about two minutes on 2 cores)")
+                          "(client drift); prints each algorithm's paired difference from "
+                          "FedAvg with its 95%% interval, Holm-adjusted p-values, the trials "
+                          "needed to detect a 1%% difference at 80%% power and the ranking with "
+                          "its bootstrap probabilities (fedjax_abc.stats); writes "
+                          "compare.json/.csv/.png and compare_drift.png (about two minutes on 2 "
+                          "cores)")
     which.add_argument("--participation", action="store_true",
                      help="instead: FedAvg under six participation models (uniform, importance, "
                           "Poisson, cyclic, Markov availability, stragglers) on problem 27 and "
@@ -272,7 +288,7 @@ def run_grid(args) -> int:
     from fedjax_abc.repro import common
     from fedjax_abc.repro import grid as grid_module
     spec = grid_module.load_spec(args.grid, trials=args.trials, rounds=args.rounds)
-    out = args.out or os.path.join("results", spec.name)
+    out = args.out or grid_module.default_out(spec)  # results/<name>, refused outside results/
     merge = args.command == "merge"
     if not merge and args.submit is not None:
         return _submit_grid(args, spec, out)
@@ -291,6 +307,10 @@ def run_grid(args) -> int:
         print(f"{spec.name}: {share}{done['ran']} parts run in {took}; parts "
               f"{grid_module.ranges(done['missing'])} of {done['parts']} wait for other "
               f"tasks ('{_merge_command(args, out)}' joins them once saved)")
+        return 0
+    if not done["joined"]:
+        print(f"{spec.name}: {share}{len(done['result'])} grid points ({done['parts']} parts) "
+              f"already joined in {out}: result.nc holds every part; nothing rewritten")
         return 0
     print(f"{spec.name}: {share}{len(done['result'])} grid points ({done['parts']} parts, "
           f"{done['resumed']} resumed) in {took}; wrote "
@@ -374,41 +394,73 @@ def reproduce(args, argv: Sequence[str]) -> int:
                                overrides=args.set_pairs)
     _output_folder(args.out)
     names = EXPERIMENTS if args.experiment == "all" else (args.experiment,)
-    overall = None
-    if len(names) > 1:
-        from fedjax_abc.repro import runtime
-        overall = common.Overall(names, runtime.MEASURED_SECONDS[
-            "quick" if args.quick else "paper"])
+    from fedjax_abc.repro import runtime
+    scale = "quick" if args.quick else "paper"
+    overall = common.Overall(names, runtime.MEASURED_SECONDS[scale])
+    if not args.quiet:
+        print(_header(args, names, overall.reference()), file=sys.stderr)
+    walls, resumed = {}, False
     for name in names:
         run, write = _runner(name)
-        progress = common.Progress(name, enabled=not args.quiet, overall=overall)
+        progress = common.Progress(name, enabled=not args.quiet,
+                                   overall=overall if len(names) > 1 else None)
+        earlier = common.earlier_runs(folder, name)  # a resumed experiment's earlier runs
         start = time.perf_counter()
-        if overall is not None:
-            overall.begin(name)
+        overall.begin(name)
         try:
             doc = run(settings, progress)
+        except BaseException:  # stopped: its time so far is kept beside its checkpoints
+            common.note_run(folder, name, earlier, time.perf_counter() - start,
+                            progress.timings)
+            raise
         finally:
             progress.close()
-        if overall is not None:
-            overall.finish(name)
-        doc["config"]["wall_seconds"] = time.perf_counter() - start
-        doc["config"]["timings"] = progress.timings
+        overall.finish(name, progress.computed_share())
+        took = time.perf_counter() - start
+        # kept until every experiment is written (several: a rerun reads them back)
+        runs = common.note_run(folder if len(names) > 1 else None, name, earlier, took,
+                               progress.timings)
+        doc["config"]["wall_seconds"] = runs["seconds"]  # over every run it took
+        doc["config"]["timings"] = runs["timings"]
+        if runs["runs"] > 1:
+            doc["config"]["runs"] = runs["runs"]
+            doc["config"]["wall_seconds_last_run"] = took
+            resumed = True
+        walls[name] = runs["seconds"]
         paths = write(doc, args.out)
         if folder is not None and len(names) == 1:  # several: kept until all are written,
             _remove_checkpoints(folder, name)  # so that a rerun after a stop resumes them all
         if not args.quiet:
-            print(f"{name}: {time.perf_counter() - start:.1f} s, wrote "
+            over = (f" ({common.clock(runs['seconds'])} over its {runs['runs']} runs)"
+                    if runs["runs"] > 1 else "")
+            print(f"{name}: {took:.1f} s{over}, wrote "
                   + ", ".join(os.path.basename(p) for p in paths), file=sys.stderr)
     if folder is not None and len(names) > 1:
         for name in names:
             _remove_checkpoints(folder, name)
-    if overall is not None and not args.quiet:
-        print(f"all {len(names)} experiments: {common.clock(time.perf_counter() - overall.start)}",
-              file=sys.stderr)
+    if len(names) > 1 and not args.quiet:
+        total = (f"; {common.clock(sum(walls.values()))} with the earlier runs it resumed"
+                 if resumed else "")
+        print(f"all {len(names)} experiments: {common.clock(time.perf_counter() - overall.start)}"
+              f" in this run{total}", file=sys.stderr)
     if not args.quiet:
         print(f"next: {PROG} report --results {args.out} writes {args.out}/reproduction.md, the "
               "report beside the paper's numbers and the shipped results", file=sys.stderr)
     return 0
+
+
+def _header(args, names: Sequence[str], reference: float) -> str:
+    """The first line of ``reproduce``: the experiments in the order they run and how long
+    the reference run of them took (the duration the docs state)."""
+    from fedjax_abc.repro import common
+    scale = "--quick" if args.quick else "the paper's scale"
+    custom = (args.trials is not None or args.rounds is not None or args.set_pairs
+              or args.precision != "float64")
+    about = (f"about {common.clock(reference)} at {scale} in the reference run (2 CPU cores"
+             + ("; your settings differ from its" if custom else "") + ")")
+    what = (f"{len(names)} experiments: {', '.join(names)}" if len(names) > 1
+            else f"{names[0]}")
+    return f"reproduce {what}; {about}"
 
 
 def compare(args, argv: Sequence[str]) -> int:
@@ -438,12 +490,14 @@ def compare(args, argv: Sequence[str]) -> int:
 
 
 def _remove_checkpoints(folder: str, experiment: str) -> None:
-    """Deletes an experiment's run checkpoints (its results are written), and empty folders."""
+    """Deletes an experiment's run checkpoints and the note of its earlier runs' time (its
+    results are written), and empty folders."""
+    from fedjax_abc.repro import common
     sub = os.path.join(folder, experiment)
     if not os.path.isdir(sub):
         return
     for entry in os.listdir(sub):
-        if entry.endswith(".npz"):
+        if entry.endswith(".npz") or entry == common.ELAPSED_FILE:
             os.remove(os.path.join(sub, entry))
     for path in (sub, folder):
         try:
@@ -498,8 +552,9 @@ def _submit_grid(args, spec, out: str) -> int:
                            f"{os.path.join(out, 'submitit')}; rerun the same command to run the "
                            "parts not saved")
     done = grid_module.run_grid(spec, out, None, merge=True)
-    print(f"{spec.name}: {len(done['result'])} grid points from {parts} parts; wrote "
-          + ", ".join(os.path.relpath(p, out) for p in done["paths"]) + f" into {out}")
+    wrote = ("; wrote " + ", ".join(os.path.relpath(p, out) for p in done["paths"])
+             if done["joined"] else ", already joined by a task; nothing rewritten")
+    print(f"{spec.name}: {len(done['result'])} grid points from {parts} parts{wrote} into {out}")
     return 0
 
 
@@ -522,7 +577,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
-    previous = signal.signal(signal.SIGINT, _interrupt_once)
+    restore = _catch_ctrl_c()
     try:
         _start_up()
         if args.command == "reproduce":
@@ -547,15 +602,71 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{PROG}: error: {message}", file=sys.stderr)
         return 1
     finally:
-        signal.signal(signal.SIGINT, previous)
+        restore()
 
 
-def _interrupt_once(signum, frame):
+def _interrupt_once(signum, frame, collecting: bool = False):
     """Ctrl-C: the command stops where Python next runs (checkpoints are saved on the way
     out, and it says how to resume); a second Ctrl-C ends the process at once (SIGINT's
-    default action), also inside a compilation that does not return to Python until done."""
+    default action), also inside a compilation that does not return to Python until done.
+
+    Where Python would print and drop the KeyboardInterrupt (it arrived during a garbage
+    collection, ``collecting``: in the collector's callbacks, as JAX runs one, in a
+    finaliser or a weak reference's callback it calls), the command would go on as if
+    nothing was pressed: the same Ctrl-C is sent again a moment later instead."""
+    if collecting or _dropped_there(frame):
+        import threading
+
+        threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+        return
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     raise KeyboardInterrupt
+
+
+def _catch_ctrl_c():
+    """Makes Ctrl-C :func:`_interrupt_once`, told whether a garbage collection is running
+    (the collector's first and last callbacks say when it starts and ends: the others, the
+    finalisers and the weak references' callbacks it calls run in between); returns what
+    puts things back."""
+    import gc
+
+    collecting = [False]
+
+    def starts(phase, info):
+        if phase == "start":
+            collecting[0] = True
+
+    def ends(phase, info):
+        if phase == "stop":
+            collecting[0] = False
+
+    def handler(signum, frame):
+        _interrupt_once(signum, frame, collecting[0])
+
+    previous = signal.signal(signal.SIGINT, handler)
+    gc.callbacks.insert(0, starts)
+    gc.callbacks.append(ends)
+
+    def restore():
+        signal.signal(signal.SIGINT, previous)
+        for callback in (starts, ends):
+            if callback in gc.callbacks:
+                gc.callbacks.remove(callback)
+
+    return restore
+
+
+def _dropped_there(frame) -> bool:
+    """Whether an exception raised in ``frame`` would be dropped: it runs inside one of the
+    garbage collector's callbacks or an object's finaliser."""
+    import gc
+
+    callbacks = {getattr(cb, "__code__", None) for cb in gc.callbacks}
+    while frame is not None:
+        if frame.f_code in callbacks or frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
 
 
 if __name__ == "__main__":

@@ -28,17 +28,34 @@ def _standalone_cli():
 INTERRUPTED = 130  # the exit status after Ctrl-C
 
 
+def _interrupted_at_start(signum, frame):
+    """Ctrl-C while the command starts (imports JAX; nothing computed, nothing to save):
+    the process ends at once with the message and status of an interrupted command. A
+    KeyboardInterrupt raised inside those imports could be dropped by them (the command
+    would go on) or break a compiled module's start."""
+    sys.stdout.flush()
+    sys.stderr.write("fedjax-abc: interrupted\n")
+    sys.stderr.flush()
+    os._exit(INTERRUPTED)
+
+
 def main(argv=None) -> int:
     """Entry point of ``fedjax-abc``; returns the exit status.
 
     As the command (``argv`` None), an interrupted run ends its process at once after its
     message (``os._exit``, the output flushed): the interpreter's clean-up would otherwise
-    race with the threads XLA may still run and could end in a segmentation fault.
+    race with the threads XLA may still run and could end in a segmentation fault. A
+    Ctrl-C before the command's own handler is in place (its first second or two, while
+    JAX is imported) ends it so too.
     """
     command = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     if any(a in ("-h", "--help") for a in argv):
         return _standalone_cli().main(argv)
+    if command:
+        import signal
+
+        signal.signal(signal.SIGINT, _interrupted_at_start)
     from fedjax_abc.cli import main as run
 
     status = run(argv)

@@ -66,9 +66,9 @@ def test_fedopt_sgd_one_is_algorithm1_to_rounding(p27, quad, mode):
 
 def test_fedavg_round_takes_an_algorithm(p27):
     x = jnp.asarray(p27.x_star) + 2.0
-    args = (p27, p27.oracle, fa.UniformWithoutReplacement(4), x, 3, 0.05, jax.random.key(1), 5)
-    plain = fa.fedavg_round(*args)
-    eta2 = fa.fedavg_round(*args, algorithm=FedAvg(2.0))
+    args = (p27, p27.oracle, fa.UniformWithoutReplacement(4), x, 3, 0.05, jax.random.key(1))
+    plain = fa.fedavg_round(*args, local_steps=5)
+    eta2 = fa.fedavg_round(*args, local_steps=5, algorithm=FedAvg(2.0))
     np.testing.assert_allclose(eta2, x + 2.0 * (plain - x), rtol=1e-14)
 
 
@@ -200,7 +200,8 @@ def test_scaffold_client_states_change_only_for_sampled_clients(p27):
     k_t = jax.random.key_data(jax.random.key(2))[:, None]
     idx, _ = sampler.from_words(stream_words(k_t[:, 0], 0, sampler.num_words(n)), n)
     for mode in ("mask", "gather"):
-        nxt = _round.batched_round(p27, p27.oracle, sampler, alg, state, k_t, 0.05, 5, mode)
+        nxt = _round.batched_round(_round.Parts(p27, p27.oracle, sampler, alg, None, 5),
+                                   _round.Program(mode), state, k_t, 0.05)
         changed = np.flatnonzero(np.asarray(nxt.clients)[:, 0, 0] != 0)
         assert sorted(changed.tolist()) == sorted(np.asarray(idx).tolist()), mode
         assert np.all(np.asarray(nxt.server.c) != 0)

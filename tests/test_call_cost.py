@@ -112,8 +112,8 @@ def _round_of(problem, mode):
     key_data = jax.random.key_data(jax.random.split(jax.random.key(5), 16)).T
     state = _round.init_state(fa.algorithms.FedAvg(), jnp.full((16, problem.dim), 3.0), N)
     step = jax.jit(lambda p, s, k: _round.batched_round(
-        p, p.oracle, fa.UniformWithoutReplacement(4), fa.algorithms.FedAvg(), s, k, 0.1, 6,
-        mode))
+        _round.Parts(p, p.oracle, fa.UniformWithoutReplacement(4), fa.algorithms.FedAvg(), None,
+                     6), _round.Program(mode), s, k, 0.1))
     return np.asarray(step(problem, state, key_data).server.x)
 
 

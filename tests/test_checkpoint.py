@@ -333,7 +333,9 @@ def test_cli_rerun_resumes(tmp_path, monkeypatch):
     out = tmp_path / "out"
     monkeypatch.setattr(common.Progress, "task", task)
     assert cli.main(args + ["--out", str(out)]) == 130
-    assert sorted(os.listdir(out / "checkpoints" / "fig1")) == ["S=1.npz", "S=4.npz"]
+    # the runs' checkpoints, and the time the stopped run took (the rerun adds it to its own)
+    assert sorted(os.listdir(out / "checkpoints" / "fig1")) == ["S=1.npz", "S=4.npz",
+                                                                 common.ELAPSED_FILE]
     monkeypatch.setattr(common.Progress, "task", original)
     assert cli.main(args + ["--out", str(out)]) == 0
     assert not (out / "checkpoints").exists()

@@ -224,7 +224,8 @@ def test_progress_line_reports_rounds_rate_and_time_left():
     time.sleep(0.2)
     line = progress.line()
     assert "demo [S=4] rounds 50/100" in line and "25.0%" in line
-    assert "client-steps/s" in line and "elapsed" in line and "left" in line
+    assert "rounds/s" in line and "elapsed" in line and "left" in line
+    assert "client-steps" not in line  # the rate in the unit the line counts
     progress.finish_task()
     progress.close("ok")
     out = stream.getvalue()
@@ -239,8 +240,9 @@ def test_progress_rate_is_in_the_task_s_unit_of_work():
     callback = progress.task("faults", 30.0, unit="sizes", work_unit="sizes")
     callback(3, 30, 0.1)
     time.sleep(0.01)
+    callback(6, 30, 0.2)
     line = progress.line()
-    assert "sizes 3/30" in line and "sizes/s" in line and "client-steps" not in line
+    assert "sizes 6/30" in line and "sizes/s" in line and "client-steps" not in line
 
 
 def test_progress_while_compiling_shows_no_rate():
@@ -254,7 +256,8 @@ def test_progress_while_compiling_shows_no_rate():
 def test_progress_time_left_is_smoothed():
     progress = common.Progress("demo", stream=io.StringIO())
     progress.plan(100.0)
-    progress.done, progress.start = 50.0, time.perf_counter() - 50.0  # 1 step/s so far
+    progress.done = progress.computed = 50.0  # computed in this process: 1 step/s so far
+    progress.start = time.perf_counter() - 50.0
     assert "~0:50 left" in progress.line()
     progress.start -= 50.0  # a stall: 0.5 step/s overall; the estimate moves a third of the way
     line = progress.line()

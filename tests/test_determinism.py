@@ -280,7 +280,7 @@ def test_fedavg_round_is_the_simulators_round(mode):
                       trials=5, key=key, mode=mode)
     for r in range(5):
         x1 = fa.fedavg_round(p, p.oracle, fa.UniformWithoutReplacement(3), p.x_star + 3.0, 0, 0.05,
-                             jax.random.fold_in(key, r), 3, mode)
+                             jax.random.fold_in(key, r), local_steps=3, mode=mode)
         np.testing.assert_allclose(np.asarray(x1), res.x_final[r], rtol=1e-14, atol=0)
     assert np.unique(res.x_final).size == 5
 
@@ -299,8 +299,8 @@ def test_rounds_chained_one_by_one_are_the_simulators_trajectory(mode, generator
     for r in range(4):
         x = p.x_star + 3.0
         for t in range(8):
-            x = fa.fedavg_round(p, p.oracle, sampler, x, t, 0.05, jax.random.fold_in(key, r), 2,
-                                mode, generator=generator)
+            x = fa.fedavg_round(p, p.oracle, sampler, x, t, 0.05, jax.random.fold_in(key, r),
+                                local_steps=2, mode=mode, generator=generator)
         np.testing.assert_allclose(np.asarray(x), res.x_final[r], rtol=1e-14, atol=0)
     assert np.unique(res.x_final).size == 4
 

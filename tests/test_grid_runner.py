@@ -367,6 +367,7 @@ def test_grid_refuses_parts_of_another_grid(tmp_path, capsys):
     assert "0.nc was not written by this grid" in err and err.count("\n") == 1
     # grid a again: its own parts are resumed, the same numbers
     os.remove(out / "grid.json")
+    os.remove(out / "result.nc")  # else nothing to join again: a's result is there
     assert cli.main(["run", str(a), "--out", str(out), "--quiet"]) == 0
     assert "2 parts, 2 resumed" in capsys.readouterr().out
     assert fa.load(out / "result.nc").equals(first)

@@ -147,8 +147,9 @@ def test_blocks_agree_with_all_clients_at_once(mode, wide):
     gradient.closed_form = False
     at_once = dataclasses.replace(problem, grad_fn=gradient)
     for p, block in ((problem, 1), (at_once, None)):
-        assert _plan.make_plan(4, 2, 8, "float64", jax.devices()[:1], False, p.num_clients,
-                               p.dim, _plan.closed_form_gradient(p)).client_block == block
+        assert _plan.make_plan(4, 2, 8, "float64", jax.devices()[:1], False,
+                               num_clients=p.num_clients, dim=p.dim,
+                               closed_form=_plan.closed_form_gradient(p)).client_block == block
     blocked = fa.simulate(problem, **kw)
     together = fa.simulate(at_once, **kw)
     np.testing.assert_allclose(blocked.x_final, together.x_final, rtol=1e-12, atol=1e-15)
@@ -183,8 +184,9 @@ def test_mlp_runs_all_clients_at_once_and_its_trials_keep_their_numbers(mlp):
     and the classes in a fixed order, so that trial r does not depend on its neighbours."""
     problem = mlp
     assert not _plan.closed_form_gradient(problem)
-    assert _plan.make_plan(2, 1, 8, "float64", jax.devices()[:1], False, problem.num_clients,
-                           problem.dim, False).client_block is None
+    assert _plan.make_plan(2, 1, 8, "float64", jax.devices()[:1], False,
+                           num_clients=problem.num_clients, dim=problem.dim,
+                           closed_form=False).client_block is None
     kw = dict(num_sampled=2, local_steps=2, stepsize=0.1, rounds=2, record_every=1,
               x0=problem.loss.model.init(jax.random.key(1)), key=jax.random.key(2), mode="mask")
     few = fa.simulate(problem, trials=8, **kw)

@@ -172,23 +172,26 @@ def test_the_meter_interface_is_abstract():
 
 def test_overall_time_left_follows_the_pace_so_far():
     """A machine 3x slower than the reference: after the first experiment the time left is
-    the reference's seconds still to come times 3, the running one counted by its time."""
+    the reference's seconds still to come times 3, the running one counted by its time,
+    once it overruns by its work still to do; nothing is estimated before a pace is
+    measured."""
     from fedjax_abc.repro.common import Overall, clock
 
     now = [0.0]
     overall = Overall("abc", {"a": 10.0, "b": 20.0, "c": 70.0, "d": 5.0}, timer=lambda: now[0])
     overall.begin("a")
-    assert overall.status(0.0) == "all 0/3"  # nothing done: no estimate
-    now[0] = 5.0  # half of a's work in 5 s: the reference's pace so far
-    assert overall.status(0.5) == f"all 0/3, ~{clock(5.0 + 90.0)} left"
+    assert overall.status(0.0) == "all 0/3, estimating..."  # nothing measured yet
+    now[0] = 5.0  # half of a's work in 5 s, compilation included: not yet a pace
+    assert overall.status(0.5) == "all 0/3, estimating..."
     now[0] = 30.0
     overall.finish("a")  # 30 s for 10: pace 3
     overall.begin("b")
     assert overall.status(0.0) == f"all 1/3, ~{clock(3 * 70 + 3 * 20)} left"
     now[0] = 60.0  # b 30 s in, whatever share of its work that was
     assert overall.status(0.9) == f"all 1/3, ~{clock(3 * 70 + 30)} left"
-    now[0] = 130.0  # b overruns its 60 s: a tenth of them is left to it
-    assert overall.status(0.99) == f"all 1/3, ~{clock(3 * 70 + 6)} left"
+    now[0] = 130.0  # b overruns its 60 s: its own pace counts, and its work still to do
+    pace = 130.0 / (10.0 + 20.0 * 0.99)
+    assert overall.status(0.99) == f"all 1/3, ~{clock(pace * 70 + pace * 20 * 0.01)} left"
     unknown = Overall(["x", "y"], {})  # no reference durations: the count alone
     unknown.begin("x")
     assert unknown.status(0.5) == "all 0/2"

@@ -230,3 +230,13 @@ def test_worst_picks_each_rules_worst_attack(problem):
     assert [res.axes["byzantine"].index(lab) for lab in labels] == list(means.argmax(axis=1))
     with pytest.raises(ValueError, match="no grid axis 'attack'"):
         res.worst("attack")
+
+
+def test_worst_counts_a_point_whose_trials_all_diverged_as_the_worst(problem):
+    res = fa.sweep(problem, grid={"byzantine": [rb.Byzantine(rb.SignFlip(), f=2),
+                                                rb.Byzantine(rb.Inf(), f=2)]},
+                   **_kw(problem, aggregator=rb.WeightedMean()))
+    assert res.axes["byzantine"] == ("Byzantine(attack=SignFlip(), f=2)",
+                                     "Byzantine(attack=Inf(), f=2)")
+    _, labels = res.worst("byzantine")
+    assert labels.tolist() == "Byzantine(attack=Inf(), f=2)"

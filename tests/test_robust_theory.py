@@ -127,3 +127,12 @@ def test_robustness_refuses_bad_input_in_one_line():
         fa.theory.robustness(rb.Median(), rb.Gaussian(), jnp.zeros((3, 4, 2)), f=1)
     with pytest.raises(ValueError, match=r"Krum\(f=3\) needs n >= 2f \+ 3"):
         fa.theory.robustness(rb.Krum(3), rb.SignFlip(), jnp.zeros((3, 4, 2)), f=1)
+
+
+def test_robustness_compiles_once_per_rule_and_attack_structure():
+    from conftest import count_compilations
+    honest = jax.random.normal(jax.random.key(3), (50, 7, 3))
+    fa.theory.robustness(rb.TrimmedMean(2), rb.ALittleIsEnough(1.0), honest, f=2)
+    with count_compilations() as events:
+        fa.theory.robustness(rb.TrimmedMean(1), rb.ALittleIsEnough(3.0), honest, f=2)
+    assert events == []

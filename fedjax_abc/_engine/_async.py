@@ -34,7 +34,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array
 
-from fedjax_abc._algorithms._base import AbstractAlgorithm, RoundInfo
+from fedjax_abc._algorithms._base import AbstractAlgorithm, RoundInfo, recheck_all
 from fedjax_abc._algorithms._buffered import AbstractAsyncRule, check_staleness
 from fedjax_abc._engine._jit import flat_jit
 from fedjax_abc._engine._memory import available_bytes, format_bytes
@@ -46,12 +46,14 @@ from fedjax_abc._engine._progress import Reporting, progress_meter
 from fedjax_abc._engine._random import (SAMPLER_STREAM, SPEED_STREAM, TIME_STREAM,
                                         client_words, round_keys, stream_words)
 from fedjax_abc._engine._result import SimResult, warn_divergence
-from fedjax_abc._engine._round import client_round
+from fedjax_abc._engine._round import Parts, client_round
 from fedjax_abc._engine._run import check_settings, oracle_and_algorithm, threefry_key
 from fedjax_abc._engine._threefry import fold_in_data
-from fedjax_abc._problems._args import DTYPES, check_count
+from fedjax_abc._problems._args import DTYPES, check_count, real_array
+from fedjax_abc._problems._checks import check_components
 from fedjax_abc._problems._oracles import AbstractOracle
-from fedjax_abc._problems._problem import Problem, cast_floating
+from fedjax_abc._problems._problem import Problem, cast_floating, with_placeholder_minima
+from fedjax_abc._problems._samplers import UniformWithoutReplacement
 from fedjax_abc._problems._time import Clock
 
 __all__ = ["AsyncResult", "AsyncState", "simulate_async"]
@@ -140,8 +142,8 @@ def _work(parts: _Parts, spec: _Spec, clients: Array, x: Array, k: Array, stepsi
     server = parts.algorithm.init(x)
 
     def one(i):
-        message = client_round(parts.problem, parts.oracle, parts.algorithm, None,
-                               spec.local_steps, spec.generator, i, server, (), (), k,
+        message = client_round(Parts(parts.problem, parts.oracle, None, parts.algorithm, None,
+                                     spec.local_steps), spec.generator, i, server, (), (), k,
                                stepsize)[0]
         return parts.rule.payload(x, message)
 
@@ -247,12 +249,29 @@ class AsyncResult:
         return ax
 
 
+def _numbers_as_arrays(tree, integers: bool):
+    """``tree`` with its Python and NumPy numbers (a value put in with ``eqx.tree_at``, where
+    the constructor makes an array) as float arrays, as the constructor makes them;
+    ``integers``: integers too (no leaf of a rule or a clock counts anything)."""
+    kinds = (float, np.floating) + ((int, np.integer) if integers else ())
+
+    def array(leaf):
+        if isinstance(leaf, kinds) and not isinstance(leaf, (bool, np.bool_)):
+            return jnp.asarray(float(leaf), float)
+        return leaf
+
+    return jax.tree_util.tree_map(array, tree)
+
+
 def _check_algorithm(algorithm, problem, oracle, Q: int, generator: str, x) -> None:
     """ValueError (one line) for an algorithm whose clients keep state or answer a query,
     whose message is not a model like x, or whose server step is not "take the mean
     model" (a server stepsize, momentum, an adaptive step): the rule's server step replaces
     the algorithm's, which would be ignored silently."""
     name = type(algorithm).__name__
+    # the components as the run has them: in its dtype (float32 included)
+    problem, oracle, algorithm = (with_placeholder_minima(problem).astype(x.dtype),
+                                  cast_floating(oracle, x.dtype), cast_floating(algorithm, x.dtype))
     client = jax.eval_shape(algorithm.init_client, x)
     if jax.tree_util.tree_leaves(client):
         raise ValueError(f"{name} keeps client states, which asynchronous clients do not "
@@ -262,8 +281,8 @@ def _check_algorithm(algorithm, problem, oracle, Q: int, generator: str, x) -> N
         raise ValueError(f"{name} asks its clients a query before the local steps; an "
                          "asynchronous client starts from the model alone")
     message = jax.eval_shape(lambda s: client_round(
-        problem, oracle, algorithm, None, Q, generator, jnp.zeros((), jnp.int32), s, (), (),
-        jnp.zeros((2,), jnp.uint32), jnp.ones((), x.dtype))[0], server)
+        Parts(problem, oracle, None, algorithm, None, Q), generator, jnp.zeros((), jnp.int32),
+        s, (), (), jnp.zeros((2,), jnp.uint32), jnp.ones((), x.dtype))[0], server)
     if not (isinstance(message, jax.ShapeDtypeStruct) and message.shape == x.shape):
         raise ValueError(f"{name}'s clients send {jax.tree_util.tree_structure(message)}, not "
                          "a local model: the asynchronous rules take the clients' models "
@@ -316,12 +335,20 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
       algorithm: the client rule: an algorithm whose clients keep no state and send their
         local model (default FedAvg's local SGD; FedProx's proximal steps).
       record_every: k, records at server steps 0, k, 2k, ..., T (default as ``simulate``).
+      dtype: "float64" (JAX's 64-bit mode on) or "float32" (the components cast to it; the
+        paper's problems still need the 64-bit mode to be built).
       metrics: user metrics of x, as ``simulate``.
       staleness_bins: the staleness histogram's bins (default 4 C + 1; the last counts
         everything beyond).
       progress: as ``simulate``'s: True for a bar over the server steps, a callback
         ``(steps_done, total, secs)`` or a progress meter; the run is then cut into about
         50 calls of one compiled program (the same numbers).
+
+    The rule, the clock, the algorithm and the oracle are checked as they are at the call,
+    as ``simulate`` checks its components: a value put into one with ``eqx.tree_at`` (a
+    negative server stepsize, a mixing outside (0, 1], a negative law parameter or speed
+    factor) gets the error its constructor gives, and a Python number put where the
+    constructor makes an array runs as that array.
 
     Returns:
       :class:`AsyncResult`.
@@ -342,6 +369,14 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
                          f"AbstractAsyncRule, got {type(rule).__name__}")
     if not isinstance(clock, Clock):
         raise ValueError(f"clock must be a fedjax_abc.timing.Clock, got {type(clock).__name__}")
+    key = threefry_key(key)  # before x0: swapped, each names the other
+    x0 = real_array("x0", x0)
+    oracle, algorithm = oracle_and_algorithm(problem, oracle, algorithm)
+    # the values as they are now, with the checks their constructors make: a value put in
+    # with eqx.tree_at (a number where an array belongs included) gets the same error
+    rule, clock = _numbers_as_arrays(rule, True), _numbers_as_arrays(clock, True)
+    oracle, algorithm = _numbers_as_arrays(oracle, False), _numbers_as_arrays(algorithm, False)
+    recheck_all((problem, oracle, algorithm, rule, clock))
     check_staleness(rule.staleness)  # as it is now (a value put in with eqx.tree_at too)
     n, d = problem.num_clients, problem.dim
     C = check_count("concurrency (C)", concurrency)
@@ -354,13 +389,12 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
     Q = check_count("local_steps (Q)", local_steps)
     T = check_count("steps (T)", steps)
     R = check_count("trials", trials)
-    key = threefry_key(key)
     clock.validate(n)
     jdtype = DTYPES[dtype]
-    x0 = np.asarray(x0, np.float64)
     if x0.shape != (d,) or not np.all(np.isfinite(x0)):
         raise ValueError(f"x0 must be a finite array of shape ({d},), got shape {x0.shape}")
-    oracle, algorithm = oracle_and_algorithm(problem, oracle, algorithm)
+    # a user's oracle: its shapes, and no draw made once when traced (a generator of NumPy's)
+    check_components(problem, oracle, UniformWithoutReplacement(K), Q, dtype)
     _check_algorithm(algorithm, problem, oracle, Q, generator, jax.ShapeDtypeStruct((d,), jdtype))
     k = (default_record_every(T) if record_every is None
          else check_count("record_every", record_every))

@@ -50,7 +50,15 @@ def _label(value, j: int):
 
 
 def _with(rule, clock, kwargs: dict, name: str, value):
-    """(rule, clock, kwargs) with the axis ``name`` set to ``value``."""
+    """(rule, clock, kwargs) with the axis ``name`` set to ``value``; a value its component
+    refuses is a ValueError in one line (an array's value printed on one)."""
+    try:
+        return _put(rule, clock, kwargs, name, value)
+    except ValueError as err:
+        raise ValueError(" ".join(str(err).split())) from None
+
+
+def _put(rule, clock, kwargs: dict, name: str, value):
     head, _, field = name.partition(".")
     if head == "rule" and field == "buffer":
         try:

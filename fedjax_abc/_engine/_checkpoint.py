@@ -369,11 +369,11 @@ def load(path: str, fingerprint: dict) -> Optional[tuple[Position, bool]]:
     return position, bool(header["complete"])
 
 
-def check_writable(path: str, size: int) -> None:
+def check_writable(path: str, size: int, what: str = "checkpoint", copies: int = 2) -> None:
     """Creates ``path``'s folder and a file in it (removed): raises OSError, in one line
-    naming the path, where a checkpoint could not be saved there, or where its disk has
-    less free space than two checkpoints of ``size`` bytes (the new one is written beside
-    the old one before it replaces it)."""
+    naming the path, where a checkpoint (``what``) could not be saved there, or where its
+    disk has less free space than ``copies`` files of ``size`` bytes (two for a checkpoint:
+    the new one is written beside the old one before it replaces it)."""
     folder = os.path.dirname(os.path.abspath(path))
     probe = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.{uuid.uuid4().hex[:8]}.probe")
     try:
@@ -383,16 +383,17 @@ def check_writable(path: str, size: int) -> None:
         os.remove(probe)
         free = shutil.disk_usage(folder).free
     except OSError as err:
-        raise OSError(f"checkpoint ({path}) cannot be written: {err.strerror or err} "
+        raise OSError(f"{what} ({path}) cannot be written: {err.strerror or err} "
                       f"({err.filename or folder})") from None
     old = os.path.getsize(path) if os.path.isfile(path) else 0
-    need = 2 * size - old
+    need = copies * size - old
     if need > free:
         from fedjax_abc._engine._memory import format_bytes
 
-        raise OSError(f"checkpoint ({path}) cannot be written: it takes about "
-                      f"{format_bytes(size)}, twice that while a save replaces the last one, "
-                      f"and its disk has {format_bytes(free)} free ({folder})")
+        twice = ", twice that while a save replaces the last one," if copies == 2 else ""
+        raise OSError(f"{what} ({path}) cannot be written: it takes about "
+                      f"{format_bytes(size)}{twice} and its disk has {format_bytes(free)} free "
+                      f"({folder})")
 
 
 class Tracker:

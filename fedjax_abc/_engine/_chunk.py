@@ -26,25 +26,11 @@ from fedjax_abc._engine._checkpoint import Position
 from fedjax_abc._engine._jit import flat_jit
 from fedjax_abc._engine._metrics import record_trials as _record_trials
 from fedjax_abc._engine._plan import Plan, Segment
-from fedjax_abc._engine._run import Call, CheckedRun, Parts
+from fedjax_abc._engine._round import Parts, Program
+from fedjax_abc._engine._run import Call, CheckedRun
 from fedjax_abc._engine._threefry import fold_in_data
 
 __all__ = ["AbstractChunk", "Grid", "OneRun", "Program", "run_chunk", "stack"]
-
-
-class Program(NamedTuple):
-    """What a compiled segment does besides its arrays' shapes (static: a new value is a new
-    program): the mode, whether x_t is recorded, the blocks between records, the words'
-    hash, the client block, the devices the trials are sharded over and the sampler's
-    capacity (``_round.batched_round``)."""
-
-    mode: str
-    record_x: bool
-    per_record: int
-    generator: str
-    client_block: Optional[int]
-    groups: int
-    capacity: Optional[int] = None
 
 
 def _start_state(parts: Parts, program: Program, x0):
@@ -88,12 +74,7 @@ def _segment(parts: Parts, program: Program, state, trial_ids, key, t0, stepsize
 
     def block(state_t, inputs):
         j, alphas = inputs
-        state_next = _round.run_rounds(parts.problem, parts.oracle, parts.sampler,
-                                       parts.algorithm, state_t, trial_keys, t0 + j * b, alphas,
-                                       parts.local_steps, program.mode, program.generator,
-                                       program.client_block, parts.transform,
-                                       program.capacity, aggregator=parts.aggregator,
-                                       byzantine=parts.byzantine)
+        state_next = _round.run_rounds(parts, program, state_t, trial_keys, t0 + j * b, alphas)
         x_next = state_next.server.x
         if per_record == 1:
             values = record(x_next) + _totals(parts.sampler, state_next)

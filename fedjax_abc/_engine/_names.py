@@ -25,6 +25,8 @@ from fedjax_abc._algorithms._transforms import AbstractTransform
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._problems._samplers import AbstractSampler
+from fedjax_abc._robust._aggregators import AbstractAggregator
+from fedjax_abc._robust._byzantine import Byzantine
 
 __all__ = ["coordinate_label", "coordinate_labels", "describe", "describe_sampler", "dim_name"]
 
@@ -103,7 +105,8 @@ def coordinate_label(value, name: str, i: int):
         return float(np.asarray(value).reshape(()))
     if isinstance(value, Problem):
         return value.name
-    if isinstance(value, (AbstractAlgorithm, AbstractOracle, AbstractSampler, AbstractTransform)):
+    if isinstance(value, (AbstractAlgorithm, AbstractOracle, AbstractSampler, AbstractTransform,
+                          AbstractAggregator, Byzantine)):
         return describe(value)
     return f"{name}[{i}]"
 

@@ -248,7 +248,7 @@ def trial_work(rounds: int, participants: int, local_steps: int, dim: int) -> in
 
 
 def make_plan(rounds: int, record_every: int, chunk: int, dtype, devices,
-              segmented: bool, num_clients: int = 1, dim: int = 1,
+              segmented: bool, *, num_clients: int = 1, dim: int = 1,
               closed_form: bool = True, mask: bool = False, every_device: bool = False,
               work: Optional[int] = None, pad: bool = True) -> Plan:
     """The :class:`Plan` of T = ``rounds`` rounds recorded every k, chunks of ``chunk`` trials.

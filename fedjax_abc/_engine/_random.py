@@ -26,6 +26,7 @@ from jax.extend.random import threefry_2x32
 from jaxtyping import Array
 
 from fedjax_abc._engine._threefry import fold_in_data, threefry2x32
+from fedjax_abc._problems._hash import GOLDEN_GAMMA, splitmix64
 
 __all__ = ["AGGREGATOR_STREAM", "ATTACK_STREAM", "BYZANTINE_STREAM", "GENERATORS",
            "NOISE_STREAM", "SAMPLER_STREAM", "SPEED_STREAM", "STEPS_STREAM", "TIME_STREAM",
@@ -33,15 +34,7 @@ __all__ = ["AGGREGATOR_STREAM", "ATTACK_STREAM", "BYZANTINE_STREAM", "GENERATORS
            "client_noise", "client_words", "round_keys",
            "splitmix64", "stream_words"]
 
-_GAMMA = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio, SplitMix64's increment
-_MIX = (np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
-
-
-def splitmix64(z: Array) -> Array:
-    """SplitMix64's output function (the finaliser of Stafford's Mix13) of uint64 z."""
-    z = (z ^ (z >> np.uint64(30))) * _MIX[0]
-    z = (z ^ (z >> np.uint64(27))) * _MIX[1]
-    return z ^ (z >> np.uint64(31))
+_GAMMA = GOLDEN_GAMMA  # SplitMix64's increment
 
 
 def _as_uint64(key_data: Array) -> Array:

@@ -338,7 +338,7 @@ class SimResult:
         return grid.times, self._summarize(grid.values, diverged)
 
     def plot(self, y: str = "gap", x: str = "rounds", ax=None, label=None, band: bool = True,
-             log: bool = True, **line_kwargs):
+             log: bool = True, times=None, **line_kwargs):
         """The mean over trials of ``y`` with its 95% band, against rounds or a metric.
 
         Args:
@@ -348,15 +348,20 @@ class SimResult:
             record: the cumulative ``bits`` of a compressor, or ``epsilon`` added by
             :meth:`with_metrics`).
           ax: a matplotlib Axes (default: the current one).
-          label, line_kwargs: for the line; band: draw the band; log: a log y-axis (the band
-            clipped to positive values).
+          label, line_kwargs: for the line; band: draw the band; log: a log y-axis (where
+            the band's interval reaches 0, its lower edge is drawn one decade below the
+            mean: a log axis cannot show 0).
+          times: with ``x="time"``, the grid of simulated times (default: 200 times up to
+            the earliest last record of this run's trials, which differs between runs).
+            Several runs on one plot end at one horizon with the same ``times``, e.g.
+            ``np.linspace(0, min(r.metrics["time"][:, -1].min() for r in runs), 200)``.
 
         Returns:
           the Axes.
         """
         from fedjax_abc._engine._plot import plot_curve
 
-        return plot_curve(self, y, x, ax, label, band, log, **line_kwargs)
+        return plot_curve(self, y, x, ax, label, band, log, times, **line_kwargs)
 
     @classmethod
     def concatenate(cls, parts: "list[SimResult]") -> "SimResult":
@@ -463,6 +468,13 @@ def _same_array(a, b) -> bool:
     a, b = np.asarray(a), np.asarray(b)
     return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(
         a, b, equal_nan=a.dtype.kind in "fc")
+
+
+def _worst_value(result: SimResult, name: str) -> float:
+    """The mean of ``name`` at t = T over the trials that stayed finite; +inf where none did
+    (a point whose every trial diverged is as bad as it gets)."""
+    kept = np.asarray(result._field(name), float)[:, -1][~result.diverged]
+    return float(kept.mean()) if kept.size else np.inf
 
 
 @dataclasses.dataclass(frozen=True)
@@ -592,8 +604,8 @@ class SweepResult:
 
     def worst(self, over: str, name: str = "gap") -> tuple["SweepResult", np.ndarray]:
         """The worst value of the axis ``over`` at every point of the other axes: the one
-        whose final ``name`` (a mean over finite trials, :meth:`final`; a point whose trials
-        all diverged counts as the worst) is largest, as robustness studies report a rule
+        whose final ``name`` (its mean over the trials that did not diverge, as
+        :meth:`final`; a point whose every trial diverged counts as the worst) is largest, as robustness studies report a rule
         under its worst attack.
 
         Returns:
@@ -607,15 +619,12 @@ class SweepResult:
         if over not in self.axes:
             raise ValueError(f"no grid axis {over!r}; the axes are {list(self.axes)}")
         axis = list(self.axes).index(over)
-        summary = self.final(name)
-        trials = np.reshape([r.x_final.shape[0] for r in self.results], self.shape)
-        values = np.where(summary.excluded == trials, np.inf,
-                          np.nan_to_num(np.asarray(summary.mean, float), nan=np.inf))
+        values = np.reshape([_worst_value(r, name) for r in self.results], self.shape)
         pick = np.argmax(np.moveaxis(values, axis, -1), axis=-1)
         index = np.moveaxis(np.arange(len(self.results)).reshape(self.shape), axis, -1)
         chosen = np.take_along_axis(index, pick[..., None], axis=-1)[..., 0]
         others = {k: v for k, v in self.axes.items() if k != over}
-        labels = np.array(self.axes[over], dtype=object)[pick]
+        labels = np.asarray(np.array(self.axes[over], dtype=object)[pick], dtype=object)
         return SweepResult(axes=others, results=tuple(self.results[i] for i in chosen.ravel())), \
             labels
 

@@ -15,26 +15,64 @@ orders a few floating-point operations differently in the two programs, to round
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Union
 
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from fedjax_abc._algorithms._base import LocalInfo, RoundInfo
+from fedjax_abc._algorithms._base import AbstractAlgorithm, LocalInfo, RoundInfo
 from fedjax_abc._algorithms._fedavg import FedAvg
-from fedjax_abc._algorithms._transforms import TransformInfo
+from fedjax_abc._algorithms._transforms import AbstractTransform, TransformInfo
 from fedjax_abc._engine._aggregate import Aggregation, aggregate, members, needs_messages
 from fedjax_abc._engine._components import (check_message, check_same, check_server,
                                             check_stats)
-from fedjax_abc._robust._aggregators import WeightedMean
 from fedjax_abc._engine._random import (SAMPLER_STREAM, STEPS_STREAM, TRANSFORM_STREAM,
                                         client_words, round_keys, stream_words)
+from fedjax_abc._problems._local_work import AbstractLocalSteps
+from fedjax_abc._problems._oracles import AbstractOracle
+from fedjax_abc._problems._problem import Problem
+from fedjax_abc._problems._samplers import AbstractSampler, SlotChunks
+from fedjax_abc._robust._aggregators import AbstractAggregator, WeightedMean
+from fedjax_abc._robust._byzantine import Byzantine
 
-__all__ = ["RoundState", "batched_round", "client_round", "fedavg_round", "init_state",
-           "ordered_sum", "run_rounds", "steps_of", "transform_stats"]
+__all__ = ["Parts", "Program", "RoundState", "batched_round", "client_round", "fedavg_round",
+           "init_state", "ordered_sum", "run_rounds", "steps_of", "transform_stats"]
 
 MODES = ("mask", "gather")
+
+
+class Parts(NamedTuple):
+    """A run's components as its compiled program reads them: their array leaves are the
+    program's data (a sweep stacks those that differ between its points), the rest is static.
+    ``problem`` is the simulator's copy (see ``_run._run_problem``); ``local_steps`` Q or a
+    law; ``metrics`` the user's metric functions; ``aggregator`` the server's rule,
+    ``byzantine`` the Byzantine clients (or None)."""
+
+    problem: Problem
+    oracle: AbstractOracle
+    sampler: AbstractSampler
+    algorithm: AbstractAlgorithm
+    transform: Optional[AbstractTransform]
+    local_steps: Union[int, AbstractLocalSteps]
+    metrics: tuple = ()
+    aggregator: AbstractAggregator = WeightedMean()
+    byzantine: Optional[Byzantine] = None
+
+
+class Program(NamedTuple):
+    """What a compiled segment does besides its arrays' shapes (static: a new value is a new
+    program): the mode, whether x_t is recorded, the blocks between records, the words'
+    hash, the client block (None: all clients at once, see :func:`_over_clients`), the
+    devices the trials are sharded over and the sampler's capacity (:func:`batched_round`)."""
+
+    mode: str
+    record_x: bool = False
+    per_record: int = 1
+    generator: str = "threefry"
+    client_block: Optional[int] = None
+    groups: int = 1
+    capacity: Optional[int] = None
 
 
 class RoundState(NamedTuple):
@@ -110,7 +148,7 @@ def init_state(algorithm, x0: Array, num_clients: int, sampler=None,
     return RoundState(server, clients, sampler_state, tstate, totals, tserver)
 
 
-def fedavg_round(problem, oracle, sampler, x: Array, t, stepsize, trial_key: Array,
+def fedavg_round(problem, oracle, sampler, x: Array, t, stepsize, trial_key: Array, *,
                  local_steps=1, mode: str = "mask", algorithm=None,
                  generator: str = "threefry") -> Array:
     """One round of Algorithm 1 (or an ``algorithm`` without client states) for one trial.
@@ -141,12 +179,13 @@ def fedavg_round(problem, oracle, sampler, x: Array, t, stepsize, trial_key: Arr
         raise ValueError(f"fedavg_round gives {type(sampler).__name__}'s first round only (it "
                          f"carries state from round to round): t must be 0, got {int(t)}; "
                          "simulate runs later rounds")
+    if mode not in MODES:
+        raise ValueError(f"mode ({mode!r}) must be one of {MODES}")
     k_t = round_keys(jax.random.key_data(trial_key), t, generator)
     state = init_state(algorithm, x[None], problem.num_clients)
-    state = batched_round(problem, oracle, sampler, algorithm, state, k_t[:, None], stepsize,
-                          local_steps, mode, generator,
-                          capacity=sampler.capacity(problem.num_clients))
-    return state.server.x[0]
+    parts = Parts(problem, oracle, sampler, algorithm, None, local_steps)
+    program = Program(mode, generator=generator, capacity=sampler.capacity(problem.num_clients))
+    return batched_round(parts, program, state, k_t[:, None], stepsize).server.x[0]
 
 
 # Per-trial gathers and scatters along the client axis, written as a vmap over the trials
@@ -216,28 +255,39 @@ def _fold(total: Array, a: Array) -> Array:
     return total
 
 
-def _slot_sums(chunk_fn, idx: Array, w: Array, capacity: Optional[int], carry):
-    """The round's sums over its slots (m, R): ``chunk_fn(idx_c, w_c, carry)`` gives the
+def _chunked(idx: Array, w: Array, capacity: int) -> SlotChunks:
+    """The slots (m, R) compacted (:func:`_compact`) as chunks of ``capacity``
+    (:func:`_chunk`), for a sampler that does not draw its own (``slot_chunks`` None)."""
+    idx, w = _compact(idx, w)
+    count = jnp.sum(w != 0, axis=0, dtype=jnp.int32)
+    return SlotChunks(count, count, _chunk(idx, w, capacity, 0),
+                      lambda k: _chunk(idx, w, capacity, k))
+
+
+def _slot_sums(chunk_fn, slots, carry):
+    """The round's sums over its slots: ``chunk_fn(idx_c, w_c, carry)`` gives the
     contributions of some slots (leaves (c, R, ...)) and the next carry. Returns (their sums,
-    carry). ``capacity`` None: all m slots at once, summed by :func:`ordered_sum`; else the
-    slots are compacted (:func:`_compact`) and taken ``capacity`` at a time until every
-    trial's participants are in."""
-    if capacity is None:
-        contributions, carry = chunk_fn(idx, w, carry)
+    carry). ``slots``: (idx, w), all m slots (m, R) at once, summed by :func:`ordered_sum`;
+    or :class:`SlotChunks`, the participants first, taken a chunk at a time until every
+    trial's participants are in (chunk 0 always)."""
+    if not isinstance(slots, SlotChunks):
+        contributions, carry = chunk_fn(*slots, carry)
         return jax.tree_util.tree_map(ordered_sum, contributions), carry
-    needed = jnp.max(jnp.sum(w != 0, axis=0, dtype=jnp.int32))  # the most of any trial (<= m)
-    first, _ = jax.eval_shape(chunk_fn, idx[:capacity], w[:capacity], carry)
-    zeros = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape[1:], a.dtype), first)
+    capacity = slots.first[0].shape[0]
+    needed = jnp.max(slots.span)  # the most slots of any trial
+    contributions, carry = chunk_fn(*slots.first, carry)
+    sums = jax.tree_util.tree_map(lambda a: _fold(jnp.zeros(a.shape[1:], a.dtype), a),
+                                  contributions)
 
     def more(state):
         return state[0] * capacity < needed
 
     def chunk(state):
         k, sums, carry = state
-        contributions, carry = chunk_fn(*_chunk(idx, w, capacity, k), carry)
+        contributions, carry = chunk_fn(*slots.chunk(k), carry)
         return k + 1, jax.tree_util.tree_map(_fold, sums, contributions), carry
 
-    _, sums, carry = jax.lax.while_loop(more, chunk, (jnp.zeros((), jnp.int32), zeros, carry))
+    _, sums, carry = jax.lax.while_loop(more, chunk, (jnp.ones((), jnp.int32), sums, carry))
     return sums, carry
 
 
@@ -268,9 +318,9 @@ def steps_of(local_steps) -> int:
     return local_steps if isinstance(local_steps, int) else local_steps.max_steps
 
 
-def client_round(problem, oracle, algorithm, transform, local_steps, generator: str, i, server,
-                 client, transform_state, k: Array, stepsize, participants=None,
-                 transform_server=(), limit=None, *, origin: bool = False):
+def client_round(parts: Parts, generator: str, i, server, client, transform_state, k: Array,
+                 stepsize, *, participants=None, transform_server=(), limit=None,
+                 origin: bool = False):
     """Client i's round in one trial with round key data k (2,): its local steps, message.
 
     The engine's part of every algorithm: the oracle's noise of the Q (or Q_max) steps from
@@ -286,6 +336,8 @@ def client_round(problem, oracle, algorithm, transform, local_steps, generator: 
     the pair (message, the message the client would send had its local model stayed at
     x_t), the origin a robust aggregation measures the updates from (``_aggregate``).
     """
+    problem, oracle, algorithm = parts.problem, parts.oracle, parts.algorithm
+    transform, local_steps = parts.transform, parts.local_steps
     x_t = server.x
     Q = steps_of(local_steps)
     shape = (Q,) + x_t.shape
@@ -362,11 +414,8 @@ def _sample(sampler, sampler_words: Array, n: int, state):
         sampler_words, n, state)
 
 
-def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_data: Array,
-                  stepsize, local_steps, mode: str,
-                  generator: str = "threefry", client_block: Optional[int] = None,
-                  sampler_words: Optional[Array] = None, transform=None,
-                  capacity: Optional[int] = None, *,
+def batched_round(parts: Parts, program: Program, state: RoundState, key_data: Array,
+                  stepsize, sampler_words: Optional[Array] = None,
                   aggregation: Optional[Aggregation] = None) -> RoundState:
     """One round of R trials: their state and k_t (2, R) -> the state at t + 1.
 
@@ -375,43 +424,58 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
     m, R, d), its random words too, shape (n or m, R, W), so the hashing and the local steps
     of ``gather`` mode run over long contiguous rows even when m is small. Client states
     (the algorithm's and the transform's) change only for clients with a positive weight
-    this round. ``local_steps``: Q (an int) or a law of local steps
-    (:class:`~fedjax_abc._problems._local_work.AbstractLocalSteps`); ``generator``: the random
-    words' hash (:data:`~fedjax_abc._engine._random.GENERATORS`). ``client_block``: how many
-    clients (slots) run their local steps at once, None for all (see :func:`_over_clients`).
-    ``sampler_words``: the sampler's words of the round, (num_words, R), if already hashed
-    from k_t (see :func:`run_rounds`); None hashes them here. ``transform``: the message
-    transform, or None. ``capacity``: the sampler's :meth:`capacity` (a Python int) or None;
-    below the number of slots m, each trial's participants go first and the round computes
-    (``gather``) or adds up (``mask``) its slots that many at a time, as many times as the
-    trial with the most participants needs: the same sums in both modes. ``aggregation``:
-    a rule that needs the round's messages at once, or Byzantine clients (see
+    this round. ``parts``: the components (:class:`Parts`: the local steps Q or a law, the
+    message transform or None, ...); ``program``: the mode, the words' hash
+    (:data:`~fedjax_abc._engine._random.GENERATORS`), the client block (how many clients
+    run their local steps at once, None for all, see :func:`_over_clients`) and the
+    sampler's capacity (:meth:`capacity`, a Python int, or None; below the number of slots
+    m, each trial's participants go first and the round computes (``gather``) or adds up
+    (``mask``) its slots that many at a time, as many times as the trial with the most
+    participants needs: the same sums in both modes). ``sampler_words``: the sampler's
+    words of the round, (num_words, R), if already hashed from k_t (see
+    :func:`run_rounds`); None hashes them here. ``aggregation``: a rule that needs the
+    round's messages at once, or Byzantine clients (see
     :mod:`~fedjax_abc._engine._aggregate`); None adds the weighted mean up slot by slot.
     """
+    problem, oracle, sampler, algorithm = parts.problem, parts.oracle, parts.sampler, \
+        parts.algorithm
+    transform, local_steps = parts.transform, parts.local_steps
+    mode, generator, client_block, capacity = program.mode, program.generator, \
+        program.client_block, program.capacity
     if mode not in MODES:
         raise ValueError(f"mode ({mode!r}) must be one of {MODES}")
     n = problem.num_clients
     if sampler_words is None:
         sampler_words = stream_words(key_data, SAMPLER_STREAM, sampler.num_words(n), generator)
-    idx, w, sampler_state = _sample(sampler, sampler_words, n, state.sampler)  # (m, R) each
     held = aggregation is not None  # the round's messages held at once, every slot computed
-    if held or capacity is not None and capacity >= idx.shape[0]:
+    if held or capacity is not None and capacity >= sampler.num_slots(n):
         capacity = None
-    if capacity is not None:
-        idx, w = _compact(idx, w)
-    server = _received(problem, algorithm, state.server, state.clients, idx, w, mode,
-                       client_block, capacity)
+    # the slots: (idx, w), (m, R) each, all at once; or with a capacity, chunks of it with
+    # the participants first, drawn by the sampler at their cost where it can
+    slots = None
+    if capacity is not None and not jax.tree_util.tree_leaves(state.sampler):
+        slots = sampler.slot_chunks(sampler_words, n, capacity)
+    if slots is None:
+        idx, w, sampler_state = _sample(sampler, sampler_words, n, state.sampler)
+        slots = (idx, w) if capacity is None else _chunked(idx, w, capacity)
+    else:
+        sampler_state = state.sampler
+    server = _received(parts, program, state.server, state.clients, slots)
     x = server.x
     per_client = (state.clients, state.transform)
-    count = ordered_sum((w > 0).astype(x.dtype)) if transform is not None else \
-        jnp.zeros(x.shape[:1], x.dtype)  # (R,): each trial's participants
+    if transform is None:
+        count = jnp.zeros(x.shape[:1], x.dtype)
+    elif isinstance(slots, SlotChunks):
+        count = slots.count.astype(x.dtype)
+    else:  # (R,): each trial's participants
+        count = ordered_sum((slots[1] > 0).astype(x.dtype))
     tserver = state.transform_server
     limits = _step_limits(sampler, sampler_state)  # (R, n) or None
 
     def local(i, server_r, c, k, m, ts, lim):  # client i of one trial with round key data k
         message, client, tstate, stats = client_round(
-            problem, oracle, algorithm, transform, local_steps, generator, i, server_r, c[0],
-            c[1], k, stepsize, m, ts, None if lim is None else lim[i], origin=held)
+            parts, generator, i, server_r, c[0], c[1], k, stepsize, participants=m,
+            transform_server=ts, limit=None if lim is None else lim[i], origin=held)
         return message, (client, tstate), stats
 
     totals = state.totals
@@ -442,19 +506,24 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
             lambda i, c: jax.vmap(local, in_axes=(None, 0, 0, 1, 0, 0, 0))(
                 i, server, c, key_data, count, tserver, limits),
             (jnp.arange(n, dtype=jnp.int32), per_client), client_block)  # (n, R, ...)
-        sums, _ = _slot_sums(lambda i, cw, _: (contributions(  # the sampled: (m or C, R, ...)
-            *_at_slots((messages, stats), i), cw), ()), idx, w, capacity, ())
+        states = bool(jax.tree_util.tree_leaves(per_client))
+
+        def sampled(i, cw, weight):  # the sampled: (m or C, R, ...); each client's weight
+            return (contributions(*_at_slots((messages, stats), i), cw),
+                    _add(weight, i, cw) if states else weight)
+
+        weight = jnp.zeros((n, x.shape[0]), jnp.result_type(float)) if states else ()
+        sums, weight = _slot_sums(sampled, slots, weight)
         if held:
             slot_messages = _at_slots(messages, idx)
-        if jax.tree_util.tree_leaves(per_client):
-            weight = _add(jnp.zeros((n, x.shape[0]), w.dtype), idx, w)
+        if states:
             per_client = _keep_where(weight > 0, new_clients, per_client)
     elif held:  # every slot's client, the messages kept side by side
         slot_messages, stats, per_client = computed(idx, w, per_client)
         sums, _ = _slot_sums(lambda i, cw, _: (contributions(slot_messages, stats, cw), ()),
-                             idx, w, None, ())
+                             (idx, w), ())
     else:  # the sampled clients only (with a capacity, the participants, that many at a time)
-        sums, per_client = _slot_sums(gathered, idx, w, capacity, per_client)
+        sums, per_client = _slot_sums(gathered, slots, per_client)
     message_sum, total, stat_sums, stat_totals = sums
     if totals:
         totals = {name: totals[name] + stat_totals[name] for name in totals}
@@ -476,13 +545,15 @@ def batched_round(problem, oracle, sampler, algorithm, state: RoundState, key_da
                       sampler_state, per_client[1], totals, tserver)
 
 
-def _received(problem, algorithm, server, clients, idx: Array, w: Array, mode: str,
-              client_block: Optional[int], capacity: Optional[int] = None):
+def _received(parts: Parts, program: Program, server, clients, slots):
     """The server state after the round's first communication (``algorithm.query``): every
     client's query in ``mask`` mode (the sampled ones' are kept), the sampled clients' in
     ``gather`` mode, their weighted mean handed to ``algorithm.receive``. ``server`` as it
-    is when the algorithm's ``query`` gives None. ``capacity``: as in
-    :func:`batched_round` (the slots compacted)."""
+    is when the algorithm's ``query`` gives None. ``slots``: as :func:`_slot_sums` takes
+    them."""
+    problem, algorithm = parts.problem, parts.algorithm
+    mode, client_block = program.mode, program.client_block
+
     def query(i, s, c):
         data = problem.client(i)
         return algorithm.query(s, c, lambda z: problem.local_grad(data, z))
@@ -507,7 +578,7 @@ def _received(problem, algorithm, server, clients, idx: Array, w: Array, mode: s
         slot_w = slot_w.astype(server.x.dtype)
         return (_weighted(slot_queries(slot_idx), slot_w), slot_w), carry
 
-    sums, _ = _slot_sums(contributions, idx, w, capacity, ())
+    sums, _ = _slot_sums(contributions, slots, ())
     mean = _divided(*sums)
     received = jax.vmap(algorithm.receive)(server, mean)
     check_same(f"{type(algorithm).__name__}.receive", server, received)
@@ -532,24 +603,23 @@ def ordered_sum(a: Array) -> Array:
     return a[0]
 
 
-def run_rounds(problem, oracle, sampler, algorithm, state: RoundState, trial_key_data: Array, t0,
-               stepsizes: Array, local_steps, mode: str,
-               generator: str = "threefry", client_block: Optional[int] = None,
-               transform=None, capacity: Optional[int] = None, *, aggregator=None,
-               byzantine=None) -> RoundState:
+def run_rounds(parts: Parts, program: Program, state: RoundState, trial_key_data: Array, t0,
+               stepsizes: Array) -> RoundState:
     """Rounds t0, ..., t0 + K - 1 of R trials with stepsizes alpha_{t0..t0+K-1}, shape (K,).
 
     state: the trials' :class:`RoundState`; trial_key_data: (2, R), the key data of each
-    trial's key (a column each); local_steps, client_block, transform, capacity: see
-    :func:`batched_round`; aggregator, byzantine: the rule (None: the weighted mean) and
-    the Byzantine clients (None: none), see :mod:`~fedjax_abc._engine._aggregate`.
+    trial's key (a column each); parts, program: see :func:`batched_round` (the aggregator,
+    None or the weighted mean, and the Byzantine clients: see
+    :mod:`~fedjax_abc._engine._aggregate`).
     """
+    problem, sampler, generator = parts.problem, parts.sampler, program.generator
     aggregation = None
-    if needs_messages(aggregator, byzantine):
+    if needs_messages(parts.aggregator, parts.byzantine):
+        byzantine = parts.byzantine
         mask = None if byzantine is None else members(byzantine, trial_key_data,
                                                       problem.num_clients, generator)
-        aggregation = Aggregation(WeightedMean() if aggregator is None else aggregator,
-                                  byzantine, mask)
+        aggregation = Aggregation(parts.aggregator, byzantine, mask)
+
     def keys(t):
         return round_keys(trial_key_data, t, generator)
 
@@ -566,9 +636,7 @@ def run_rounds(problem, oracle, sampler, algorithm, state: RoundState, trial_key
     def body(carry, inputs):
         state_t, k_t, words_t, k_next = carry
         t, alpha = inputs
-        state_next = batched_round(problem, oracle, sampler, algorithm, state_t, k_t, alpha,
-                                   local_steps, mode, generator, client_block, words_t,
-                                   transform, capacity, aggregation=aggregation)
+        state_next = batched_round(parts, program, state_t, k_t, alpha, words_t, aggregation)
         return (state_next, k_next, sampler_words(k_next), keys(t + 2)), None
 
     ts = t0 + jnp.arange(stepsizes.shape[0], dtype=jnp.int32)

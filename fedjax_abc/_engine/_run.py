@@ -27,6 +27,7 @@ from fedjax_abc._algorithms._base import AbstractAlgorithm, recheck_all
 from fedjax_abc._algorithms._transforms import AbstractTransform
 from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine import _memory, _round
+from fedjax_abc._engine._round import Parts
 from fedjax_abc._engine._cores import warn_one_device
 from fedjax_abc._engine._metrics import check_metrics
 from fedjax_abc._engine._names import describe, describe_sampler
@@ -147,22 +148,6 @@ def _hashable(value):
     return value
 
 
-class Parts(NamedTuple):
-    """A run's components as its compiled program reads them: their array leaves are the
-    program's data (a sweep stacks those that differ between its points), the rest is static.
-    ``problem`` is the simulator's copy (see ``_run_problem``); ``local_steps`` Q or a law."""
-
-    problem: Problem
-    oracle: AbstractOracle
-    sampler: AbstractSampler
-    algorithm: AbstractAlgorithm
-    transform: Optional[AbstractTransform]
-    local_steps: Union[int, AbstractLocalSteps]
-    metrics: tuple  # the user's metric functions
-    aggregator: AbstractAggregator = WeightedMean()
-    byzantine: Optional[Byzantine] = None
-
-
 class Call(NamedTuple):
     """One call's own values (``Simulation.run``'s arguments), checked by :func:`check_call`,
     and what follows from them: what neither the components nor the spec hold."""
@@ -257,6 +242,9 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
     """The shape-setting arguments of ``simulate`` (a ``Simulation``'s) validated and the
     components cast: the :class:`Components` and :class:`Spec` of a ``Simulation``."""
     check_settings(problem, dtype, generator)
+    # values put into a component with eqx.tree_at before it is given: its constructor's checks
+    recheck_all((problem, sampler, oracle, algorithm, transform, local_steps, aggregator,
+                 byzantine))
     n = problem.num_clients
     d = problem.dim
     local_steps = _local_steps(local_steps, n)

@@ -282,8 +282,9 @@ def _run(sim: "Simulation", fresh: bool, *, progress, checkpoint, checkpoint_eve
     spec, call, problem = run.spec, run.call, run.components.problem
     plan = make_plan(spec.rounds, spec.record_every, call.chunk, run.dtype, call.devices,
                      not isinstance(meter, NoProgressMeter) or path is not None,
-                     problem.num_clients, call.x0.shape[1], closed_form_gradient(problem),
-                     spec.mode == "mask", work=None if run.fill_devices else run.trial_work,
+                     num_clients=problem.num_clients, dim=call.x0.shape[1],
+                     closed_form=closed_form_gradient(problem), mask=spec.mode == "mask",
+                     work=None if run.fill_devices else run.trial_work,
                      pad=spec.pad_trials)
     _memory.check_run(run, plan)
     chunks = math.ceil(call.trials / call.chunk)

@@ -180,8 +180,9 @@ def _run_group(runs: list[CheckedRun], bar: Reporting, done_before: int) -> list
     spec, call, problem = first.spec, first.call, first.components.problem
     G = len(runs)
     plan = make_plan(spec.rounds, spec.record_every, call.chunk, first.dtype, call.devices,
-                     bar.reports, problem.num_clients, call.x0.shape[1],
-                     closed_form_gradient(problem), spec.mode == "mask", every_device=True,
+                     bar.reports, num_clients=problem.num_clients, dim=call.x0.shape[1],
+                     closed_form=closed_form_gradient(problem), mask=spec.mode == "mask",
+                     every_device=True,
                      pad=spec.pad_trials)
     _memory.check_run(first._replace(call=call._replace(trials=call.trials * G,
                                                         chunk=call.chunk * G)),

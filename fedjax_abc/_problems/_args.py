@@ -71,13 +71,33 @@ def real_array(name: str, value) -> np.ndarray:
     """``value`` as a float64 array: ValueError naming ``name`` for strings, ragged lists,
     complex or non-numeric values (NumPy would raise deep inside, or drop the imaginary
     part)."""
+    if _is_key(value):  # NumPy cannot read it: a TypeError from inside JAX otherwise
+        raise ValueError(f"{name} must be an array of real numbers, got a JAX PRNG key: are key "
+                         f"and {name} swapped? (key=jax.random.key(seed), {name}=an array)")
     try:
         a = np.asarray(value) if not isinstance(value, (str, bytes)) else None
-    except ValueError:  # a ragged list
+    except (TypeError, ValueError):  # a ragged list, an object NumPy cannot read
         a = None
     if a is None or a.dtype.kind not in "biuf":
         raise ValueError(f"{name} must be an array of real numbers, got {value!r}"[:200])
     return a.astype(np.float64)
+
+
+def _real_numbers(value) -> bool:
+    """Whether ``value`` is an array (or list) of real numbers, one or more axes."""
+    if not isinstance(value, (jax.Array, np.ndarray, list, tuple)) or _is_key(value):
+        return False
+    try:
+        a = np.asarray(value)
+    except (TypeError, ValueError):
+        return False
+    return a.ndim >= 1 and a.dtype.kind in "biuf" and a.dtype != np.uint32  # not key data
+
+
+def _is_key(value) -> bool:
+    """Whether ``value`` is a JAX array of typed PRNG keys (``jax.random.key(seed)``)."""
+    return isinstance(value, jax.Array) and jax.dtypes.issubdtype(value.dtype,
+                                                                  jax.dtypes.prng_key)
 
 
 def check_key(name: str, key) -> jax.Array:
@@ -86,5 +106,9 @@ def check_key(name: str, key) -> jax.Array:
             (jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) and key.shape == ())
             or (key.dtype == np.uint32 and key.shape == (2,))):
         return key
+    swapped = ""
+    if name == "key" and _real_numbers(key):  # an x0 in the key's place
+        swapped = "; are key and x0 swapped? (key=jax.random.key(seed), x0=an array)"
+    text = f"{key!r}"[:120]
     raise ValueError(f"{name} must be a single JAX PRNG key, e.g. jax.random.key(0), got "
-                     f"{key!r}"[:200])
+                     f"{text}{swapped}")

@@ -25,8 +25,10 @@ Three more mistakes run without an error and give wrong numbers, and are refused
 ``f_star``, a leaf of ``params``) does not have the shape n (d, ...) sets; a step's noise
 that the gradient uses and that broadcasts to the model's shape (d,) without having it
 (noise of shape (Q,) for (Q, d): every coordinate gets the same draw); a sampler or oracle
-that draws from NumPy's (or Python's) global random generator while traced: the draw is
-made once, at trace time, and repeats in every round and trial.
+that draws from NumPy's (or Python's) global random generator while traced, or from one it
+makes, holds in a field, or reads from outside (a generator made at module level, in a
+closure or a default argument of its code, found in the names its methods read): the draw
+is made once, at trace time, and repeats in every round and trial.
 """
 
 from __future__ import annotations
@@ -119,6 +121,114 @@ def _held_generator(obj, depth: int = 0):
 
 _DRAWN_ONCE = ("the draw is made once and repeats every round; draw from the random words (or "
                "key) it is given")
+
+# modules whose code is not the user's: not walked for generators
+_LIBRARIES = ("fedjax_abc", "jax", "jaxlib", "numpy", "equinox", "jaxtyping", "optax", "scipy",
+              "builtins", "functools", "abc", "math", "typing", "dataclasses")
+
+
+def _user_function(fn) -> bool:
+    module = getattr(fn, "__module__", None) or ""
+    return hasattr(fn, "__code__") and module.split(".")[0] not in _LIBRARIES
+
+
+def _names_used(code) -> set:
+    """The global and attribute names a code object (and the functions inside it) reads."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _names_used(const)
+    return names
+
+
+def _outside_generators(owner: str, obj) -> list:
+    """(where, generator) of the NumPy and Python random generators that ``obj``'s own code
+    can reach outside its fields: names its methods and functions read from their modules
+    (a generator made at module level), their closures and defaults, to a few calls deep.
+    ``owner`` names ``obj`` in ``where``."""
+    found, seen = {}, set()
+
+    def note(where, value):
+        if isinstance(value, _GENERATORS):
+            found.setdefault(id(value), (where, value))
+            return True
+        return False
+
+    def function(fn, depth):
+        if id(fn) in seen or depth > 3 or not _user_function(fn):
+            return
+        seen.add(id(fn))
+        where = f"{fn.__module__}.{getattr(fn, '__qualname__', fn.__name__)}"
+        space = getattr(fn, "__globals__", {})
+        for name in _names_used(fn.__code__):
+            if name not in space:
+                continue
+            value = space[name]
+            if note(f"{fn.__module__}.{name} (read by {where})", value):
+                continue
+            if hasattr(value, "__code__"):
+                function(value, depth + 1)
+            elif isinstance(value, type(np)):  # a module: its names this code reads too
+                for attr in _names_used(fn.__code__):
+                    inner = getattr(value, attr, None)
+                    note(f"{value.__name__}.{attr} (read by {where})", inner)
+        for cell in fn.__closure__ or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if not note(f"a variable of {where}", value):
+                walk(value, depth + 1)
+        for value in (fn.__defaults__ or ()) + tuple((fn.__kwdefaults__ or {}).values()):
+            if not note(f"a default argument of {where}", value):
+                walk(value, depth + 1)
+
+    def walk(value, depth):
+        if depth > 4 or id(value) in seen or isinstance(value, _PLAIN):
+            return
+        if isinstance(value, functools.partial):
+            seen.add(id(value))
+            for inner in (value.func,) + value.args + tuple(value.keywords.values()):
+                walk(inner, depth + 1)
+        elif hasattr(value, "__func__") and hasattr(value, "__self__"):  # a bound method
+            function(value.__func__, depth)
+        elif hasattr(value, "__code__"):
+            function(value, depth)
+        elif isinstance(value, (tuple, list)):
+            for item in value:
+                walk(item, depth + 1)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            seen.add(id(value))
+            for cls in type(value).__mro__:  # the methods of its own classes
+                for attr in vars(cls).values():
+                    attr = getattr(attr, "__func__", attr)  # static and class methods
+                    attr = getattr(attr, "fget", attr)  # properties
+                    if hasattr(attr, "__code__"):
+                        function(attr, depth + 1)
+            for f in dataclasses.fields(value):
+                inner = object.__getattribute__(value, f.name)
+                if not note(f"{owner}.{f.name}", inner):
+                    walk(inner, depth + 1)
+
+    walk(obj, 0)
+    return list(found.values())
+
+
+def _generator_state(generator):
+    """A generator's state, comparable with ``==``."""
+    if isinstance(generator, random.Random):
+        return generator.getstate()
+    state = (generator.bit_generator.state if isinstance(generator, np.random.Generator)
+             else generator.get_state(legacy=False))
+    return _frozen(state)
+
+
+def _frozen(value):
+    if isinstance(value, dict):
+        return tuple((k, _frozen(v)) for k, v in sorted(value.items()))
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tobytes())
+    return value
 
 
 def _abstract(owner: str, fn, *args):
@@ -387,7 +497,16 @@ def check_components(problem: Problem, oracle: AbstractOracle, sampler: Abstract
         if field is not None:
             raise ValueError(f"{type(owner).__name__}.{field} is a NumPy or Python random "
                              f"generator: drawn from when traced, {_DRAWN_ONCE}")
+    # generators made outside the components (at module level, in a closure) that their
+    # code reads: a draw from one while traced changes its state, and is made once
+    outside = [(type(owner).__name__, where, g) for owner in (sampler, oracle, problem)
+               for where, g in _outside_generators(type(owner).__name__, owner)]
+    before = [_generator_state(g) for _, _, g in outside]
     problem = renamed(problem, "")  # a label: no new trace for a new name
     idx, w = _probe(problem, oracle, sampler, jnp.asarray(_word_sets(W)), n, m, Q, W_oracle,
                     jdtype)
+    for (owner, where, g), state in zip(outside, before):
+        if _generator_state(g) != state:
+            raise ValueError(f"{owner} draws from the {type(g).__name__} {where}, made outside "
+                             f"it, when traced: {_DRAWN_ONCE}")
     _sampler_values(name, np.asarray(idx), np.asarray(w), n)

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_abc._problems import _minimize
-from fedjax_abc._problems._args import check_key, check_real
+from fedjax_abc._problems._args import check_key, check_real, require_x64
 from fedjax_abc._problems._oracles import (AbstractOracle, GaussianOracle, RademacherOracle,
                                           nonnegative)
 from fedjax_abc._problems._problem import Problem
@@ -31,6 +31,10 @@ __all__ = [
     "quadratics",
     "softplus_huber",
 ]
+
+
+# why a problem builder needs x64 whatever the run's dtype (checked before any JAX work)
+_FLOAT64 = "(f_i*, f*, x* are found in float64, for a float32 run too)"
 
 
 def huber(z):
@@ -92,6 +96,7 @@ def softplus_huber(n: int = 16) -> Problem:
       >>> p.num_clients, round(float(p.sigma_f_star), 4) == round(float(p.f_star), 4)
       (16, True)
     """
+    require_x64(f"fa.problems.softplus_huber {_FLOAT64}")
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
         raise ValueError(f"n ({n}) must be an integer >= 2")
     shifts = np.arange(n, dtype=np.float64)  # client i (1-based) has shift i - 1
@@ -148,6 +153,7 @@ def huber_offsets(key: Optional[jax.Array] = None, n: int = 40, d_max: float = 2
       >>> p.num_clients, float(p.local_minima.max())
       (40, 0.0)
     """
+    require_x64(f"fa.problems.huber_offsets {_FLOAT64}")
     if offsets is None:
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
             raise ValueError(f"n ({n}) must be an integer >= 2")
@@ -217,6 +223,7 @@ def bgd_counterexample(oracle: Optional[AbstractOracle] = None, search_radius: f
     Returns:
       A :class:`~fedjax_abc.Problem` with n = 2, d = 1.
     """
+    require_x64(f"fa.problems.bgd_counterexample {_FLOAT64}")
     if oracle is not None and not isinstance(oracle, AbstractOracle):
         raise ValueError(f"oracle must be a fedjax_abc.AbstractOracle or None, got {oracle!r}")
     search_radius = check_real("search_radius", search_radius, low=0.0, strict=True)
@@ -269,6 +276,7 @@ def quadratics(key: jax.Array, n: int = 10, d: int = 100, *, curvature=(0.5, 1.0
     Returns:
       A :class:`~fedjax_abc.Problem` with closed-form gradients.
     """
+    require_x64(f"fa.problems.quadratics {_FLOAT64}")
     for name, v in (("n", n), ("d", d)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise ValueError(f"{name} ({v}) must be an integer >= 1")

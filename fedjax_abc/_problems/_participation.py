@@ -37,7 +37,9 @@ from jaxtyping import Array, Bool, Float, Int
 from fedjax_abc._problems._args import check_count, check_flag
 from fedjax_abc._problems._moments import (ParticipationMoments, available_set, multinomial,
                                           rows_moments)
-from fedjax_abc._problems._samplers import AbstractSampler, AbstractStatelessSampler, tail_capacity
+from fedjax_abc._problems._samplers import (AbstractSampler, AbstractStatelessSampler,
+                                          independent_chunks, independent_taken, own_slots,
+                                          tail_capacity)
 
 __all__ = ["AbstractAvailability", "Cyclic", "Dropout", "ImportanceSampler", "MarkovAvailability", "Poisson",
            "SizeWeighted", "TraceAvailability", "uniform_among"]
@@ -121,7 +123,12 @@ class Poisson(AbstractStatelessSampler):
     ``unbiased=True`` (default): participant i has weight 1 / (n p_i), and the server's
     update is the weighted sum (E = the full mean: Horvitz-Thompson). ``unbiased=False``:
     the participants are averaged (a round with none leaves x unchanged); with equal p this
-    is :class:`~fedjax_abc.Bernoulli`.
+    is :class:`~fedjax_abc.Bernoulli`, the same draws.
+
+    The participants are drawn in client order at their cost: candidates by geometric skips
+    at the rate max_i p_i, candidate i kept with probability p_i / max_i p_i. A round takes
+    about n max_i p_i draws (twice that with unequal probabilities), not n; the law is
+    that of independent inclusions with probabilities p_i.
 
     Example:
       >>> import fedjax_abc as fa
@@ -173,13 +180,33 @@ class Poisson(AbstractStatelessSampler):
         return None if p is None else tail_capacity(p, n)
 
     def num_words(self, n):
-        return n
+        return 2
 
     def from_words(self, words, n):
+        idx, w = self._slots(words[:2, None], n)
+        return idx[:, 0], w[:, 0]
+
+    def from_words_batched(self, words, n):
+        if type(self).from_words is not Poisson.from_words:  # a subclass changed the slots
+            return super().from_words_batched(words, n)
+        return self._slots(words, n)
+
+    def slot_chunks(self, words, n, capacity):
+        if not own_slots(self, Poisson):
+            return None
+        return independent_chunks(words, n, self.probs, capacity, self._weight(n))
+
+    def _weight(self, n):
+        """A participant's weight from its client index."""
         p = jnp.broadcast_to(self.probs, (n,))
-        take = _unit(words[:n]) < p.astype(_unit(words[:1]).dtype)
-        w = take / (n * p) if self.unbiased else take.astype(float)
-        return jnp.arange(n, dtype=jnp.int32), w.astype(float)
+        if self.unbiased:
+            return lambda idx: (1.0 / (n * p[idx])).astype(float)
+        return lambda idx: jnp.ones(idx.shape, float)
+
+    def _slots(self, words, n):
+        taken = independent_taken(words, n, self.probs)
+        idx = jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32)[:, None], taken.shape)
+        return idx, jnp.where(taken, self._weight(n)(idx), 0)
 
 
 class ImportanceSampler(AbstractStatelessSampler):

@@ -9,7 +9,8 @@ averages the local models of the slots with these weights (zero-weight slots dro
 - :class:`FullParticipation`: all n clients (S = n).
 - :class:`WithReplacement`: S independent uniform draws, repeats counted twice.
 - :class:`Bernoulli`: each client independently with probability p (a random number of
-  participants; a round with none leaves x unchanged).
+  participants; a round with none leaves x unchanged), drawn in client order by geometric
+  skips: about p n draws a round, not n.
 
 A sampler with a random number of participants among its m slots may say how many slots
 usually hold them all (:meth:`AbstractSampler.capacity`, :func:`tail_capacity`): the engine
@@ -22,7 +23,7 @@ from __future__ import annotations
 import abc
 import functools
 import math
-from typing import ClassVar, Optional
+from typing import Callable, ClassVar, NamedTuple, Optional
 
 import equinox as eqx
 import jax
@@ -32,12 +33,14 @@ from jaxtyping import Array, Float, Int
 
 from fedjax_abc._problems._args import check_count
 from fedjax_abc._problems._moments import ParticipationMoments, available_set, multinomial
+from fedjax_abc._problems._hash import GOLDEN_GAMMA, splitmix64, threefry2x32
 
 __all__ = [
     "AbstractSampler",
     "AbstractStatelessSampler",
     "Bernoulli",
     "FullParticipation",
+    "SlotChunks",
     "UniformWithoutReplacement",
     "WithReplacement",
     "is_of_size",
@@ -91,6 +94,192 @@ def _uniform_below(words: Array, bound) -> Array:
     carry = ((a0 * b0) >> _SHIFT16) + (mid0 & _LOW16) + (mid1 & _LOW16)  # < 3 * 2^16
     high = a1 * b1 + (mid0 >> _SHIFT16) + (mid1 >> _SHIFT16) + (carry >> _SHIFT16)
     return high.astype(jnp.int32)
+
+
+# ------------------------------------------------ independent participation at its cost
+#
+# Client i takes part with probability p_i, independently of the others. The participants
+# are drawn in client order by skipping ahead: candidates come at the rate p = max_i p_i
+# (the gap before the next one is geometric, P(gap >= g) = (1 - p)^g, from one uniform u as
+# floor(log(u) / log(1 - p))), and candidate i is kept with probability p_i / p (always when
+# all p_i are equal). So client i is a candidate with probability p, kept with p_i / p, each
+# independently: the law of independent Bernoulli(p_i) inclusions, from about p n draws
+# instead of n. Candidate j's uniforms are hashed from the round's two sampler words and
+# the counter pairs (0, j) (its gap) and (1, j) (its keep draw): the same candidates
+# however many are drawn at a time, so the whole round (independent_taken) and its slots a
+# chunk at a time (independent_chunks) hold the same participants.
+
+_GAP, _KEEP = 0, 1  # the first half of a candidate's counter pairs
+
+
+def _uniforms(words: Array, half: int, first, size: int) -> Array:
+    """Uniforms in (0, 1) of candidates first .. first + size - 1 of R trials, shape
+    (size, R), from the trials' sampler words (2, R) and the counter pairs (half, j).
+
+    With x64: SplitMix64 seeded with the words' 64 bits, output half 2^32 + j (as the
+    engine's "splitmix" words), 52 bits each, (k + 1/2) 2^-52 (53 significant bits, exact);
+    else the Threefry-2x32 hash of (half, j) under the words, 23 bits in float32."""
+    j = jnp.asarray(first, jnp.uint32) + jnp.arange(size, dtype=jnp.uint32)
+    if jax.config.jax_enable_x64:
+        seed = (words[0].astype(jnp.uint64) << np.uint64(32)) | words[1].astype(jnp.uint64)
+        counter = (np.uint64(half) << np.uint64(32)) + j.astype(jnp.uint64) + np.uint64(1)
+        z = splitmix64(seed[None] + counter[:, None] * GOLDEN_GAMMA)
+        return ((z >> np.uint64(12)).astype(jnp.float64) + 0.5) * 2.0 ** -52
+    y0, _ = threefry2x32(words[0][None], words[1][None], np.uint32(half), j[:, None])
+    return ((y0 >> np.uint32(9)).astype(jnp.float32) + 0.5) * 2.0 ** -23
+
+
+def _rate(probs, n: int):
+    """(the candidates' rate p = max_i p_i, each client's keep probability p_i / p (n,), or
+    None where every client has the same p), in the dtype of the uniforms."""
+    dtype = jnp.float64 if jax.config.jax_enable_x64 else jnp.float32
+    probs = jnp.asarray(probs).astype(dtype)
+    if probs.ndim == 0:
+        return probs, None
+    top = jnp.max(probs)
+    return top, jnp.broadcast_to(probs, (n,)) / top
+
+
+def _candidates(words: Array, n: int, rate, first, size: int, start: Array):
+    """The clients of candidates first .. first + size - 1 of R trials, the candidate
+    before ``first`` having been client start - 1 (start (R,), at most n + 1): positions
+    (size, R), n for a candidate past the last client, and the next start (R,).
+
+    Positions are sums of gaps + 1 saturated at n + 1 (an associative scan; b + min(a, n + 1
+    - b) is min(a + b, n + 1) without an intermediate above n + 1), so no sum overflows
+    however large a gap; the gap is clipped at n (beyond, the same)."""
+    u = _uniforms(words, _GAP, first, size)
+    hazard = -jnp.log1p(-rate)  # inf for p = 1: every gap 0
+    gap = jnp.minimum(jnp.floor(-jnp.log(u) / hazard), n).astype(jnp.int32)
+
+    def add(a, b):
+        return b + jnp.minimum(a, n + 1 - b)
+
+    end = add(start[None], jax.lax.associative_scan(add, gap + 1, axis=0))
+    return end - 1, end[-1]
+
+
+def _kept(words: Array, n: int, keep, first, size: int, position: Array) -> Array:
+    """Which candidates (size, R) take part: those before the last client, each kept with
+    its client's probability ``keep`` (None: all)."""
+    inside = position < n
+    if keep is None:
+        return inside
+    u = _uniforms(words, _KEEP, first, size)
+    return inside & (u < keep[jnp.minimum(position, n - 1)])
+
+
+def _chunk_size(n: int) -> int:
+    """Candidates drawn at a time when the whole round's mask is wanted."""
+    return min(n, max(64, math.isqrt(n)))
+
+
+def independent_taken(words: Array, n: int, probs) -> Array:
+    """Who takes part in each of R trials' rounds, (n, R) bool, client i independently with
+    probability ``probs[i]`` (a number: all the same): words (2, R), the sampler's words.
+
+    Candidates are drawn :func:`_chunk_size` at a time until every trial's pass the last
+    client: about max(p) n of them, not n."""
+    R = words.shape[1]
+    rate, keep = _rate(probs, n)
+    size = _chunk_size(n)
+    trials = jnp.arange(R, dtype=jnp.int32)[None, :]
+
+    def more(state):
+        return jnp.any(state[1] < n)
+
+    def chunk(state):
+        k, start, taken = state
+        first = k * size
+        position, start = _candidates(words, n, rate, first, size, start)
+        took = _kept(words, n, keep, first, size, position)
+        taken = taken.at[position, trials].set(took, mode="drop")  # n: past the last client
+        return k + 1, start, taken
+
+    state = (jnp.zeros((), jnp.uint32), jnp.zeros((R,), jnp.int32), jnp.zeros((n, R), bool))
+    return jax.lax.while_loop(more, chunk, state)[2]
+
+
+class SlotChunks(NamedTuple):
+    """A round's slots of R trials drawn ``capacity`` (C) at a time, participants first
+    (:meth:`AbstractSampler.slot_chunks`).
+
+    The slots in order hold the round's participants in the order of the compacted
+    ``from_words_batched`` slots, each with its weight; a slot that holds none has weight 0
+    and a client that no other slot of its chunk holds with a weight.
+
+    Attributes:
+      count: each trial's participants, (R,) int32.
+      span: how many leading slots hold each trial's participants, (R,) int32 (the slots
+        from ``span`` on have weight 0).
+      first: slots 0 .. C - 1, (indices (C, R) int32, weights (C, R)).
+      chunk: k -> slots k C .. k C + C - 1 of every trial (the same form), for a traced
+        k >= 1: drawn only in the rare round that needs them.
+    """
+
+    count: Int[Array, " R"]
+    span: Int[Array, " R"]
+    first: tuple[Int[Array, "C R"], Float[Array, "C R"]]
+    chunk: Callable[[Array], tuple[Int[Array, "C R"], Float[Array, "C R"]]]
+
+
+def independent_chunks(words: Array, n: int, probs, capacity: int,
+                       weight: Callable[[Array], Array]) -> SlotChunks:
+    """:func:`independent_taken`'s participants as :class:`SlotChunks` of ``capacity``
+    candidates (the same candidates, so the same participants in the same order); a
+    participant's weight is ``weight(client indices)``. A candidate not kept holds its own
+    client with weight 0; one past the last client holds the client after the chunk's
+    leading run of consecutive candidates (wrapping to 0), which is no candidate of the
+    chunk (``capacity`` < n)."""
+    if not 1 <= capacity < n:
+        raise ValueError(f"capacity ({capacity}) must be in [1, n={n})")
+    C = capacity
+    R = words.shape[1]
+    rate, keep = _rate(probs, n)
+    slot = jnp.arange(C, dtype=jnp.int32)[:, None]
+
+    def chunk_from(k, start):
+        first = k * C
+        position, end = _candidates(words, n, rate, first, C, start)
+        took = _kept(words, n, keep, first, C, position)
+        inside = position < n
+        lead = jnp.sum(inside & (position == start[None] + slot), axis=0, dtype=jnp.int32)
+        idx = jnp.where(inside, position, ((start + lead) % n)[None])
+        w = jnp.where(took, weight(idx), 0)
+        return (idx, w), took, inside, end
+
+    def start_of(k):  # where chunk k's candidates start: chunks 0 .. k - 1 drawn again
+        return jax.lax.fori_loop(jnp.zeros_like(k), k, lambda j, s: _candidates(
+            words, n, rate, j * C, C, s)[1], jnp.zeros((R,), jnp.int32))
+
+    def chunk(k):
+        k = jnp.asarray(k, jnp.uint32)
+        return chunk_from(k, start_of(k))[0]
+
+    def tally(took, inside):
+        return (jnp.sum(took, axis=0, dtype=jnp.int32), jnp.sum(inside, axis=0, dtype=jnp.int32))
+
+    first, took, inside, end = chunk_from(jnp.zeros((), jnp.uint32), jnp.zeros((R,), jnp.int32))
+    count, span = tally(took, inside)
+
+    def more(state):
+        return jnp.any(state[1] < n)
+
+    def overflow(state):  # a trial with more candidates than one chunk holds (rare)
+        k, start, count, span = state
+        _, took, inside, start = chunk_from(k, start)
+        c, s = tally(took, inside)
+        return k + 1, start, count + c, span + s
+
+    _, _, count, span = jax.lax.while_loop(more, overflow, (jnp.ones((), jnp.uint32), end,
+                                                            count, span))
+    return SlotChunks(count, span, first, chunk)
+
+
+def own_slots(sampler, cls) -> bool:
+    """Whether ``sampler`` draws its slots as ``cls`` does (no subclass overrides them)."""
+    kind = type(sampler)
+    return kind.from_words is cls.from_words and kind.from_words_batched is cls.from_words_batched
 
 
 def _check_size(S) -> None:
@@ -209,6 +398,18 @@ class AbstractSampler(eqx.Module):
         participants first (in slot order) and computes them ``capacity`` at a time until
         every trial's are done: the cost follows the participants, the results are those of
         all slots. None where the sampler's parameters are traced (unknown)."""
+        return None
+
+    def slot_chunks(self, words: Array, n: int, capacity: int) -> Optional[SlotChunks]:
+        """The slots of R trials' first rounds (words (num_words(n), R)) ``capacity`` at a
+        time, participants first (:class:`SlotChunks`), or None (the default): the caller
+        then puts the participants of :meth:`from_words_batched`'s slots first itself.
+
+        A sampler whose participants are a random few of n (:class:`Bernoulli`,
+        :class:`~fedjax_abc.Poisson`) draws them here at their cost: the slots past the
+        first ``capacity`` are drawn only in a round that needs them. The participants,
+        their order and weights are those of :meth:`from_words_batched` with its
+        zero-weight slots left out. ``capacity``: a Python int below n."""
         return None
 
     def from_words(self, words: Array, n: int) -> tuple[Int[Array, " m"], Float[Array, " m"]]:
@@ -390,12 +591,14 @@ class Bernoulli(AbstractStatelessSampler):
     The round's m_t participants are averaged with weight 1 each: x_{t+1} is the mean of
     their local models (a random number of them, Binomial(n, p)). A round with none
     (probability (1 - p)^n) leaves x_t as it is; a run in which no trial's model moves warns.
-    It has the law of :class:`~fedjax_abc.Poisson` with equal probabilities and
-    ``unbiased=False`` (from other draws); ``Poisson(p, unbiased=True)`` weights each
-    participant 1 / (n p) instead,
+    It is :class:`~fedjax_abc.Poisson` with equal probabilities and ``unbiased=False`` (the
+    same draws); ``Poisson(p, unbiased=True)`` weights each participant 1 / (n p) instead,
     which makes the round's update an unbiased estimate of the full mean. It has n slots (one
     per client, weight 0 or 1); ``mode="gather"`` computes the participants only, a few
     more than p n at a time (:meth:`capacity`), with the same results as ``mode="mask"``.
+
+    The participants are drawn in client order by geometric skips, the gap to the next one
+    floor(log(u) / log(1 - p)) from one uniform u: about p n + 1 draws a round, not n.
 
     Attributes:
       p: the participation probability in (0, 1] (an array leaf: a new p compiles nothing,
@@ -435,10 +638,25 @@ class Bernoulli(AbstractStatelessSampler):
             return None
         return tail_capacity(float(self.p), n)
 
-    def from_words(self, words, n):  # two words as a key: n draws from JAX's generator
-        p = jnp.asarray(self.p, float)  # float32 if x64 was switched off after construction
-        take = jax.random.bernoulli(jax.random.wrap_key_data(words[:2]), p, (n,))
-        return jnp.arange(n, dtype=jnp.int32), take.astype(float)
+    def from_words(self, words, n):
+        idx, w = self._slots(words[:2, None], n)
+        return idx[:, 0], w[:, 0]
+
+    def from_words_batched(self, words, n):
+        if type(self).from_words is not Bernoulli.from_words:  # a subclass changed the slots
+            return super().from_words_batched(words, n)
+        return self._slots(words, n)
+
+    def slot_chunks(self, words, n, capacity):
+        if not own_slots(self, Bernoulli):
+            return None
+        return independent_chunks(words, n, self.p, capacity,
+                                  lambda idx: jnp.ones(idx.shape, float))
+
+    def _slots(self, words, n):
+        taken = independent_taken(words, n, self.p)
+        return (jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32)[:, None], taken.shape),
+                taken.astype(float))
 
 
 def sample_mask(sampler: AbstractSampler, key: Array, n: int) -> Float[Array, " n"]:

@@ -260,7 +260,22 @@ def _check_law(name: str, law) -> None:
 
 
 def _speed_array(speed) -> Array:
-    a = np.asarray(speed, np.float64)
+    _check_speeds(speed)
+    return jnp.asarray(np.asarray(speed, np.float64), float)
+
+
+def _check_speeds(speed) -> None:
+    """ValueError (one line) unless ``speed`` is one finite factor > 0 per client (shape
+    (n,)): a factor of 0 lets a client meet any deadline, a negative one runs the clock
+    backwards, an infinite one makes a step of no work take NaN time. A traced value (inside
+    a traced function) passes unchecked."""
+    if isinstance(speed, jax.core.Tracer):
+        return
+    try:
+        a = np.asarray(speed, np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"Clock's speed must be a law or one factor per client (shape (n,)), "
+                         f"got {speed!r}"[:200]) from None
     if a.ndim != 1 or a.size == 0:
         raise ValueError(f"Clock's speed must be a law or one factor per client (shape (n,)), "
                          f"got shape {a.shape}")
@@ -268,7 +283,6 @@ def _speed_array(speed) -> Array:
     if np.any(bad):
         raise ValueError(f"Clock's speed factors must be finite and > 0, got "
                          f"{float(a[bad][0])!r} for client {int(np.flatnonzero(bad)[0])}")
-    return jnp.asarray(a, float)
 
 
 def speeds_from_file(path) -> np.ndarray:
@@ -277,8 +291,14 @@ def speeds_from_file(path) -> np.ndarray:
     relative to a reference device: ``Clock(compute, speed=speeds_from_file(path))``."""
     import re
 
-    with open(path, encoding="utf-8") as f:
-        text = "\n".join(line.split("#", 1)[0] for line in f)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = "\n".join(line.split("#", 1)[0] for line in f)
+    except OSError as err:
+        raise ValueError(f"cannot read the speed file {path}: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not a text file of speed factors (byte {err.start} is not "
+                         "UTF-8 text)") from None
     fields = [s for s in re.split(r"[,\s]+", text) if s]
     try:
         values = np.array([float(s) for s in fields], np.float64)
@@ -301,6 +321,13 @@ class Clock(eqx.Module):
         default all 1.
       communication: the law of m_i, drawn per client and round (default: none, 0).
 
+    Speed factors must be finite and > 0 (given, or a :class:`Constant` law): the clock
+    checks them when made and again at every run (a value put in with ``eqx.tree_at`` or a
+    sweep's ``clock.speed`` axis gets the same error). A law may still draw a factor that
+    overflows to inf or underflows to 0 in the run's dtype; a step's time s_i c_i is then
+    defined as 0 where either factor is 0 (no work takes no time, at any speed), never the
+    NaN of 0 x inf.
+
     Example:
       >>> import fedjax_abc as fa
       >>> clock = fa.timing.Clock(fa.timing.Exponential(1.0), speed=fa.timing.Pareto(1.0, 1.5))
@@ -322,6 +349,18 @@ class Clock(eqx.Module):
         self.compute, self.communication = compute, communication
         self.speed = speed if isinstance(speed, AbstractLaw) else _speed_array(speed)
 
+    def __check_init__(self):
+        _check_law("compute", self.compute)
+        _check_law("communication", self.communication)
+        if isinstance(self.speed, AbstractLaw):
+            value = self.speed.constant()
+            if value is not None and value <= 0:
+                raise ValueError(f"Clock's speed factors must be finite and > 0, got the "
+                                 f"constant law {value!r} (every client would meet any "
+                                 "deadline in no time)")
+        else:
+            _check_speeds(self.speed)
+
     def validate(self, n: int) -> None:
         """ValueError when the given speed factors are not one per client."""
         if not isinstance(self.speed, AbstractLaw) and self.speed.shape[0] != n:
@@ -341,9 +380,11 @@ class Clock(eqx.Module):
     def step_and_communication(self, words: Array, speed: Array) -> tuple[Array, Array]:
         """(s_i c_i, m_i), the time of one step and of the communication, from 2 words per
         entry of ``speed``: words[0] the c_i's, words[1] the m_i's (shape (2,) +
-        speed.shape)."""
+        speed.shape). s_i c_i is 0 where either factor is 0 (a factor drawn as inf times a
+        step of no time: no work, no time), never NaN."""
         c = self.compute.sample(words[0]).astype(speed.dtype)
-        return speed * c, self.communication.sample(words[1]).astype(speed.dtype)
+        step = jnp.where((c == 0) | (speed == 0), jnp.zeros((), speed.dtype), speed * c)
+        return step, self.communication.sample(words[1]).astype(speed.dtype)
 
     def durations(self, words: Array, steps, speed: Array) -> Array:
         """D_i = K_i s_i c_i + m_i (:meth:`step_and_communication`'s words); ``steps``:

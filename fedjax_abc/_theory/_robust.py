@@ -18,9 +18,11 @@ from __future__ import annotations
 import math
 from typing import NamedTuple, Optional
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array
 
 from fedjax_abc._problems._args import check_count, check_real
 from fedjax_abc._robust import _kappa
@@ -157,27 +159,37 @@ def robustness(aggregator: AbstractAggregator, attack: AbstractAttack, honest, f
     if not isinstance(aggregator, AbstractAggregator) or not isinstance(attack, AbstractAttack):
         raise ValueError("robustness takes a fedjax_abc.robust aggregator and attack")
     aggregator.check_slots(n)
-    a_words, r_words = attack.num_words(d), aggregator.num_words(n)
-    if (a_words or r_words) and key is None:
+    if (attack.num_words(d) or aggregator.num_words(n)) and key is None:
         raise ValueError("this rule or attack draws random numbers: give robustness a key")
+    keys = jnp.zeros((rounds, 0), jnp.uint32) if key is None else jax.vmap(
+        lambda r: jax.random.key_data(jax.random.fold_in(key, r)))(jnp.arange(rounds))
+    ratios = np.asarray(_ratios(aggregator, attack, honest, keys, f))
+    with np.errstate(invalid="ignore"):  # an infinite ratio (the mean against Inf)
+        se = float(np.std(ratios, ddof=1) / np.sqrt(rounds)) if rounds > 1 else float("nan")
+    return Robustness(float(np.max(ratios)), float(np.mean(ratios)), se,
+                      aggregator.kappa(n, f), _kappa.kappa_lower_bound(n, f), ratios)
 
-    def one(x, r):
-        words = (jax.random.bits(jax.random.fold_in(key, r), (a_words + r_words,), jnp.uint32)
-                 if key is not None else jnp.zeros((0,), jnp.uint32))
+
+@eqx.filter_jit  # one compilation per rule and attack structure, whatever their values
+def _ratios(aggregator: AbstractAggregator, attack: AbstractAttack, honest: Array, keys: Array,
+            f: int) -> Array:
+    """Every round's ratio of :func:`robustness` (rounds,), its words from ``keys``."""
+    rounds, h, d = honest.shape
+    n = h + f
+    a_words, r_words = attack.num_words(d), aggregator.num_words(n)
+
+    def one(x, key_data):
+        words = jax.random.bits(jax.random.wrap_key_data(key_data), (a_words + r_words,),
+                                jnp.uint32) if key_data.shape[0] else jnp.zeros((0,), jnp.uint32)
         rows = jnp.concatenate([x, jnp.zeros((f, d), x.dtype)])
         byz = jnp.arange(n) >= h
-        w = jnp.ones((n,), x.dtype)
-        info = AttackInfo(aggregator, rows, w, byz, words[a_words:])
-        vector = attack(x, None, words[:a_words], info)
-        out = info.aggregate_with(vector)
+        info = AttackInfo(aggregator, rows, jnp.ones((n,), x.dtype), byz, words[a_words:])
+        out = info.aggregate_with(attack(x, None, words[:a_words], info))
         centre = jnp.mean(x, axis=0)
         spread = jnp.mean(jnp.sum((x - centre) ** 2, axis=1))
         return jnp.sum((out - centre) ** 2) / spread
 
-    ratios = np.asarray(jax.jit(jax.vmap(one))(honest, jnp.arange(rounds)))
-    se = float(np.std(ratios, ddof=1) / np.sqrt(rounds)) if rounds > 1 else float("nan")
-    return Robustness(float(np.max(ratios)), float(np.mean(ratios)), se,
-                      aggregator.kappa(n, f), _kappa.kappa_lower_bound(n, f), ratios)
+    return jax.vmap(one)(honest, keys)
 
 
 def breakdown_fraction(B: float) -> float:

@@ -24,6 +24,8 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from fedjax_abc._engine._progress import AbstractProgressMeter
+
 Z95 = 1.959963984540054
 
 # Experiment identifiers folded into the seed key, so that experiments never share a key.
@@ -334,60 +336,86 @@ def start_up() -> None:
 
 class Overall:
     """Several experiments run one after another (``reproduce all``): how many are done and
-    the time left for all of them.
+    the time left for all of them, from the work of this run alone.
 
     ``names``: the experiments in the order they run; ``expected``: experiment -> its
     seconds in a reference run (``runtime.MEASURED_SECONDS``; one without counts 0). This
-    run's pace is its finished experiments' seconds over their reference seconds (before
-    the first has finished: the running one's seconds over its reference share of the work
-    done). The time left is the pace times the reference seconds of the experiments still
-    to come, plus the running one's paced reference less the time it has run (a tenth of
-    it at least, once it overruns): counted by time, not by the running experiment's share
-    of its work, whose later runs may cost more per step than its first.
+    run's pace is the seconds it spent over the reference seconds of the work it computed:
+    work read back from checkpoints (a resumed run) costs no time and counts for nothing,
+    so it neither speeds nor slows the estimate. Until an experiment has finished with work
+    computed (or the running one has computed a quarter of its work and run a minute) no
+    pace is measured, and the line says ``estimating...``. The time left is the pace times
+    the reference seconds still to come: the experiments not begun, and the running one's
+    share not read back less the time it has run, or, once it overruns, its work still to
+    do.
     """
+
+    # the running experiment's share computed, and its seconds, before its own pace counts
+    LEAST_SHARE, LEAST_SECONDS = 0.25, 60.0
 
     def __init__(self, names: Sequence[str], expected: dict,
                  timer: Callable[[], float] = time.perf_counter):
         self.expected = {name: float(expected.get(name, 0.0)) for name in names}
         self.timer = timer
         self.start = timer()
-        self.finished = {}  # experiment -> its seconds
+        self.finished = {}  # experiment -> (its seconds, its share of work computed here)
         self.current = None
         self.began = self.start
 
     def begin(self, name: str) -> None:
         self.current, self.began = name, self.timer()
 
-    def finish(self, name: str) -> None:
-        self.finished[name] = self.timer() - self.began
+    def finish(self, name: str, computed: float = 1.0) -> None:
+        """``computed``: the share of the experiment's work computed in this run (the rest
+        read back from checkpoints)."""
+        self.finished[name] = (self.timer() - self.began, min(max(float(computed), 0.0), 1.0))
         self.current = None
 
-    def status(self, fraction: float) -> str:
-        """``all k/N, ~m:ss left`` with the running experiment ``fraction`` of its work done."""
+    def reference(self) -> float:
+        """The reference seconds of every experiment (the stated duration)."""
+        return sum(self.expected.values())
+
+    def status(self, done: float, computed: Optional[float] = None) -> str:
+        """``all k/N, ~m:ss left`` with the running experiment ``done`` of its work done,
+        ``computed`` of it in this run (default: all of what is done)."""
+        computed = done if computed is None else computed
         head = f"all {len(self.finished)}/{len(self.expected)}"
         running = self.timer() - self.began if self.current is not None else 0.0
-        reference = sum(self.expected[n] for n in self.finished if self.expected[n] > 0)
         expected = self.expected.get(self.current, 0.0)
-        if reference > 0:
-            pace = sum(t for n, t in self.finished.items() if self.expected[n] > 0) / reference
-        elif expected > 0 and fraction > 0 and running > 0:
-            pace = running / (expected * min(fraction, 1.0))
-        else:
-            return head
+        work = sum(self.expected[n] * c for n, (_, c) in self.finished.items())
+        took = sum(t for n, (t, c) in self.finished.items() if c > 0 and self.expected[n] > 0)
+        if expected > 0 and computed >= self.LEAST_SHARE and running >= self.LEAST_SECONDS:
+            work, took = work + expected * computed, took + running
+        if work <= 0 or took <= 0:
+            return f"{head}, estimating..." if self.reference() > 0 else head
+        pace = took / work
         later = sum(v for n, v in self.expected.items()
                     if n not in self.finished and n != self.current)
-        rest = max(pace * expected - running, 0.1 * pace * expected)
-        return f"{head}, ~{clock(pace * later + rest)} left"
+        read_back = max(done - computed, 0.0)  # the running one's share read back
+        by_time = pace * expected * (1.0 - read_back) - running
+        by_work = pace * expected * max(1.0 - done, 0.0)
+        return f"{head}, ~{clock(pace * later + max(by_time, by_work))} left"
+
+
+def _per_second(rate: float) -> str:
+    """A rate as a person reads it: 12,345 / 123 / 12.3 / 0.12."""
+    if rate >= 100:
+        return f"{rate:,.0f}"
+    return f"{rate:.1f}" if rate >= 10 else f"{rate:.2g}"
 
 
 class Progress:
     """One progress line per experiment on stderr: run, rounds done, rate, time left.
 
-    ``plan(work)`` sets the total work (client-steps); ``task(desc, work)`` returns a
-    ``simulate(progress=...)`` callback for one run. A background thread rewrites the line
-    every ``interval`` seconds (also while a run compiles), so nothing is silent for long.
-    ``overall``: the :class:`Overall` of a run of several experiments (its status ends
-    every line), or None.
+    ``plan(work)`` sets the total work (client-steps: a run's share of the experiment);
+    ``task(desc, work)`` returns the progress meter of one run (``simulate(progress=...)``;
+    also a callback ``(rounds_done, total, secs)``). The line shows the running run's
+    rounds (or the task's ``unit``) done and per second, and the time left: the work still
+    to do over the rate of the work computed in this process (rounds read back from a
+    checkpoint are done, but no rate: ``estimating...`` until one is measured). A background
+    thread rewrites the line every ``interval`` seconds (also while a run compiles), so
+    nothing is silent for long. ``overall``: the :class:`Overall` of a run of several
+    experiments (its status ends every line), or None.
     """
 
     def __init__(self, label: str, enabled: bool = True, stream=None, interval: Optional[float] = None,
@@ -399,8 +427,10 @@ class Progress:
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.interval = interval if interval is not None else (1.0 if self.tty else 3.0)
         self.total = 0.0
-        self.done = 0.0
+        self.done = 0.0  # work of the finished runs, computed or read back
+        self.computed = 0.0  # work of the finished runs computed in this process
         self.current = ("starting", 0.0, 0, 0)  # desc, work, rounds done, rounds total
+        self.resumed = 0.0  # the running run's share read back from a checkpoint
         self.runs = 0
         self.timings = []  # per run: work (client-steps), seconds, steady rate (after compile)
         self.diverged = {}  # run -> {"trials", "of", "first_round"}, runs with diverged trials
@@ -410,7 +440,7 @@ class Progress:
         self.stop = threading.Event()
         self.thread = None
         self.width = 0
-        self.smooth_rate = None  # client-steps/s, smoothed over the progress lines
+        self.smooth_rate = None  # work/s computed here, smoothed over the progress lines
         self.unit, self.work_unit = "rounds", "client-steps"
 
     def plan(self, total_work: float):
@@ -420,35 +450,59 @@ class Progress:
             self.thread.start()
 
     def task(self, desc: str, work: float, unit: str = "rounds",
-             work_unit: str = "client-steps") -> Callable:
-        """``unit``: what the callback's counts count (a grid's sweep: rounds of all its
-        points and trial chunks together); ``work_unit``: what ``work`` counts (the rate's
-        unit)."""
+             work_unit: str = "client-steps"):
+        """The progress meter of one run. ``unit``: what the run's counts count (the line
+        shows them done and per second); ``work_unit``: what ``work`` counts (its share of
+        the experiment, as ``plan``'s total)."""
         now = time.perf_counter()
         with self.lock:
             self.unit, self.work_unit = unit, work_unit
             self.runs += 1
             self.current = (desc, float(work), 0, 0)
+            self.resumed = 0.0
             self.timing = {"run": desc, "work": float(work), "start": now, "first": None,
                            "last": None}
+        return _RunMeter(self, desc, float(work))
 
-        def callback(rounds_done, total, seconds):
-            t = time.perf_counter()
-            with self.lock:
-                self.current = (desc, float(work), int(rounds_done), int(total))
-                frac = rounds_done / total if total else 0.0
-                if self.timing["first"] is None:
-                    self.timing["first"] = (t, frac)
-                self.timing["last"] = (t, frac)
+    def _started(self, desc: str, work: float, done: int, total: int) -> None:
+        """A run's meter begins: ``done`` of its ``total`` rounds read back (a resumed run)."""
+        with self.lock:
+            self.current = (desc, work, int(done), int(total))
+            self.resumed = done / total if total else 0.0
 
-        return callback
+    def _reached(self, desc: str, work: float, done: int, total: int) -> None:
+        t = time.perf_counter()
+        with self.lock:
+            self.current = (desc, work, int(done), int(total))
+            frac = done / total if total else 0.0
+            if self.timing["first"] is None:
+                self.timing["first"] = (t, frac)
+            self.timing["last"] = (t, frac)
+
+    def _shares(self) -> tuple:
+        """(work done, work computed in this process), the running run's share included."""
+        desc, work, r_done, r_total = self.current
+        frac = r_done / r_total if r_total else 0.0
+        return (self.done + work * frac,
+                self.computed + work * max(frac - self.resumed, 0.0))
+
+    def computed_share(self) -> float:
+        """The share of the planned work computed in this process (not read back)."""
+        with self.lock:
+            return min(self._shares()[1] / self.total, 1.0) if self.total else 1.0
 
     def finish_task(self):
         """Ends the current run; its time and steady rate go to ``timings``."""
         now = time.perf_counter()
         with self.lock:
-            self.done += self.current[1]
-            self.current = (self.current[0] + ", done", 0.0, 0, 0)
+            desc, work, r_done, r_total = self.current
+            reported = self.timing["last"] is not None
+            frac = r_done / r_total if r_total else 0.0
+            self.done += work
+            # a run that reported nothing was read back whole (or computed outside a run)
+            self.computed += work * max(frac - self.resumed, 0.0) if reported else 0.0
+            self.current = (desc + ", done", 0.0, 0, 0)
+            self.resumed = 0.0
             tm = self.timing
             rate = None
             if tm["first"] is not None and tm["last"][1] > tm["first"][1]:
@@ -466,24 +520,33 @@ class Progress:
     def line(self) -> str:
         with self.lock:
             desc, work, r_done, r_total = self.current
-            frac_run = r_done / r_total if r_total else 0.0
-            done = self.done + work * frac_run
+            done, computed = self._shares()
+            tm = self.timing
+            pace = None  # the running run's rounds per second, after its first report
+            if tm is not None and tm["first"] is not None and tm["last"][0] > tm["first"][0]:
+                (t0, f0), (t1, f1) = tm["first"], tm["last"]
+                pace = (f1 - f0) * r_total / (t1 - t0)
         elapsed = time.perf_counter() - self.start
         frac = min(done / self.total, 1.0) if self.total else 0.0
         if r_total:
             rounds = f"{self.unit} {r_done:,}/{r_total:,}"
         else:
             rounds = "between runs" if desc.endswith(", done") else "compiling or running"
-        whole = f" | {self.overall.status(frac)}" if self.overall is not None else ""
-        if done <= 0:  # nothing counted yet: compiling, no rate or time left to show
-            return (f"{self.label} [{desc}] {rounds} | {100 * frac:5.1f}% | compiling"
+        whole = ""
+        if self.overall is not None:
+            share = computed / self.total if self.total else 0.0
+            whole = f" | {self.overall.status(frac, min(share, 1.0))}"
+        speed = f" | {_per_second(pace)} {self.unit.split()[0]}/s" if pace else ""
+        if computed <= 0:  # nothing computed here yet: compiling, or all read back so far
+            state = "compiling" if done <= 0 else "estimating..."
+            return (f"{self.label} [{desc}] {rounds} | {100 * frac:5.1f}% | {state}"
                     f" | {clock(elapsed)} elapsed{whole}")
-        rate = done / elapsed
+        rate = computed / elapsed
         # exponential smoothing: one slow or fast interval moves the estimate by a third
         self.smooth_rate = rate if self.smooth_rate is None else (
             self.smooth_rate + (rate - self.smooth_rate) / 3)
         left = (self.total - done) / self.smooth_rate if self.total else float("inf")
-        return (f"{self.label} [{desc}] {rounds} | {100 * frac:5.1f}% | {rate:.2e} {self.work_unit}/s"
+        return (f"{self.label} [{desc}] {rounds} | {100 * frac:5.1f}%{speed}"
                 f" | {clock(elapsed)} elapsed, ~{clock(max(left, 0.0))} left{whole}")
 
     def _write(self, text: str, final: bool = False):
@@ -509,6 +572,83 @@ class Progress:
             word = "stopped after" if stopped else "done in"
             text = f"{self.label}: {word} {clock(elapsed)}" + (f" ({message})" if message else "")
             self._write(text, final=True)
+
+
+class _RunMeter(AbstractProgressMeter):
+    """One run's meter in a :class:`Progress`: told at ``init`` the rounds read back from a
+    checkpoint, after each segment the rounds done. Also a callback ``(rounds_done, total,
+    secs)`` for work that is not a ``simulate`` run."""
+
+    progress: Any
+    desc: str
+    work: float
+
+    def init(self, total: int, label: str, done: int = 0):
+        self.progress._started(self.desc, self.work, done, total)
+        return total
+
+    def step(self, state, done: int):
+        self.progress._reached(self.desc, self.work, done, state)
+        return state
+
+    def close(self, state) -> None:
+        return None
+
+    def __call__(self, rounds_done, total, seconds=0.0):
+        self.progress._reached(self.desc, self.work, rounds_done, total)
+
+
+# ------------------------------------------------------------------------- earlier runs
+
+ELAPSED_FILE = "elapsed.json"  # in an experiment's checkpoint folder
+
+
+def earlier_runs(folder: Optional[str], experiment: str) -> dict:
+    """What the earlier runs of an experiment resumed from ``folder`` (its checkpoints) took:
+    ``{"seconds", "runs", "timings"}``, zeros where there were none, or where no checkpoint
+    is left to resume from (the run starts afresh)."""
+    empty = {"seconds": 0.0, "runs": 0, "timings": []}
+    if folder is None:
+        return empty
+    sub = os.path.join(folder, experiment)
+    path = os.path.join(sub, ELAPSED_FILE)
+    try:
+        if not any(name.endswith(".npz") for name in os.listdir(sub)):
+            return empty
+    except OSError:
+        return empty
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        return {"seconds": float(doc["seconds"]), "runs": int(doc["runs"]),
+                "timings": list(doc.get("timings") or [])}
+    except (OSError, ValueError, KeyError, TypeError):  # none, or damaged: counted as none
+        return empty
+
+
+def note_run(folder: Optional[str], experiment: str, earlier: dict, seconds: float,
+             timings: list) -> dict:
+    """Adds this run's ``seconds`` and ``timings`` to the ``earlier`` runs' and keeps them
+    beside the experiment's checkpoints (for a run that resumes it); returns the sums."""
+    total = {"seconds": earlier["seconds"] + seconds, "runs": earlier["runs"] + 1,
+             "timings": merged_timings(earlier["timings"], timings)}
+    if folder is not None:
+        with contextlib.suppress(OSError):  # a note for the next run: never the run's failure
+            write_json(os.path.join(folder, experiment, ELAPSED_FILE), total)
+    return total
+
+
+def merged_timings(earlier: list, now: list) -> list:
+    """This run's timings, a run read back whole (no rate measured now) taking its rate from
+    the earlier run that computed it, the seconds of both added."""
+    before = {t["run"]: t for t in earlier if t.get("steady_rate")}
+    out = []
+    for t in now:
+        e = before.get(t["run"])
+        if not t.get("steady_rate") and e is not None:
+            t = dict(e, seconds=e["seconds"] + t["seconds"])
+        out.append(t)
+    return out
 
 
 # ---------------------------------------------------------------------------- simulation

@@ -3,7 +3,8 @@
 The file (TOML) names the problem, sampler, oracle, algorithm, the fixed settings and the
 grid axes; see ``examples/grids/`` for two complete files. Keys::
 
-    name = "table2_stepsizes"      # label of the run
+    name = "table2_stepsizes"      # label of the run; without --out the outputs go to
+                                   # results/<name> (a plain folder name: no '/', '..')
     seed = 0                       # key = jax.random.key(seed)
     trials = 100
     rounds = 2000
@@ -72,6 +73,7 @@ import json
 import math
 import os
 import sys
+import time
 from typing import Any, Optional
 
 import numpy as np
@@ -116,6 +118,9 @@ def load_spec(path: str, trials: Optional[int] = None, rounds: Optional[int] = N
             doc = tomllib.load(f)
     except OSError as err:
         raise ValueError(f"cannot read the grid file {path!r}: {err.strerror}") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} is not a grid file: not text (byte {err.start} is not UTF-8); "
+                         "give the TOML file that describes the grid") from None
     except tomllib.TOMLDecodeError as err:
         raise ValueError(f"{path} is not valid TOML: {err}") from None
     unknown = set(doc) - _TOP
@@ -143,7 +148,34 @@ def load_spec(path: str, trials: Optional[int] = None, rounds: Optional[int] = N
         raise ValueError(f"{path}: the grid may vary one argument of the problem, not several")
     if "name" not in doc.get("problem", {}):
         raise ValueError(f"{path}: [problem] needs a name (a function of fedjax_abc.problems)")
+    if "name" in doc:
+        check_name(path, doc["name"])
     return GridSpec(doc, slurm)
+
+
+def check_name(path: str, name) -> str:
+    """A grid's ``name``, which names its default output folder ``results/<name>``: one
+    folder name (ValueError, one line, for a path: a separator, ``..``, an absolute path)."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"{path}: name must be a non-empty string, got {name!r}")
+    bad = ("/" in name or "\\" in name or os.sep in name or name in (".", "..")
+           or os.path.isabs(name) or any(ord(ch) < 32 for ch in name) or len(name) > 200)
+    if bad:
+        raise ValueError(f"{path}: name ({name!r}) must be a plain folder name (no '/', '\\', "
+                         "'..' or absolute path): it names the output folder results/<name>; "
+                         "give another folder with --out")
+    return name
+
+
+def default_out(spec: GridSpec, results: str = "results") -> str:
+    """``results/<name>``, refused (ValueError, one line) where it resolves outside
+    ``results`` (a link to another folder): a grid's outputs stay in the folder chosen."""
+    out = os.path.join(results, check_name("the grid file", spec.name))
+    base, real = os.path.realpath(results), os.path.realpath(out)
+    if os.path.commonpath([base, real]) != base or real == base:
+        raise ValueError(f"the grid's output folder {out} resolves to {real}, outside "
+                         f"{base}: refused; pass --out to write elsewhere")
+    return out
 
 
 def _check_settings(path: str, doc: dict) -> None:
@@ -396,8 +428,9 @@ def part_fingerprint(doc: dict, point: dict, environment: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _saved_part(path: str, fingerprint: str, parts: str):
-    """The part saved at ``path`` if this grid wrote it; ValueError (one line) if not."""
+def _saved_part(path: str, fingerprint: str, parts: str, load: bool = True):
+    """The part saved at ``path`` if this grid wrote it (``load``: else only checked);
+    ValueError (one line) if not."""
     import fedjax_abc as fa
     from fedjax_abc._engine import _labelled
 
@@ -405,7 +438,7 @@ def _saved_part(path: str, fingerprint: str, parts: str):
         raise ValueError(f"{path} was not written by this grid (another grid file, other "
                          f"settings, other fedjax_abc code, another JAX or jaxlib version or "
                          f"device kind): use another --out or delete {parts}")
-    return fa.load(path)
+    return fa.load(path) if load else None
 
 
 def task_share(part: Optional[int], of: Optional[int], environ=os.environ) -> tuple:
@@ -435,8 +468,98 @@ def task_share(part: Optional[int], of: Optional[int], environ=os.environ) -> tu
     return part, of
 
 
+# seconds between the tries of a part's save that failed (a full disk, a folder gone);
+# the part is kept in memory meanwhile
+SAVE_WAITS = (10.0, 30.0, 60.0)
+
+
+def _part_bytes(doc: dict, points: int) -> int:
+    """About the bytes of a saved part of ``points`` grid points: each point's records
+    (gap, ||grad f||^2 and the trials' flags), x_T and its config."""
+    from fedjax_abc._engine._plan import default_record_every, num_records
+
+    trials, rounds, k = int(doc["trials"]), int(doc["rounds"]), doc.get("record_every")
+    if not k or rounds % k:
+        k = default_record_every(rounds)
+    dims = [doc["problem"].get("d", 1)] + list(doc["grid"].get("problem.d", ()))
+    d = max([v for v in dims if isinstance(v, int) and not isinstance(v, bool)] or [1])
+    each = 8 * trials * (2 * num_records(rounds, k) + d + 2) + 16_384
+    return points * each + 65_536
+
+
+def _check_room(path: str, size: int, what: str) -> None:
+    """OSError (one line, naming ``path``) where ``what`` cannot be written there or its
+    disk has less free space than it takes (as a checkpoint's is checked)."""
+    from fedjax_abc._engine._checkpoint import check_writable
+
+    check_writable(path, size, what=what, copies=1)
+
+
+def _save_part(result, path: str, attrs: dict, label: str, say) -> None:
+    """Saves a computed part; where the save fails (a full disk), says so naming the file,
+    keeps the part in memory and tries again after each of ``SAVE_WAITS``; OSError naming
+    the file after the last try."""
+    from fedjax_abc._engine import _labelled
+
+    for tries, wait in enumerate(SAVE_WAITS + (None,), start=1):
+        try:
+            _labelled.save(result, path, attrs=attrs)
+            return
+        except OSError as err:
+            reason = err.strerror or str(err)
+            if wait is None:
+                raise OSError(f"{label} was computed but could not be saved to {path}: "
+                              f"{reason} (tried {tries} times); free some space on "
+                              f"{os.path.dirname(os.path.abspath(path))} and rerun the same "
+                              "command (the parts saved are kept)") from None
+            say(f"{label} was computed but could not be saved to {path}: {reason}; it is kept "
+                f"in memory and saved again in {wait:g} s (free some space on "
+                f"{os.path.dirname(os.path.abspath(path))})")
+            time.sleep(wait)
+
+
+def _read_spec(spec_path: str):
+    """The settings a grid run saved (grid.json); ValueError (one line, naming the file)
+    where the file is damaged."""
+    try:
+        with open(spec_path, encoding="utf-8") as f:
+            saved = json.loads(f.read())
+    except OSError as err:
+        raise ValueError(f"cannot read {spec_path}: {err.strerror or err}") from None
+    except ValueError as err:  # not UTF-8, not JSON
+        raise ValueError(f"{spec_path} is damaged ({' '.join(str(err).split())[:120]}): it holds "
+                         "the settings of the grid run in its folder; delete it to run this "
+                         "grid there (the saved parts are checked on their own)") from None
+    if not isinstance(saved, dict):
+        raise ValueError(f"{spec_path} is damaged (not a grid's settings): delete it to run this "
+                         "grid there (the saved parts are checked on their own)")
+    return saved
+
+
+def _joined_digest(prints: list) -> str:
+    """What a joined result.nc records of the parts it holds: their fingerprints."""
+    return hashlib.sha256(" ".join(prints).encode()).hexdigest()
+
+
+def _already_joined(out: str, digest: str, outputs: list):
+    """The joined result in ``out`` where it holds exactly these parts and every output is
+    there (a merge after a task joined them rewrites nothing); else None."""
+    import fedjax_abc as fa
+    from fedjax_abc._engine import _labelled
+
+    path = os.path.join(out, "result.nc")
+    if not all(os.path.exists(os.path.join(out, name)) for name in outputs):
+        return None
+    try:
+        if _labelled.attributes(path).get("grid_result") != digest:
+            return None
+        return fa.load(path)
+    except (OSError, ValueError):  # damaged or of another grid: joined again
+        return None
+
+
 def run_grid(spec: GridSpec, out: str, progress=None, part: Optional[int] = None,
-             of: Optional[int] = None, merge: bool = False) -> dict:
+             of: Optional[int] = None, merge: bool = False, say=None) -> dict:
     """Runs (or resumes) a grid and writes its outputs into ``out``.
 
     ``part``, ``of``: run only the parts c with c mod N = I (one task of a job array; the
@@ -448,17 +571,29 @@ def run_grid(spec: GridSpec, out: str, progress=None, part: Optional[int] = None
       spec: from :func:`load_spec`.
       out: output folder (created).
       progress: a :class:`fedjax_abc.repro.common.Progress` or None.
+      say: where a message goes while the run waits to save a part again (default:
+        stderr).
+
+    Each part's file is checked against the free space of its disk before the part runs
+    (OSError naming the file); a part computed and then not saved (a full disk) is kept in
+    memory and saved again after each of ``SAVE_WAITS`` seconds. Once every part is saved,
+    they are joined, unless ``result.nc`` and the other outputs already hold exactly these
+    parts (then nothing is written: ``joined`` is False).
 
     Returns:
       dict: ``result`` (the SweepResult, None while parts are missing), ``paths`` (files
       written), ``resumed`` (parts loaded from an earlier run or another task), ``parts``
-      (how many the grid has), ``ran`` (this call's) and ``missing`` (those not saved yet).
+      (how many the grid has), ``ran`` (this call's), ``missing`` (those not saved yet) and
+      ``joined`` (whether this call wrote the joined outputs).
     """
     import fedjax_abc as fa
     from fedjax_abc._engine import _labelled
     from fedjax_abc.repro import common
 
     doc = spec.doc
+    if say is None:
+        def say(text):
+            print(text, file=sys.stderr, flush=True)
     spec_path = os.path.join(out, "grid.json")
     if merge and not os.path.isdir(os.path.join(out, "parts")):  # and write nothing
         raise ValueError(f"{out} holds no parts of a grid run: give the tasks' --out "
@@ -466,8 +601,7 @@ def run_grid(spec: GridSpec, out: str, progress=None, part: Optional[int] = None
     os.makedirs(os.path.join(out, "parts"), exist_ok=True)
     text = json.dumps(doc, sort_keys=True)
     if os.path.exists(spec_path):
-        with open(spec_path) as f:
-            saved, ours = json.loads(f.read()), json.loads(text)
+        saved, ours = _read_spec(spec_path), json.loads(text)
         if saved != ours:
             differ = sorted(k for k in set(saved) | set(ours) if saved.get(k) != ours.get(k))
             raise ValueError(f"{out} holds a grid run with other settings ({', '.join(differ)} "
@@ -480,7 +614,7 @@ def run_grid(spec: GridSpec, out: str, progress=None, part: Optional[int] = None
     shape_axes, data_axes, combos = _parts(doc)
     grid = doc["grid"]
     n_data = math.prod(len(grid[a]) for a in data_axes)
-    def work(point):  # client-steps of a part, for the progress line
+    def work(point):  # client-steps of a part, for the progress line's share of the grid
         take = {a: grid[a][i] for a, i in point.items()}
         steps = take.get("local_steps", doc.get("local_steps", 1))
         clients = take.get("num_sampled", doc.get("num_sampled", doc["problem"].get("n", 1)))
@@ -499,40 +633,58 @@ def run_grid(spec: GridSpec, out: str, progress=None, part: Optional[int] = None
         if os.path.exists(path):
             continue
         desc = ", ".join(f"{a}={_label(grid[a][i], a, i)}" for a, i in point.items()) or "all"
+        label = f"part {c + 1}/{len(combos)}"
+        _check_room(path, _part_bytes(doc, n_data), f"{label} of the grid")  # before it runs
         callback = None
         if progress is not None:
-            callback = progress.task(f"part {c + 1}/{len(combos)}: {desc}", work(point),
-                                     unit="rounds (grid total)")
+            callback = progress.task(f"{label}: {desc}", work(point), unit="rounds")
         ran[c] = _run_part(doc, point, data_axes, callback)
-        _labelled.save(ran[c], path, attrs={"grid_part": prints[c]})
+        _save_part(ran[c], path, {"grid_part": prints[c]}, label, say)
         written.append(path)
         if progress is not None:
             progress.finish_task()
-    parts, resumed, missing = [], 0, []
-    for c, path in enumerate(paths):
-        if c in ran:
-            parts.append(ran[c])
-        elif os.path.exists(path):
-            parts.append(_saved_part(path, prints[c], os.path.join(out, "parts")))
-            resumed += 1
-        else:  # another task's, not saved yet
-            missing.append(c)
-    done = dict(result=None, paths=written, resumed=resumed, parts=len(combos),
-                ran=len(written), missing=missing)
-    if missing:
+    missing = [c for c, path in enumerate(paths) if c not in ran and not os.path.exists(path)]
+    done = dict(result=None, paths=written, resumed=len(paths) - len(ran) - len(missing),
+                parts=len(combos), ran=len(written), missing=missing, joined=False)
+    if missing:  # another task's, not saved yet
+        for c, path in enumerate(paths):  # the others' saved parts are this grid's
+            if c not in ran and c not in missing:
+                _saved_part(path, prints[c], os.path.join(out, "parts"), load=False)
         if merge:
             raise ValueError(f"{out}: parts {ranges(missing)} of {len(combos)} are not saved "
                              f"yet (parts/<i>.nc); run their tasks, then merge again")
         return done
+    digest = _joined_digest(prints)
+    outputs = ["result.nc", "summary.csv", "curves.png"] + [
+        _final_name(a) for a in grid]
+    if not ran:  # joined before, by another task or an earlier call: nothing to rewrite
+        for c, path in enumerate(paths):  # the parts there are still this grid's
+            _saved_part(path, prints[c], os.path.join(out, "parts"), load=False)
+        joined = _already_joined(out, digest, outputs)
+        if joined is not None:
+            return dict(done, result=joined)
+    parts = [ran[c] if c in ran else _saved_part(path, prints[c], os.path.join(out, "parts"))
+             for c, path in enumerate(paths)]
     axes = {a: tuple(_label(v, a, i) for i, v in enumerate(grid[a])) for a in shape_axes}
     axes.update(parts[0].axes)
     axes = {a: axes[a] for a in grid}  # the file's order
     results = _ordered(parts, shape_axes, data_axes, grid)
     result = fa.SweepResult(axes=axes, results=tuple(results))
-    paths = [result.save(os.path.join(out, "result.nc"))]
+    target = os.path.join(out, "result.nc")
+    _check_room(target, sum(os.path.getsize(p) for p in paths) + 4_000_000,
+                "the grid's joined result")
+    paths = [_labelled.save(result, target, attrs={"grid_result": digest})]
     paths.append(_summary_csv(result, os.path.join(out, "summary.csv")))
     paths += plots(result, out, spec.name)
-    return dict(done, result=result, paths=paths)
+    return dict(done, result=result, paths=paths, joined=True)
+
+
+def _final_name(axis: str) -> str:
+    """The file of the final gap against a grid axis: ``final_<axis>.png``, the axis's
+    name made a plain file name (dots and anything but letters, digits, ``_-=`` as ``_``)."""
+    import re
+
+    return "final_" + re.sub(r"[^A-Za-z0-9_=-]", "_", axis) + ".png"
 
 
 def ranges(numbers: list) -> str:
@@ -647,5 +799,5 @@ def plots(result, out: str, name: str) -> list:
         ax.set_ylabel("f(x_T) - f*, mean and 95% interval")
         if 1 < len(combos) <= 12:
             ax.legend(fontsize=7)
-        paths.append(common.save_figure(fig, out, f"final_{axis.replace('.', '_')}.png"))
+        paths.append(common.save_figure(fig, out, _final_name(axis)))
     return paths

@@ -85,8 +85,8 @@ def probe(problem, sampler, x0, alpha: float, trials: int, key) -> dict:
     @eqx.filter_jit  # the problem and x0 as arguments: XLA does not fold their data
     def rounds(problem, sampler, x, keys):
         def one(k):  # Algorithm 1's round 0 of one trial (a stateful sampler's first round)
-            return fa.fedavg_round(problem, fa.ExactOracle(), sampler, x, 0, alpha, k, 1,
-                                   "gather")
+            return fa.fedavg_round(problem, fa.ExactOracle(), sampler, x, 0, alpha, k,
+                                   local_steps=1, mode="gather")
         return jax.lax.map(one, keys, batch_size=PROBE_CHUNK)
 
     x1 = rounds(problem, sampler, jnp.asarray(x0), jax.random.split(key, trials))

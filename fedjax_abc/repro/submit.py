@@ -81,12 +81,13 @@ def submit(grid: str, out: str, trials: Optional[int], rounds: Optional[int], ta
     """Submits ``tasks`` array tasks sharing the grid's parts; returns submitit's jobs.
 
     ``cluster``: "slurm" or "local"; ``parameters``: submitit's executor parameters
-    (:func:`executor_parameters`). The executor's files (scripts, logs) go to
-    ``<out>/submitit``.
+    (:func:`executor_parameters`). The executor's files (scripts, logs, and the pickled
+    tasks each job unpickles and runs) go to ``<out>/submitit``, made readable and
+    writable by its owner alone: whoever can write there can run code as the user.
     """
     if cluster not in ("slurm", "local"):
         raise ValueError(f"--submit must be 'slurm' or 'local', got {cluster!r}")
-    folder = os.path.join(out, "submitit")
+    folder = private_folder(os.path.join(out, "submitit"))
     executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
     name = os.path.splitext(os.path.basename(grid))[0]
     parameters = dict({"timeout_min": 60, "name": f"fedjax-abc-{name}"}, **parameters)
@@ -96,6 +97,21 @@ def submit(grid: str, out: str, trials: Optional[int], rounds: Optional[int], ta
     executor.update_parameters(**parameters)
     return executor.submit_array([Task(os.path.abspath(grid), os.path.abspath(out), trials,
                                        rounds, i, tasks) for i in range(tasks)])
+
+
+def private_folder(folder: str) -> str:
+    """``folder`` made (mode 0o700) for submitit's pickles, which its jobs unpickle and run;
+    OSError (one line) where it exists and others may write in it: whoever can write there
+    can run code as the user."""
+    import stat
+
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    mode = os.stat(folder).st_mode
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise OSError(f"{folder} holds the pickled tasks the jobs run, and others may write in "
+                      f"it (mode {stat.filemode(mode)}): whoever can write there can run code "
+                      f"as you; make it private (chmod 700 {folder}) or use another --out")
+    return folder
 
 
 # submitit's states of a task that ended well (local and Slurm), and of one that did not
