@@ -145,3 +145,16 @@ def test_controls_do_not_depend_on_the_key(seed):
     doc = controls.run(jax.random.key(seed))
     assert doc["all_as_expected"], [r for k in ("lemmas", "theorem2") for r in doc[k]
                                     if not r["as_expected"]]
+
+
+def test_a_factor_two_error_is_what_the_lemma_checks_cannot_see():
+    """CANNOT_FAIL's last entry: with L, C or D halved every lemma check still holds on
+    every case (the slacks are about 2), while rhs/lhs drops to about 1 where the halved
+    constant carries the bound; the wrong rows of the controls are 5x or more off."""
+    rows = controls.factor2_errors(jax.random.key(0))
+    assert {r["input"].split(" =")[0] for r in rows} == set(controls.HALVED)
+    assert all(r["holds"] for r in rows), [r for r in rows if not r["holds"]]
+    assert min(r["ratio"] for r in rows) > 0.95
+    tight = [r for r in rows if r["lemma"] == 4 and r["ratio"] < 1.1]
+    assert tight  # (15) is then nearly tight: a factor 2 is at the edge, not past it
+    assert any("factor-2" in c for c in controls.CANNOT_FAIL)

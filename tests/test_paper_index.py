@@ -87,7 +87,7 @@ def _status_error(obj):
     if obj.status not in index.STATUSES:
         return f"{obj.label}: unknown status {obj.status!r}"
     fields = (obj.implementation, obj.test, obj.section)
-    if obj.status in (index.DEFINITION, index.PROOF_STEP, index.NOT_CHECKED):
+    if obj.status in (index.DEFINITION, index.EXTERNAL, index.PROOF_STEP, index.NOT_CHECKED):
         if any(fields):
             return f"{obj.label}: {obj.status!r} with fields {fields}"
         return None

@@ -80,16 +80,18 @@ def test_slope_of_the_maximum_separates_schedules_from_constants():
 
 def test_thm3_schedules_against_theorem3():
     """The experiment's schedules are functions of t; their tails classify them, and the
-    constant controls fail."""
+    constant controls fail. Every schedule and control runs at alpha_0 through the burn-in
+    t < t0; the control alpha_0 / 10 drops to it at t0."""
     alpha0, T, t0 = 0.00625, 1000, 10
     for name, schedule, theorem in theorems.thm3_schedules(alpha0, [0.6, 1.0], t0):
         c = theory.check_theorem3_schedule(schedule, 1.0, 1.0, 10, T)
         assert c.holds, name
-        assert c.tail_exponent_ok == theorem, name
-        values = np.asarray([schedule(t) for t in (0, t0, 4 * t0)], float)
-        assert values[0] == pytest.approx(alpha0 / 10 if name.endswith("/ 10") else alpha0)
-        assert values[1] == pytest.approx(values[0])  # the burn-in
-        assert (values[2] < 0.999 * values[0]) == theorem, name
+        assert c.tail_exponent_ok == theorem and c.decided, name
+        values = np.asarray([schedule(t) for t in (0, t0 - 1, t0, 4 * t0)], float)
+        assert values[0] == pytest.approx(alpha0) and values[1] == pytest.approx(alpha0), name
+        after = alpha0 / 10 if name.endswith("/ 10") else alpha0
+        assert values[2] == pytest.approx(after), name  # the burn-in ends at t0
+        assert (values[3] < 0.999 * values[2]) == theorem, name
 
 
 def test_late_windows_tell_a_transient_from_a_stationary_run():

@@ -152,3 +152,19 @@ def test_validation(sh):
         th.abc_constants(sh, DOMAIN)
     with pytest.raises(ValueError, match="eta_sq"):
         th.relaxed_growth_sigma_sq(sh, -1.0, DOMAIN)
+
+
+@pytest.mark.parametrize("which", ["sh", "huber"])
+def test_remark1_client_average_of_eq8(which, sh, huber):
+    """Remark 1: the client average of (8) at x is (1/n) sum_i [C (f_i(x) - f_i*) + D] =
+    C (f(x) - f*) + C sigma_f* + D, so that abc_slack >= 0 at every client bounds the average
+    variance by it; on the paper's oracles, with their (C, D) from abc_constants."""
+    p = sh if which == "sh" else huber
+    c = th.abc_constants(p, domain=DOMAIN)
+    assert th.abc_slack(p, c.C, c.D, domain=DOMAIN).holds
+    v = th.oracle_variance(p, domain=DOMAIN, num_points=401)
+    gap = np.asarray([float(p.gap(np.asarray(x))) for x in v.points])
+    average = c.C * np.asarray(v.gap).mean(axis=1) + c.D
+    remark = c.C * (gap + th.sigma_f_star(p)) + c.D
+    np.testing.assert_allclose(average, remark, rtol=1e-12, atol=1e-12)
+    assert np.all(np.asarray(v.variance).mean(axis=1) <= remark * (1 + 1e-10) + 1e-12)

@@ -14,6 +14,7 @@ import pytest
 import fedjax_abc as fa
 from fedjax_abc import theory as th
 from fedjax_abc._theory._bounds import bound_terms, explicit_rate, validated_params
+from fedjax_abc._theory._theorem3 import EXACT_RESOLUTION
 
 
 def _random_params(rng, full=False):
@@ -226,6 +227,8 @@ def test_check_theorem3_schedule_shifted_schedules():
     arr = np.asarray(shifted(1000.0)(np.arange(1000)))
     c = th.check_theorem3_schedule(arr, 1.0, 1.0, 10, 1000)
     assert c.tail_rounds == (500, 999) and not c.tail_exponent_ok
+    # its exponent still moves across t in [500, 1000): undecidable, not a verdict
+    assert not c.decided and c.sum_diverges is None and c.sum_sq_converges is None
 
 
 @pytest.mark.parametrize("c", [1.0, 1e5, 1e12, 1e100, 1e250])
@@ -244,3 +247,49 @@ def test_check_theorem3_schedule_accepts_every_shift(c):
     flat = th.check_theorem3_schedule(lambda t: a0 * c / (c + 0.0 * jnp.asarray(t, float)),
                                       1.0, 1.0, 10, 1000)
     assert not flat.tail_exponent_ok
+
+
+@pytest.mark.parametrize("p, diverges, converges", [
+    (1.0001, False, True), (0.9999, True, True), (0.5001, True, True), (0.4999, True, False),
+    (1.0, True, True), (0.5, True, False), (1.2, False, True), (0.4, True, False)])
+@pytest.mark.parametrize("shift", [1.0, 1e5])
+def test_check_theorem3_schedule_exponents_near_one_and_one_half(p, diverges, converges, shift):
+    """alpha_0 (c / (t + c))^p within 1e-4 of the edges p = 1 and p = 1/2: sum alpha_t is
+    finite for p > 1 and sum alpha_t^2 infinite for p <= 1/2, each decided on the far tail
+    whose resolution (about 1e-9) is far below 1e-4."""
+    import jax.numpy as jnp
+
+    a0 = th.theorem3_stepsize_limit(1.0, 1.0, 10)
+    c = th.check_theorem3_schedule(
+        lambda t: a0 * (shift / (jnp.asarray(t, float) + shift)) ** p, 1.0, 1.0, 10, 1000)
+    assert c.decided and c.sum_diverges is diverges and c.sum_sq_converges is converges
+    assert c.tail_exponent_ok == (diverges and converges)
+    assert c.tail_p == pytest.approx(p, abs=1e-8) and c.resolution[0] <= 1e-6
+
+
+def test_check_theorem3_schedule_says_where_it_cannot_decide():
+    """Where the values cannot tell an exponent from the edge, the check says so (decided
+    False, the sums None) rather than give a verdict: a float32 shift whose bend is still
+    1e-3 on the first window, and a shift beyond float64's reach (c = 1e280); the same
+    exponents far from an edge are still decided."""
+    import jax.numpy as jnp
+
+    a0 = th.theorem3_stepsize_limit(1.0, 1.0, 10)
+
+    def f32(p, c=1e5):
+        return lambda t: a0 * (c / (jnp.asarray(t, jnp.float32) + c)) ** p
+
+    near = th.check_theorem3_schedule(f32(1.0), 1.0, 1.0, 10, 1000)
+    assert near.tail_rounds == (1e8, 1e16) and near.sum_diverges is None
+    assert not near.decided and not near.tail_exponent_ok
+    assert near.resolution[0] > EXACT_RESOLUTION  # coarser than a reading as exactly 1
+    far = th.check_theorem3_schedule(f32(0.7), 1.0, 1.0, 10, 1000)
+    assert far.decided and far.tail_exponent_ok
+    beyond = th.check_theorem3_schedule(
+        lambda t: a0 * 1e280 / (jnp.asarray(t, float) + 1e280), 1.0, 1.0, 10, 1000)
+    assert not beyond.decided and not beyond.tail_exponent_ok
+    # float32 values of exact powers are resolved to about 1e-7: still decided
+    for p, ok in ((1.0001, False), (0.9999, True), (0.5001, True), (0.4999, False)):
+        c = th.check_theorem3_schedule(lambda t, p=p: a0 * (jnp.asarray(t, jnp.float32) + 1) ** -p,
+                                       1.0, 1.0, 10, 1000)
+        assert c.decided and c.tail_exponent_ok == ok, p

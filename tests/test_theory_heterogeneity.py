@@ -180,3 +180,19 @@ def test_lemma1_in_d_dimensions_with_points():
 def test_lemma1_fails_with_too_small_L(paper_problems):
     p = paper_problems["softplus_huber"][0]
     assert not th.lemma1_slack(p, 0.01, (-30.0, 30.0), 20_001).holds
+
+
+@pytest.mark.parametrize("name", ["huber20", "huber200", "softplus_huber"])
+def test_assumption1_on_the_paper_problems(paper_problems, name):
+    """Assumption 1 on the problems of Section IV, with the functions the report's constants
+    come from: each f_i is L-smooth with L = 1 (power iteration on a grid over every client's
+    kink: max |f_i''| = 1, attained inside the Huber zones and bounded by 1/4 for softplus)
+    and lower bounded, the stored f_i* = inf f_i (a grid does not go below them)."""
+    p, L = paper_problems[name]
+    kinks = np.concatenate([np.asarray(p.params).ravel(), np.asarray(p.x_star).ravel()]) \
+        if name != "softplus_huber" else np.array([-2.0, float(p.num_clients) + 2.0])
+    grid = np.linspace(kinks.min() - 2.0, kinks.max() + 2.0, 2001)[:, None]
+    est = th.smoothness_estimate(p, grid)
+    assert est.L <= L + 1e-9 and est.L == pytest.approx(L, abs=1e-6)
+    x0 = float(p.x_star[0])
+    assert th.infima_check(p, (x0 - 300.0, x0 + 300.0), 20_001).consistent

@@ -17,6 +17,16 @@ it is correct. :mod:`~fedjax_abc.repro.faults` runs the report's checks on them.
 - :class:`SkipsServerSteps`: Algorithm 1 whose server keeps x_t instead of taking the
   average in every ``every``-th round (a missing server step). Factor: the share 1 / every of
   the rounds skipped.
+- :class:`MixedSampler`: the paper's sampler in some rounds and another in the others (the
+  library's ``WithReplacement`` or ``Bernoulli`` in place of S clients without replacement;
+  Assumption 3 and the pair probability of eq. (9) broken). Factor: the share of the rounds
+  drawn by the wrong rule (0: the paper's sampler).
+- :class:`ReusedNoise`: another oracle whose noise is drawn once for ``every`` consecutive
+  local steps and reused across them (Assumption 2's independence across steps broken).
+  Factor: the number of steps that share one draw (1: fresh noise at every step).
+
+The oracle's variance too small (by 1/S, or none at all) is :class:`ScaledNoise` with a
+factor below 1 (0: a noiseless oracle).
 
 Example:
   >>> import jax
@@ -171,3 +181,68 @@ class SkipsServerSteps(AbstractAlgorithm):
     def server_update(self, server, mean_message, info):
         skip = (self.every > 0) & (server.t % max(self.every, 1) == max(self.every, 1) - 1)
         return CountedState(jnp.where(skip, server.x, mean_message), server.t + 1)
+
+
+@final
+class MixedSampler(fa.AbstractStatelessSampler):
+    """``correct``'s slots in a round with probability 1 - share, ``wrong``'s with probability
+    share (share = 0: ``correct`` itself). Both are padded to the larger number of slots
+    with weight-0 slots; one word decides the round, the rest go to the sampler drawn."""
+
+    correct: fa.AbstractSampler
+    wrong: fa.AbstractSampler
+    share: Array
+
+    def __init__(self, correct: fa.AbstractSampler, wrong: fa.AbstractSampler, share):
+        self.correct, self.wrong = correct, wrong
+        self.share = jnp.asarray(share, float)
+
+    def num_slots(self, n):
+        return max(self.correct.num_slots(n), self.wrong.num_slots(n))
+
+    def num_words(self, n):
+        return 1 + max(self.correct.num_words(n), self.wrong.num_words(n))
+
+    def validate(self, n):
+        self.correct.validate(n)
+        self.wrong.validate(n)
+
+    def from_words(self, words, n):
+        m = self.num_slots(n)
+
+        def slots(sampler):
+            idx, w = sampler.from_words(words[1:1 + sampler.num_words(n)], n)
+            pad = m - idx.shape[0]
+            return (jnp.concatenate([idx.astype(jnp.int32), jnp.zeros((pad,), jnp.int32)]),
+                    jnp.concatenate([w.astype(float), jnp.zeros((pad,), float)]))
+
+        (ic, wc), (iw, ww) = slots(self.correct), slots(self.wrong)
+        use_wrong = words[0].astype(float) < self.share * 2.0 ** 32
+        return jnp.where(use_wrong, iw, ic), jnp.where(use_wrong, ww, wc)
+
+
+@final
+class ReusedNoise(fa.AbstractOracle):
+    """``inner``'s gradient estimate, its round noise drawn once per ``every`` local steps:
+    step l uses the noise of step every floor(l / every) (every = 1: ``inner`` itself)."""
+
+    inner: fa.AbstractOracle
+    every: int = eqx.field(static=True)
+
+    def validate(self, problem):
+        self.inner.validate(problem)
+
+    def num_words(self, shape):
+        return self.inner.num_words(shape)
+
+    def noise(self, key, shape, dtype):
+        return self.inner.noise(key, shape, dtype)
+
+    def noise_from_words(self, words, shape, dtype):
+        return self.inner.noise_from_words(words, shape, dtype)
+
+    def step_noise(self, noise, step, shape, dtype):
+        return self.inner.step_noise(noise, (step // self.every) * self.every, shape, dtype)
+
+    def gradient(self, problem, client, x, noise):
+        return self.inner.gradient(problem, client, x, noise)

@@ -17,6 +17,8 @@ of the status words:
 - :data:`TESTED` ("tested"): a test checks it, but no public function implements it on its
   own (a property of the simulator, or a step of a proof that a test re-derives);
 - :data:`DEFINITION` ("definition"): notation only, nothing to compute or check;
+- :data:`EXTERNAL` ("external result"): a theorem of another paper that a proof cites
+  (Lemma 10), nothing of this paper to compute or check;
 - :data:`PROOF_STEP` ("proof step, not checked"): a step of a proof that no test checks;
 - :data:`NOT_CHECKED` ("not checked"): a statement that nothing here implements or checks.
 
@@ -39,9 +41,10 @@ CHECKED = "checked"
 IMPLEMENTED = "implemented"
 TESTED = "tested"
 DEFINITION = "definition"
+EXTERNAL = "external result"
 PROOF_STEP = "proof step, not checked"
 NOT_CHECKED = "not checked"
-STATUSES = (CHECKED, IMPLEMENTED, TESTED, DEFINITION, PROOF_STEP, NOT_CHECKED)
+STATUSES = (CHECKED, IMPLEMENTED, TESTED, DEFINITION, EXTERNAL, PROOF_STEP, NOT_CHECKED)
 
 LEGEND = {
     CHECKED: "a public function implements it, a test checks it and a section of this report "
@@ -50,6 +53,7 @@ LEGEND = {
     TESTED: "a test checks it, but no public function implements it on its own (a property "
             "of the simulator, or a proof step that a test re-derives)",
     DEFINITION: "notation only, nothing to compute",
+    EXTERNAL: "a theorem of another paper that a proof cites, nothing of this paper to check",
     PROOF_STEP: "a step of a proof that no test checks",
     NOT_CHECKED: "a statement that nothing here implements or checks",
 }
@@ -157,8 +161,8 @@ OBJECTS: tuple[PaperObject, ...] = (
     _obj("algorithm", 1, "FedAvg with partial participation (every simulation)",
          FA + "algorithms.FedAvg", "tests/test_simulate_statistics.py::test_huber_offsets_matches_numpy",
          "Fig. 1"),
-    _obj("assumption", 1, "each f_i L-smooth and lower bounded", TH + "smoothness_bound",
-         "tests/test_learning_minibatch.py::test_smoothness_bound_and_power_iteration"),
+    _obj("assumption", 1, "each f_i L-smooth and lower bounded", TH + "smoothness_estimate",
+         HET + "test_assumption1_on_the_paper_problems", "Lemmas 4-8"),
     _eq(7, "L-smoothness and f_i* = inf f_i > -inf", TH + "infima_check",
         HET + "test_stored_infima_are_consistent"),
     _obj("definition", 1, "filtrations F_t, F_t^l and E_t[.] = E[. | F_t]", status=DEFINITION),
@@ -167,7 +171,7 @@ OBJECTS: tuple[PaperObject, ...] = (
     _eq(8, "ABC condition along the virtual trajectories", TH + "abc_slack",
         ABC + "test_oracle26_recovers_C1_D_half"),
     _obj("remark", 1, "client average of (8) at x_t: C (f - f*) + C sigma_f* + D",
-         status=NOT_CHECKED),
+         TH + "abc_slack", ABC + "test_remark1_client_average_of_eq8", "Lemmas 4-8"),
     _obj("assumption", 3, "S_t: S of n clients uniformly without replacement",
          FA + "UniformWithoutReplacement", "tests/test_sampling.py::test_every_subset_equally_likely"),
     _eq(9, "P(i in S_t) = S/n, P(i, j in S_t) = S(S-1)/(n(n-1))", FA + "sample_mask",
@@ -217,9 +221,10 @@ OBJECTS: tuple[PaperObject, ...] = (
     _eq(24, "the rate: leading terms of (21) at (22)", TH + "theorem2_leading_terms",
         BND + "test_bound_at_stepsize22_within_46_47_and_24", "Theorem 2"),
     _obj("remark", 2, "S = n: no sampling terms, the full-participation rate",
-         TH + "theorem2_leading_terms", BND + "test_full_participation_has_no_sampling_terms"),
+         TH + "theorem2_leading_terms", BND + "test_full_participation_has_no_sampling_terms",
+         "Remark 4"),
     _obj("remark", 3, "nu: where the sampling term of (24) dominates", TH + "remark3_nu",
-         BND + "test_remark3_nu_matches_term_dominance"),
+         BND + "test_remark3_nu_matches_term_dominance", "Remark 4"),
     _obj("remark", 4, "the sampling term carries no Q, unlike [10]'s", TH + "yang2021_sampling_term",
          "tests/test_theory_remark4.py::test_yang2021_sampling_term_by_hand", "Remark 4"),
     _obj("theorem", 3, "diminishing stepsizes: grad f(x_t) -> 0 in mean and a.s.",
@@ -235,8 +240,9 @@ OBJECTS: tuple[PaperObject, ...] = (
         PROB + "test_huber_offsets_values_gradients_and_oracle", "Table II and Fig. 2"),
     _obj("table", "II", "BGD sum, sigma_f* and f(x_T) - f* on (27)", RE + "table2.run",
          CLI + "test_table2_schema", "Table II and Fig. 2"),
-    _obj("figure", 2, "f(x_t) - f* on (27) per Dmax, one panel per S", RE + "table2.write",
-         CLI + "test_all_files_written", "Table II and Fig. 2"),
+    _obj("figure", 2, "f(x_t) - f* on (27) per Dmax, one panel per S", RE + "table2.figure",
+         "tests/test_report_figures.py::test_fig2_one_panel_per_S_one_curve_per_dmax",
+         "Table II and Fig. 2"),
     _eq(28, "D_Q, the scaled residual of Fig. 3(b)", RE + "fig3.scaled_residual",
         CLI + "test_fig3_schema", "Fig. 3"),
     _obj("figure", 3, "R_S(Q) and D_Q against Q at fixed alpha Q", RE + "fig3.run",
@@ -264,7 +270,8 @@ OBJECTS: tuple[PaperObject, ...] = (
           BND + "test_bound_at_stepsize22_within_46_47_and_24"),
     _step(47, "proof of Theorem 2: alpha^2 Q^2 L^2 at (22)",
           BND + "test_bound_at_stepsize22_within_46_47_and_24"),
-    _obj("lemma", 10, "convergence theorem of [45] under (P.1)-(P.4')", status=PROOF_STEP),
+    _obj("lemma", 10, "convergence theorem of [45] under (P.1)-(P.4'), cited by Theorem 3's proof",
+         status=EXTERNAL),
     _step(48, "proof of Theorem 3: (19) with constants K_1, K_2"),
     _step(49, "proof of Theorem 3: E_t||G_t||^2 <= K_3 + K_4 (f - f*)"),
 )
@@ -305,8 +312,9 @@ def count_line(objects=OBJECTS) -> str:
     c = collections.Counter(o.status for o in objects)
     return (f"{c[CHECKED]} of {len(objects)} numbered objects are checked, "
             f"{c[IMPLEMENTED]} implemented only, {c[TESTED]} tested only, "
-            f"{c[DEFINITION]} notation only, {c[PROOF_STEP]} proof steps not checked and "
-            f"{c[NOT_CHECKED]} not checked.")
+            f"{c[DEFINITION]} notation only, {c[EXTERNAL]} external "
+            f"result{'' if c[EXTERNAL] == 1 else 's'}, "
+            f"{c[PROOF_STEP]} proof steps not checked and {c[NOT_CHECKED]} not checked.")
 
 
 def _cell(text: Optional[str], code: bool = False) -> str:

@@ -85,7 +85,7 @@ THM3_P = 0.75  # alpha_t = alpha_0 / (t + 1)^p
 # Theorem 3 where it can be seen: start x* + x0_offset (per coordinate), S sampled, T
 # rounds, alpha_0 = 1/(8 Q (L + C)), a burn-in of t0 = T / burn_in_div rounds at alpha_0,
 # then alpha_0 (t0 / t)^p or alpha_0 t0 log(t0 + 2) / (t log(t + 2)); as controls outside
-# Theorem 3, the constant alpha_0 and alpha_0 / 10.
+# Theorem 3, the constant alpha_0 and alpha_0 / 10 (after the same burn-in).
 THM3 = dict(S=4, T=100_000, R=100, x0_offset=1.0, p=[0.6, 1.0], burn_in_div=100,
             thresholds=[1e-1, 3e-2, 1e-2], quick_T=5_000, quick_R=16)
 # Theorem 2's shape: the bound (21) at the stepsize (22) and the observed min_t E||grad f||^2

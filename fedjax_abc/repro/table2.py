@@ -178,8 +178,15 @@ def write(doc: dict, out: str) -> list[str]:
         line += [paper.TABLE2_BGD.get(float(row["d_max"])), paper.TABLE2_SIGMA.get(float(row["d_max"]))]
         rows.append(line)
     paths.append(common.write_csv(os.path.join(out, "table2.csv"), header, rows))
+    return paths + [common.save_figure(figure(doc), out, "fig2.png")]
 
+
+def figure(doc: dict):
+    """Fig. 2 from table2.json's document: f(x_t) - f* (mean over the trials, 95% band),
+    one panel per S, one curve per Dmax; a second row at the reading alpha where the results
+    carry it."""
     plt = common.pyplot()
+    S_list = doc["config"]["S"]
     traj = doc["trajectories"]
     rounds = np.asarray(traj["rounds"])
     cfg = doc["config"]
@@ -205,5 +212,4 @@ def write(doc: dict, out: str) -> list[str]:
     axes[0][0].legend(fontsize=8)
     fig.suptitle(f"Fig. 2: problem (27), n = {cfg['n']}, Q = {cfg['Q']}, R = {cfg['trials']}, "
                  f"x0 = {cfg['x0']}", fontsize=10)
-    path = common.save_figure(fig, out, "fig2.png")
-    return paths + [path]
+    return fig
