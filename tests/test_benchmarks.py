@@ -129,6 +129,43 @@ def test_baselines_check_their_input():
         baselines.jax_naive(base, trials=2, key=jax.random.key(0), **kw)
 
 
+def test_robust_benchmark_runs_and_its_baselines_agree_exactly():
+    """``benchmarks/robust.py`` at tiny sizes: with exact gradients and the same Byzantine
+    clients, NumPy's and ByzFL's rounds give the package's x_T to rounding (and with one
+    Byzantine client fewer they do not); every side is timed and compared per core."""
+    from benchmarks import robust
+    from benchmarks.baselines.robust import load_byzfl, numpy_robust
+
+    w = robust.QUICK
+    problem, base, x0 = robust.setup(w)
+    with_byzfl = load_byzfl()[0] is not None
+    (row,) = robust.check_exact(problem, base, w, x0, with_byzfl)
+    assert row["moved"] > 0.1 and row["numpy_max_abs_diff"] <= 1e-12
+    assert row.get("byzfl_max_abs_diff", 0.0) <= 1e-12
+    res = fa.simulate(problem, aggregator=robust.rule(row["rule"], w.declared_f),
+                      byzantine=fa.robust.Byzantine(robust.attack(row["attack"]),
+                                                    clients=row["clients"]),
+                      trials=1, key=jax.random.key(0), **robust.common_kwargs(w, x0, exact=True))
+    fewer = numpy_robust(base, **robust.baseline_kwargs(
+        w, x0, row["rule"], row["attack"], row["f"] - 1, 1, 0, exact=True,
+        clients=row["clients"][1:]))
+    assert np.max(np.abs(fewer[0] - np.asarray(res.x_final)[0])) > 1e-3  # the check can fail
+    sides = ("package loop", "numpy") + (("byzfl",) if with_byzfl else ())
+    out = robust.measure(problem, base, w, x0, repeats=1, byzfl_trials=1, sides=sides,
+                         log=lambda *args: None)
+    rows = {r["side"]: r for r in out["rows"]}
+    assert set(rows) == set(sides) and len(out["repeats"]) == 1
+    points = len(w.points())
+    for side, r in rows.items():
+        trials = 1 if side == "byzfl" else w.trials
+        assert r["run_s"] > 0 and math.isclose(
+            r["trajectories_per_s_per_core"], points * trials / r["run_s"] / r["cores"])
+    pkg = rows["package loop"]
+    assert pkg["compile_s"] >= 0 and math.isclose(
+        pkg["x_numpy"], pkg["trajectories_per_s_per_core"]
+        / rows["numpy"]["trajectories_per_s_per_core"])
+
+
 def test_baselines_do_not_import_the_package():
     code = ("import sys; import benchmarks.baselines as b; b.jax_naive; "
             "import benchmarks.baselines.jax_impl, benchmarks.baselines.numpy_impl; "

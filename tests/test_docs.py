@@ -28,7 +28,8 @@ from markdown_blocks import python_blocks, run_blocks
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 PUBLIC = ["fedjax_abc", "fedjax_abc.algorithms", "fedjax_abc.transforms", "fedjax_abc.problems",
-          "fedjax_abc.data", "fedjax_abc.theory", "fedjax_abc.timing", "fedjax_abc.stats"]
+          "fedjax_abc.data", "fedjax_abc.theory", "fedjax_abc.timing", "fedjax_abc.stats",
+          "fedjax_abc.robust"]
 
 # ------------------------------------------------------------------ the API reference
 

@@ -17,6 +17,11 @@ and return x_T with shape (trials, d).
   (:mod:`benchmarks.baselines.learning`): softmax regression with mini-batch SGD on federated
   data (:class:`SoftmaxData`), NumPy, straightforward JAX or PyTorch (optional, imported
   when called).
+- :func:`~benchmarks.baselines.robust.numpy_robust`,
+  :func:`~benchmarks.baselines.robust.byzfl_robust` (:mod:`benchmarks.baselines.robust`,
+  imported by name): Byzantine-robust rounds (Median, TrimmedMean, Krum under SignFlip, IPM,
+  ALIE) on diagonal quadratics, our NumPy loop over the trials and ByzFL's own rule and
+  attack objects (optional) one trajectory at a time.
 """
 
 from benchmarks.baselines.learning import SoftmaxData, jax_softmax, numpy_softmax, torch_softmax
