@@ -21,6 +21,8 @@ import os
 import shutil
 import tempfile
 
+import pytest
+
 _OWN = "FEDJAX_ABC_TEST_JIT_CACHE"
 
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:  # set before JAX is imported
@@ -62,6 +64,20 @@ def count_compilations(kinds=(COMPILE, TRACE)):
 def count_backend_compilations():
     """:func:`count_compilations` of backend compilations only (a trace is not counted)."""
     return count_compilations(kinds=(COMPILE,))
+
+
+_LONG_CHECKS = frozenset(
+    line.strip() for line in open(os.path.join(os.path.dirname(__file__), "long_checks.txt"))
+    if line.strip() and not line.startswith("#"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(config, items):
+    """The checks listed in ``long_checks.txt`` carry the ``slow`` marker: the default
+    ``pytest`` leaves them out, ``pytest -m slow`` runs them with the other long ones."""
+    for item in items:
+        if item.nodeid in _LONG_CHECKS:
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_unconfigure(config):
