@@ -251,3 +251,24 @@ def test_the_optimised_attacks_equal_byzfl(byzfl):
         info = rb.standalone_info(jnp.asarray(honest), F, rule)
         np.testing.assert_allclose(np.asarray(ours(jnp.asarray(honest), None, None, info)),
                                    theirs(honest.copy()), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("m", [5, 40])  # by comparisons, and by a sort beyond COMPARISON_ROWS
+def test_ranks_are_the_stable_sorts_inverse_permutation(m):
+    from fedjax_abc._robust._aggregators import COMPARISON_ROWS, ranks
+    assert (m > COMPARISON_ROWS) == (m == 40)
+    x = np.round(np.random.default_rng(m).normal(size=(m, 3)), 1)  # with ties
+    x[1] = x[0]
+    x[2, 0] = np.inf
+    expected = np.argsort(np.argsort(x, axis=0, kind="stable"), axis=0, kind="stable")
+    np.testing.assert_array_equal(np.asarray(ranks(jnp.asarray(x))), expected)
+
+
+def test_rules_over_many_slots_equal_the_reference():
+    x = np.random.default_rng(11).normal(size=(40, 3))
+    w = np.ones(40)
+    w[[3, 17]] = 0.0
+    for name in ("median", "trimmed", "krum", "multikrum", "nnm_krum"):
+        rule, reference = RULES[name]
+        np.testing.assert_allclose(np.asarray(rule(jnp.asarray(x), jnp.asarray(w))),
+                                   reference(x, w), rtol=1e-12, atol=1e-12, err_msg=name)

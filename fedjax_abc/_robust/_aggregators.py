@@ -36,9 +36,10 @@ from fedjax_abc._algorithms._checks import check_leaf, positive_scalar
 from fedjax_abc._problems._args import check_count
 from fedjax_abc._robust import _kappa
 
-__all__ = ["AbstractAggregator", "check_f_leaf", "f_leaf", "CenteredClipping", "GeometricMedian", "Krum", "MDA",
-           "Median", "MultiKrum", "TrimmedMean", "WeightedMean", "present_first",
-           "pairwise_distances", "MDA_MAX_SUBSETS"]
+__all__ = ["AbstractAggregator", "COMPARISON_ROWS", "CenteredClipping", "GeometricMedian",
+           "Krum", "MDA", "MDA_MAX_SUBSETS", "Median", "MultiKrum", "TrimmedMean",
+           "WeightedMean", "at_rank", "check_f_leaf", "f_leaf", "pairwise_distances",
+           "present_first", "ranks"]
 
 
 def present_first(vectors: Array, weights: Optional[Array]) -> tuple[Array, Array, Array]:
@@ -48,9 +49,33 @@ def present_first(vectors: Array, weights: Optional[Array]) -> tuple[Array, Arra
     if weights is None:
         return vectors, jnp.ones((m,), bool), jnp.asarray(m, jnp.int32)
     present = weights > 0
-    order = jnp.argsort(~present, stable=True)
     k = jnp.sum(present, dtype=jnp.int32)
+    # each row's place: the present ones in slot order, then the absent ones (no sort)
+    place = jnp.where(present, jnp.cumsum(present) - 1, k + jnp.cumsum(~present) - 1)
+    order = jnp.zeros((m,), jnp.int32).at[place].set(jnp.arange(m, dtype=jnp.int32))
     return vectors[order], jnp.arange(m) < k, k
+
+
+# up to this many rows, order statistics come from comparing every pair of rows, where
+# XLA:CPU's sort of a short axis costs several times as much; beyond, from a sort
+COMPARISON_ROWS = 32
+
+
+def ranks(values: Array) -> Array:
+    """Each entry's place in the stable ascending order along axis 0 (ties by index), for
+    every other axis: the inverse of ``jnp.argsort(values, axis=0, stable=True)``."""
+    m = values.shape[0]
+    if m > COMPARISON_ROWS:
+        return jnp.argsort(jnp.argsort(values, axis=0, stable=True), axis=0, stable=True)
+    i = jnp.arange(m).reshape((m, 1) + (1,) * (values.ndim - 1))
+    a, b = values[:, None], values[None, :]  # entry i against entry j
+    before = (b < a) | ((b == a) & (i.swapaxes(0, 1) < i))
+    return jnp.sum(before, axis=1, dtype=jnp.int32)
+
+
+def at_rank(values: Array, rank: Array, r) -> Array:
+    """The entry of rank ``r`` along axis 0 (``ranks``), for every other axis."""
+    return jnp.sum(jnp.where(rank == r, values, 0), axis=0)
 
 
 def pairwise_distances(vectors: Array) -> Array:
@@ -59,9 +84,11 @@ def pairwise_distances(vectors: Array) -> Array:
     return jax.vmap(lambda v: jnp.sum((vectors - v) ** 2, axis=-1))(vectors)
 
 
-def _sorted_present(vectors: Array, present: Array) -> Array:
-    """Every coordinate's values sorted, the absent rows (+inf) last."""
-    return jnp.sort(jnp.where(present[:, None], vectors, jnp.inf), axis=0)
+def _ranked_present(vectors: Array, present: Array) -> tuple[Array, Array]:
+    """Every coordinate's values with the absent rows at +inf, and their ranks (``ranks``:
+    the present rows first, an absent row after any present one of the same value)."""
+    values = jnp.where(present[:, None], vectors, jnp.inf)
+    return values, ranks(values)
 
 
 def _mean_of(vectors: Array, take: Array) -> Array:
@@ -167,9 +194,9 @@ class Median(AbstractAggregator):
 
     def __call__(self, vectors, weights=None, words=None):
         rows, present, k = present_first(vectors, weights)
-        ordered = _sorted_present(rows, present)
-        low = jnp.take(ordered, jnp.maximum(k - 1, 0) // 2, axis=0)
-        high = jnp.take(ordered, k // 2, axis=0)
+        values, rank = _ranked_present(rows, present)
+        low = at_rank(values, rank, jnp.maximum(k - 1, 0) // 2)
+        high = at_rank(values, rank, k // 2)
         return jnp.where(low == high, low, (low + high) / 2)
 
 
@@ -198,23 +225,20 @@ class TrimmedMean(AbstractAggregator):
 
     def __call__(self, vectors, weights=None, words=None):
         rows, present, k = present_first(vectors, weights)
-        ordered = _sorted_present(rows, present)
-        j = jnp.arange(rows.shape[0])
-        keep = (j >= self.f) & (j < k - self.f)
-        return _mean_of(ordered, keep)
+        values, rank = _ranked_present(rows, present)
+        keep = (rank >= self.f) & (rank < k - self.f)
+        total = jnp.sum(jnp.where(keep, values, 0), axis=0)
+        return total / jnp.maximum(k - 2 * self.f, 1).astype(rows.dtype)
 
 
 def _krum_scores(rows: Array, present: Array, k: Array, f: int) -> Array:
     """Each present row's mean squared distance to its k - f - 1 nearest other present rows
     (ByzFL's Krum: the sorted row of distances, its own 0 first, entries 1 .. k - f - 1);
     +inf for the absent rows."""
-    m = rows.shape[0]
-    dist = pairwise_distances(rows)
-    dist = jnp.where(present[None, :], dist, jnp.inf)
-    ordered = jnp.sort(dist, axis=1)
-    j = jnp.arange(m)
-    near = (j >= 1) & (j < k - f)
-    score = jnp.sum(jnp.where(near[None, :], ordered, 0), axis=1) / jnp.maximum(k - f - 1, 1)
+    dist = jnp.where(present[None, :], pairwise_distances(rows), jnp.inf)
+    rank = ranks(dist.T).T  # each row's entries ranked along the row
+    near = (rank >= 1) & (rank < k - f)
+    score = jnp.sum(jnp.where(near, dist, 0), axis=1) / jnp.maximum(k - f - 1, 1)
     return jnp.where(present, score, jnp.inf)
 
 
@@ -272,8 +296,7 @@ class MultiKrum(AbstractAggregator):
     def __call__(self, vectors, weights=None, words=None):
         rows, present, k = present_first(vectors, weights)
         score = _krum_scores(rows, present, k, self.f)
-        rank = jnp.argsort(jnp.argsort(score, stable=True), stable=True)
-        return _mean_of(rows, rank < k - self.f)
+        return _mean_of(rows, ranks(score) < k - self.f)
 
 
 class GeometricMedian(AbstractAggregator):

@@ -21,7 +21,7 @@ from fedjax_abc._algorithms._checks import check_leaf, positive_scalar
 from fedjax_abc._problems._args import check_count
 from fedjax_abc._robust import _kappa
 from fedjax_abc._robust._aggregators import (AbstractAggregator, _mean_of, check_f_leaf,
-                                             f_leaf, pairwise_distances, present_first)
+                                             f_leaf, pairwise_distances, present_first, ranks)
 
 __all__ = ["AbstractPreAggregator", "Bucketing", "Clipping", "Composed", "NNM", "compose"]
 
@@ -96,8 +96,7 @@ class NNM(AbstractPreAggregator):
     def __call__(self, vectors, weights=None, words=None):
         rows, present, k = present_first(vectors, weights)
         dist = jnp.where(present[None, :], pairwise_distances(rows), jnp.inf)
-        rank = jnp.argsort(jnp.argsort(dist, axis=1, stable=True), axis=1, stable=True)
-        near = rank < k - self.f  # (m, m): row i's k - f nearest
+        near = ranks(dist.T).T < k - self.f  # (m, m): row i's k - f nearest
         return jax.vmap(lambda take: _mean_of(rows, take))(near), present.astype(
             _weights(vectors, weights).dtype)
 
