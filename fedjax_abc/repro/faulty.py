@@ -88,18 +88,11 @@ class DropsWeights(fa.AbstractStatelessSampler):
         return idx, jnp.ones_like(w)
 
 
-@final
-class ScaledNoise(fa.AbstractOracle):
-    """``inner``'s gradient estimate with its noise scaled: grad f_i + factor (g_i - grad
-    f_i), so the variance is factor^2 times ``inner``'s (factor = 1: ``inner`` itself, the
-    same random numbers)."""
+class _AbstractWrappedOracle(fa.AbstractOracle):
+    """An oracle that draws ``inner``'s noise, the same random numbers, and changes what it
+    does with them."""
 
-    inner: fa.AbstractOracle
-    factor: Array
-
-    def __init__(self, inner: fa.AbstractOracle, factor):
-        self.inner = inner
-        self.factor = jnp.asarray(factor, float)
+    inner: eqx.AbstractVar[fa.AbstractOracle]
 
     def validate(self, problem):
         self.inner.validate(problem)
@@ -115,6 +108,20 @@ class ScaledNoise(fa.AbstractOracle):
 
     def step_noise(self, noise, step, shape, dtype):
         return self.inner.step_noise(noise, step, shape, dtype)
+
+
+@final
+class ScaledNoise(_AbstractWrappedOracle):
+    """``inner``'s gradient estimate with its noise scaled: grad f_i + factor (g_i - grad
+    f_i), so the variance is factor^2 times ``inner``'s (factor = 1: ``inner`` itself, the
+    same random numbers)."""
+
+    inner: fa.AbstractOracle
+    factor: Array
+
+    def __init__(self, inner: fa.AbstractOracle, factor):
+        self.inner = inner
+        self.factor = jnp.asarray(factor, float)
 
     def gradient(self, problem, client, x, noise):
         exact = problem.local_grad(client, x)
@@ -222,24 +229,12 @@ class MixedSampler(fa.AbstractStatelessSampler):
 
 
 @final
-class ReusedNoise(fa.AbstractOracle):
+class ReusedNoise(_AbstractWrappedOracle):
     """``inner``'s gradient estimate, its round noise drawn once per ``every`` local steps:
     step l uses the noise of step every floor(l / every) (every = 1: ``inner`` itself)."""
 
     inner: fa.AbstractOracle
     every: int = eqx.field(static=True)
-
-    def validate(self, problem):
-        self.inner.validate(problem)
-
-    def num_words(self, shape):
-        return self.inner.num_words(shape)
-
-    def noise(self, key, shape, dtype):
-        return self.inner.noise(key, shape, dtype)
-
-    def noise_from_words(self, words, shape, dtype):
-        return self.inner.noise_from_words(words, shape, dtype)
 
     def step_noise(self, noise, step, shape, dtype):
         return self.inner.step_noise(noise, (step // self.every) * self.every, shape, dtype)
