@@ -17,8 +17,9 @@ order; ties, the even median and Krum's neighbour count as ByzFL sets them.
   :class:`Clipping`, put before a rule with :func:`compose`;
 - attacks (:class:`AbstractAttack`): :class:`SignFlip`,
   :class:`InnerProductManipulation`, :class:`ALittleIsEnough` (:func:`alie_z_max`),
-  :class:`Gaussian`, :class:`Mimic`, :class:`Inf`, and the optimised
-  :class:`OptimalInnerProductManipulation`, :class:`OptimalALittleIsEnough`;
+  :class:`Gaussian`, :class:`Mimic`, :class:`Inf`, the optimised
+  :class:`OptimalInnerProductManipulation`, :class:`OptimalALittleIsEnough`, and
+  :class:`LabelFlip` (learning problems: the honest updates on flipped labels);
 - :class:`Byzantine`: which clients lie (a set per trial, or the same set) and their attack.
 """
 
@@ -26,7 +27,7 @@ from fedjax_abc._robust._aggregators import (AbstractAggregator, CenteredClippin
                                              GeometricMedian, Krum, MDA, Median, MultiKrum,
                                              TrimmedMean, WeightedMean)
 from fedjax_abc._robust._attacks import (ALittleIsEnough, AbstractAttack, AttackInfo, Gaussian,
-                                         Inf, InnerProductManipulation, Mimic,
+                                         Inf, InnerProductManipulation, LabelFlip, Mimic,
                                          OptimalALittleIsEnough,
                                          OptimalInnerProductManipulation, SignFlip, alie_z_max,
                                          standalone_info)
@@ -50,6 +51,7 @@ __all__ = [
     "Inf",
     "InnerProductManipulation",
     "Krum",
+    "LabelFlip",
     "MDA",
     "Median",
     "Mimic",

@@ -240,3 +240,44 @@ def test_worst_counts_a_point_whose_trials_all_diverged_as_the_worst(problem):
                                      "Byzantine(attack=Inf(), f=2)")
     _, labels = res.worst("byzantine")
     assert labels.tolist() == "Byzantine(attack=Inf(), f=2)"
+
+
+def _labelled(flip: bool = False):
+    """A small softmax regression of 7 clients, 3 classes (labels flipped to 2 - y if asked)."""
+    rng = np.random.default_rng(4)
+    X = [rng.normal(size=(5 + i % 3, 2)) for i in range(7)]
+    y = [rng.integers(0, 3, size=len(x)) for x in X]
+    return fa.problems.softmax_regression(X, [2 - v if flip else v for v in y], l2=0.1,
+                                          num_classes=3)
+
+
+def test_label_flipping_sends_the_mean_honest_update_on_flipped_labels():
+    # one exact round, every client sampled, Q = 1: the Byzantine clients 1 and 4 send the
+    # mean over the honest clients of -alpha grad f_i on the flipped data (ByzFL's
+    # LabelFlipping), the problem built again from flipped labels for the reference
+    p, flipped = _labelled(), _labelled(flip=True)
+    x0 = np.full(p.dim, 0.1)
+    kw = dict(num_sampled=None, local_steps=1, stepsize=0.5, rounds=1, x0=x0, trials=2,
+              key=KEY, oracle=fa.ExactOracle(), byzantine=rb.Byzantine(rb.LabelFlip(),
+                                                                      clients=[1, 4]))
+    got = {mode: fa.simulate(p, mode=mode, **kw).x_final[0] for mode in ("mask", "gather")}
+    # a learning problem's mask and gather programs agree to rounding (XLA orders a
+    # client's products by the batch's shape)
+    np.testing.assert_allclose(got["mask"], got["gather"], rtol=1e-13, atol=1e-15)
+
+    def update(problem, i):
+        return -0.5 * np.asarray(problem.local_grad(problem.client(i), jnp.asarray(x0)))
+
+    honest = [i for i in range(7) if i not in (1, 4)]
+    lie = np.mean([update(flipped, i) for i in honest], axis=0)
+    u = [lie if i in (1, 4) else update(p, i) for i in range(7)]
+    np.testing.assert_allclose(got["mask"], x0 + np.mean(u, axis=0), rtol=1e-12, atol=1e-14)
+    # a wrong reference: the Byzantine clients' own flipped updates
+    own = [update(flipped, i) if i in (1, 4) else update(p, i) for i in range(7)]
+    assert not np.allclose(got["mask"], x0 + np.mean(own, axis=0), rtol=1e-6)
+
+
+def test_label_flipping_needs_a_problem_with_labels(problem):
+    with pytest.raises(ValueError, match="label flipping needs a learning problem") as err:
+        fa.simulate(problem, **_kw(problem, byzantine=rb.Byzantine(rb.LabelFlip(), f=2)))
+    assert "\n" not in str(err.value)

@@ -15,7 +15,7 @@ attack's, 8 under k_0: the Byzantine set), so ``mask`` and ``gather`` agree.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 import jax
 import jax.numpy as jnp
@@ -32,11 +32,14 @@ __all__ = ["Aggregation", "aggregate", "members", "needs_messages"]
 
 
 class Aggregation(NamedTuple):
-    """A round's rule, its Byzantine clients (or None) and their mask (n, R) (or None)."""
+    """A round's rule, its Byzantine clients (or None), their mask (n, R) (or None), and
+    the problem their attack poisons (``AbstractAttack.poisoned``; None where it poisons
+    nothing): every client's local work is then repeated on it."""
 
     aggregator: AbstractAggregator
     byzantine: Optional[Byzantine] = None
     mask: Optional[Array] = None
+    poisoned: Optional[Any] = None
 
 
 def needs_messages(aggregator: Optional[AbstractAggregator],
@@ -73,15 +76,17 @@ def _flat(tree, lead: int):
     return flat, unflat
 
 
-def aggregate(aggregation: Aggregation, messages, origins, idx: Array, w: Array, total: Array,
-              key_data: Array, generator: str):
-    """The round's mean message of R trials (leaves (R, ...)) from the slots' messages and
-    origins (leaves (m, R, ...)), the slots' clients and weights (m, R), the trials' total
-    weights (R,) and round key data k_t (2, R)."""
+def aggregate(aggregation: Aggregation, slot_messages: tuple, idx: Array, w: Array,
+              total: Array, key_data: Array, generator: str):
+    """The round's mean message of R trials (leaves (R, ...)) from the slots' (message,
+    origin[, message on the poisoned problem]) (leaves (m, R, ...)), the slots' clients and
+    weights (m, R), the trials' total weights (R,) and round key data k_t (2, R)."""
+    messages, origins = slot_messages[:2]
     check_same("the origin message (client_final with y = x_t)", messages, origins)
     flat, unflat = _flat(messages, 2)  # (m, R, D)
     base, _ = _flat(origins, 2)
     updates = flat - base
+    poisoned = _flat(slot_messages[2], 2)[0] - base if len(slot_messages) > 2 else updates
     m, R, D = updates.shape
     dtype = updates.dtype
     wf = w.astype(dtype)
@@ -93,12 +98,13 @@ def aggregate(aggregation: Aggregation, messages, origins, idx: Array, w: Array,
             aggregation.mask, idx) & (w > 0)  # (m, R): the sampled Byzantine slots
         attack_words = stream_words(key_data, ATTACK_STREAM, attack.num_words(D), generator)
 
-        def lie(u, weights, byz, aw, rw):  # one trial: the Byzantine vector
+        def lie(u, weights, byz, aw, rw, up):  # one trial: the Byzantine vector
             honest = jnp.where(byz, 0, weights)
-            return attack(u, honest, aw, AttackInfo(rule, u, weights, byz, rw))
+            info = AttackInfo(rule, u, weights, byz, rw, up if len(slot_messages) > 2 else None)
+            return attack(u, honest, aw, info)
 
-        vector = jax.vmap(lie, in_axes=(1, 1, 1, 1, 1))(updates, wf, bad, attack_words,
-                                                       rule_words)  # (R, D)
+        vector = jax.vmap(lie, in_axes=(1, 1, 1, 1, 1, 1))(updates, wf, bad, attack_words,
+                                                          rule_words, poisoned)  # (R, D)
         updates = jnp.where(bad[:, :, None], vector[None], updates)
     agg = jax.vmap(rule, in_axes=(1, 1, 1))(updates, wf, rule_words)  # (R, D)
     return unflat(_mean_origin(base, wf, total) + agg)

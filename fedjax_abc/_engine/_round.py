@@ -476,6 +476,11 @@ def batched_round(parts: Parts, program: Program, state: RoundState, key_data: A
         message, client, tstate, stats = client_round(
             parts, generator, i, server_r, c[0], c[1], k, stepsize, participants=m,
             transform_server=ts, limit=None if lim is None else lim[i], origin=held)
+        if held and aggregation.poisoned is not None:  # the same work on the poisoned data
+            message = message + (client_round(
+                parts._replace(problem=aggregation.poisoned), generator, i, server_r, c[0],
+                c[1], k, stepsize, participants=m, transform_server=ts,
+                limit=None if lim is None else lim[i])[0],)
         return message, (client, tstate), stats
 
     totals = state.totals
@@ -533,7 +538,7 @@ def batched_round(parts: Parts, program: Program, state: RoundState, key_data: A
         check_same(f"{type(transform).__name__}.server_update", tserver, new_tserver)
         tserver = _keep_where(total > 0, new_tserver, tserver)
     if held:
-        mean = aggregate(aggregation, *slot_messages, idx, w, total, key_data, generator)
+        mean = aggregate(aggregation, slot_messages, idx, w, total, key_data, generator)
     else:
         mean = _divided(message_sum, total)
     normalised = sampler.normalised()
@@ -618,7 +623,8 @@ def run_rounds(parts: Parts, program: Program, state: RoundState, trial_key_data
         byzantine = parts.byzantine
         mask = None if byzantine is None else members(byzantine, trial_key_data,
                                                       problem.num_clients, generator)
-        aggregation = Aggregation(parts.aggregator, byzantine, mask)
+        aggregation = Aggregation(parts.aggregator, byzantine, mask,
+                                  None if byzantine is None else byzantine.attack.poisoned(problem))
 
     def keys(t):
         return round_keys(trial_key_data, t, generator)

@@ -305,7 +305,7 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
         raise ValueError(f"{type(algorithm).__name__} keeps a mean of client states that needs "
                          f"every participant's weight 1, not {type(sampler).__name__}'s")
     aggregator = WeightedMean() if aggregator is None else aggregator
-    check_robust(problem.num_clients, sampler, aggregator, byzantine)
+    check_robust(problem, sampler, aggregator, byzantine)
     components = Components(
         problem=method(problem, "astype")(jdtype),
         oracle=cast_floating(oracle, jdtype) if own_oracle else None,
@@ -331,9 +331,11 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
     return components, spec
 
 
-def check_robust(n: int, sampler: AbstractSampler, aggregator, byzantine) -> None:
-    """The server's rule and the Byzantine clients of a run of n clients (their classes,
-    the slots a round gives the rule, the sampler's weights a rule needs)."""
+def check_robust(problem: Problem, sampler: AbstractSampler, aggregator, byzantine) -> None:
+    """The server's rule and the Byzantine clients of a run (their classes, the slots a
+    round gives the rule, the sampler's weights a rule needs, a problem the attack can
+    poison)."""
+    n = problem.num_clients
     if not isinstance(aggregator, AbstractAggregator):
         raise ValueError("aggregator must be a fedjax_abc.robust.AbstractAggregator (Median(), "
                          f"Krum(f), ...) or None, got {type(aggregator).__name__}")
@@ -342,6 +344,7 @@ def check_robust(n: int, sampler: AbstractSampler, aggregator, byzantine) -> Non
                          f"{type(byzantine).__name__}")
     if byzantine is not None:
         byzantine.validate(n)
+        byzantine.attack.poisoned(problem)  # a data attack on a problem without that data
     if aggregator.streaming:
         return
     name = type(aggregator).__name__
@@ -468,7 +471,7 @@ def current(components: Components, spec: Spec) -> tuple[Components, Spec]:
         return build(**settings(components, spec))  # build casts them as it casts any
     for part in (components.algorithm, components.sampler):
         method(part, "check_local_steps")(local_work(components, spec))
-    check_robust(components.problem.num_clients, components.sampler, components.aggregator,
+    check_robust(components.problem, components.sampler, components.aggregator,
                  components.byzantine)
     return components, spec
 

@@ -48,6 +48,7 @@ from fedjax_abc._problems._problem import Problem
 from fedjax_abc._problems._solve import solve_clients_and_global
 
 __all__ = [
+    "with_flipped_labels",
     "Evaluation",
     "HeldOut",
     "evaluate",
@@ -236,6 +237,21 @@ def learning_problem(model, features, labels, *, l2: float = 1e-3, weighting: st
                       certified=bool(model.convex), pooled=_pooled(model, Xs, ys, weights, l2))
     oracle.validate(problem)  # e.g. a mini-batch larger than a client's data
     return problem
+
+
+def with_flipped_labels(problem: Problem) -> Problem:
+    """``problem`` with every client's labels y replaced by K - 1 - y (ByzFL's label
+    flipping; Tolpegin et al., ESORICS 2020): the same features, weights and l2, the
+    problem's own f_i*, f*, x* kept (an oracle that reads f_i* reads the original ones).
+
+    Raises:
+      ValueError: where the problem's clients hold no labels (not a learning problem).
+    """
+    if not isinstance(problem.params, ClientData) or not isinstance(problem.loss, DatasetLoss):
+        raise ValueError(f"label flipping needs a learning problem, whose clients hold labels; "
+                         f"{problem.name or type(problem.loss).__name__} has none")
+    K = problem.loss.model.num_classes
+    return eqx.tree_at(lambda p: p.params.labels, problem, K - 1 - problem.params.labels)
 
 
 def _solver(model, Xs, ys, weights, l2: float, start: np.ndarray, steps: int) -> Solver:

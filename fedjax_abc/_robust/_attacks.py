@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import abc
 import statistics
-from typing import NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 import equinox as eqx
 import jax
@@ -24,11 +24,12 @@ from jaxtyping import Array, Float
 
 from fedjax_abc._algorithms._checks import check_leaf, nonnegative_scalar, positive_scalar
 from fedjax_abc._problems._args import check_count, check_real
+from fedjax_abc._problems._learning import with_flipped_labels
 from fedjax_abc._problems._oracles import normals_from_words
 from fedjax_abc._robust._aggregators import AbstractAggregator, WeightedMean, present_first
 
 __all__ = ["ALittleIsEnough", "AbstractAttack", "AttackInfo", "Gaussian", "Inf",
-           "InnerProductManipulation", "Mimic", "OptimalALittleIsEnough",
+           "InnerProductManipulation", "LabelFlip", "Mimic", "OptimalALittleIsEnough",
            "OptimalInnerProductManipulation", "SignFlip", "alie_z_max", "honest_mean",
            "standalone_info"]
 
@@ -43,6 +44,9 @@ class AttackInfo(NamedTuple):
       weights: every slot's weight (m,), Byzantine slots included (0: absent).
       byzantine: (m,) bool, the slots whose vector the attack sets.
       words: the aggregator's random words of the round.
+      poisoned: every slot's update (m, D) computed on the attack's poisoned problem
+        (:meth:`AbstractAttack.poisoned`), the same random numbers; None where the attack
+        poisons nothing.
     """
 
     aggregator: AbstractAggregator
@@ -50,6 +54,7 @@ class AttackInfo(NamedTuple):
     weights: Array
     byzantine: Array
     words: Optional[Array] = None
+    poisoned: Optional[Array] = None
 
     def aggregate_with(self, vector: Array) -> Array:
         """The aggregate of the round when every Byzantine slot sends ``vector``."""
@@ -87,6 +92,12 @@ class AbstractAttack(eqx.Module):
     def num_words(self, dim: int) -> int:
         """uint32 random words a round needs for vectors of ``dim`` entries (default: none)."""
         return 0
+
+    def poisoned(self, problem) -> Optional[Any]:
+        """The problem whose updates the attack reads besides the honest ones (every
+        client's local work repeated on it, in ``AttackInfo.poisoned``), or None (the
+        default: none). Raises ValueError where the attack cannot poison ``problem``."""
+        return None
 
     @abc.abstractmethod
     def __call__(self, honest: Float[Array, "m D"], weights: Optional[Array] = None,
@@ -202,6 +213,26 @@ class Mimic(AbstractAttack):
     def __call__(self, honest, weights=None, words=None, info=None):
         rows, present, k = present_first(honest, weights)
         return rows[jnp.minimum(self.epsilon, jnp.maximum(k - 1, 0))]
+
+
+class LabelFlip(AbstractAttack):
+    """ByzFL's ``LabelFlipping``: every Byzantine participant sends the mean of the honest
+    participants' updates computed on their data with the labels flipped, y -> K - 1 - y
+    (their local steps repeated on the flipped problem, with the same random numbers). A
+    learning problem's attack: any other is refused when the run is built.
+
+    Reference: Tolpegin, Truex, Gursoy and Liu, "Data poisoning attacks against federated
+    learning systems", ESORICS 2020; ByzFL's ``Client`` (targets flipped as K - 1 - y).
+    """
+
+    def poisoned(self, problem):
+        return with_flipped_labels(problem)
+
+    def __call__(self, honest, weights=None, words=None, info=None):
+        if info is None or info.poisoned is None:
+            raise ValueError("LabelFlip sends the mean of the honest updates on flipped labels: "
+                             "give it an AttackInfo whose poisoned holds them (a run does)")
+        return honest_mean(info.poisoned, weights)
 
 
 class Inf(AbstractAttack):
