@@ -33,10 +33,10 @@
 #    "a little is enough", 64 trials per point, each rule one compiled program for all f;
 # 3. a grid of rules x attacks in `fa.sweep`, and each rule's worst attack;
 # 4. each rule's empirical robustness coefficient kappa against its published bound;
-# 5. a small softmax regression under sign flipping, with the mean and the median.
+# 5. a small softmax regression under sign flipping and label flipping, with the mean and
+#    the median.
 #
-# Statements about results are printed by the code from this run's numbers. Label flipping
-# (a data-poisoning attack on a learning problem) is not part of `fa.robust`.
+# Statements about results are printed by the code from this run's numbers.
 #
 # *This notebook is kept as the plain Python file of the same name (jupytext py:percent), paired with this executed copy; edit the `.py` file and rerun it (see `notebooks/README.md`).*
 
@@ -251,12 +251,15 @@ print(f"{len(below)} of {len(kappa)} (rule, attack) pairs stay below f/(n - 2f) 
 # lower bounds of each rule's coefficient on these inputs; the published values bound
 # them over every input.
 #
-# ## 5. A learning problem under sign flipping
+# ## 5. A learning problem under sign flipping and label flipping
 #
 # Softmax regression (`fa.problems.softmax_regression`) on a small Synthetic(1, 1) of Li
 # et al. (20 clients, 10 features, 5 classes, at most 100 samples a client), mini-batches
 # of 10, Q = 5, $\alpha = 0.1$, T = 100, 32 trials; f = 4 clients drawn per trial send
-# the sign-flipped honest mean (and f = 0 for the runs without attack). With the mean the flip shrinks the step, by
+# the sign-flipped honest mean (and f = 0 for the runs without attack), or, under label
+# flipping (`rb.LabelFlip()`, ByzFL's), the mean of the honest clients' updates computed
+# on their data with the labels flipped, y -> K - 1 - y (the run repeats every client's
+# local steps on the flipped data). With the mean the sign flip shrinks the step, by
 # `fa.theory.ipm_contraction(20, 4, 1)`, and leaves the Byzantine clients' data out; the
 # coordinate-wise median ignores how large the flipped updates are, and the runs without
 # attack show what its filtering costs on heterogeneous clients. Each client of Synthetic(1, 1) labels its data with its own
@@ -273,10 +276,10 @@ learn_kw = dict(num_sampled=None, local_steps=5, stepsize=0.1, rounds=100, recor
                     learn, data.test_features, data.test_labels))
 learned = {}
 for rule in ("mean", "median"):
-    for f, attack in ((0, "no attack"), (4, "sign flip")):  # f = 0: the same program
-        learned[f"{rule}, {attack}"] = fa.simulate(
-            learn, aggregator=rules[rule](f), byzantine=rb.Byzantine(rb.SignFlip(), f=f),
-            **learn_kw)
+    for f, attack, name in ((0, rb.SignFlip(), "no attack"),  # f = 0: the same program
+                            (4, rb.SignFlip(), "sign flip"), (4, rb.LabelFlip(), "label flip")):
+        learned[f"{rule}, {name}"] = fa.simulate(
+            learn, aggregator=rules[rule](f), byzantine=rb.Byzantine(attack, f=f), **learn_kw)
 print(f"ipm_contraction(20, 4, 1) = {fa.theory.ipm_contraction(n, 4, 1.0):.2f}; "
       f"chance accuracy 1/{data.num_classes} = {1 / data.num_classes:.2f}")
 for name, r in learned.items():
@@ -296,7 +299,8 @@ axes[0].legend(fontsize=8)
 plt.tight_layout()
 plt.show()
 for a, b in (("median, no attack", "mean, no attack"), ("median, sign flip", "mean, sign flip"),
-             ("mean, sign flip", "mean, no attack")):
+             ("mean, sign flip", "mean, no attack"), ("median, label flip", "mean, label flip"),
+             ("mean, label flip", "mean, no attack")):
     x, y = learned[a].final("test_accuracy"), learned[b].final("test_accuracy")
     z = (x.mean - y.mean) / np.hypot(x.stderr, y.stderr)
     verdict = "higher than" if z > 1.96 else "lower than" if z < -1.96 else \
