@@ -27,7 +27,7 @@ Example:
 """
 
 from fedjax_abc._algorithms._base import (AbstractAlgorithm, AbstractServerState, LocalInfo,
-                                          RoundInfo)
+                                          LocalObjective, RoundInfo)
 from fedjax_abc._algorithms._fedavg import (AbstractLocalSGD, FedAvg, ServerState, local_run,
                                             sgd_step)
 from fedjax_abc._algorithms._feddyn import FedDyn, FedDynState
@@ -58,6 +58,7 @@ __all__ = [
     "FedProx",
     "FedYogi",
     "LocalInfo",
+    "LocalObjective",
     "Mime",
     "MimeLite",
     "MimeLiteState",

@@ -17,6 +17,13 @@ client_step / client_final`` in equinox's container). For one trial:
 - ``server_update(server, mean_message, info) -> server state``: the server's step from the
   weighted mean of the participants' messages.
 
+One optional method gives client i its own model: ``personal(server, client, objective)``,
+the model a personalised algorithm evaluates client i at (its own v_i for Ditto, the
+mixture of APFL, x_t adapted by one step for Per-FedAvg; x_t by default), where
+``objective`` is a :class:`LocalObjective` (f_i and its exact gradient on all the client's
+data). ``simulate(..., record_clients=True)`` records every client's personal model and
+its loss f_i at every record.
+
 Two optional methods give a round a first communication before the local steps (MIME's
 full gradients at x_t): ``query(server, client, full_gradient)``, what a sampled client
 sends first (``full_gradient(z)`` is its exact grad f_i(z) on all its data), and
@@ -41,7 +48,8 @@ from typing import Any, Callable, ClassVar, NamedTuple, Optional, Union
 import equinox as eqx
 from jaxtyping import Array
 
-__all__ = ["AbstractAlgorithm", "AbstractServerState", "LocalInfo", "RoundInfo", "recheck", "recheck_all"]
+__all__ = ["AbstractAlgorithm", "AbstractServerState", "LocalInfo", "LocalObjective", "RoundInfo",
+           "recheck", "recheck_all"]
 
 
 class RoundInfo(NamedTuple):
@@ -68,6 +76,20 @@ class RoundInfo(NamedTuple):
         return update if self.scale is None else update * self.scale
 
 
+class LocalObjective(NamedTuple):
+    """Client i's own objective, exactly, on all its data (one client of one trial).
+
+    Attributes:
+      index: i, an int32 array of shape ().
+      value: z -> f_i(z), shape ().
+      gradient: z -> grad f_i(z), the exact gradient (no oracle noise).
+    """
+
+    index: Array
+    value: Callable[[Array], Array]
+    gradient: Callable[[Array], Array]
+
+
 class LocalInfo(NamedTuple):
     """What a client knows about its round's local work (one client of one trial).
 
@@ -75,10 +97,14 @@ class LocalInfo(NamedTuple):
       steps: how many local steps it took: the int Q, or a traced count (shape ()) when the
         clients' local work differs or is random.
       stepsize: alpha_t, shape ().
+      objective: the client's :class:`LocalObjective` (its index, f_i and grad f_i exactly),
+        for rules that weigh a client by its loss (q-FFL, AFL); None where the engine
+        gives none (an asynchronous client).
     """
 
     steps: Union[int, Array]
     stepsize: Array
+    objective: Optional[LocalObjective] = None
 
 
 class AbstractServerState(eqx.Module):
@@ -153,6 +179,12 @@ class AbstractAlgorithm(eqx.Module):
     def receive(self, server, mean_query) -> AbstractServerState:
         """The server state the local steps start from, given the mean of the queries."""
         return server
+
+    def personal(self, server, client, objective: LocalObjective) -> Array:
+        """Client i's own model, shape (d,), from the server state and its client state;
+        ``objective`` gives f_i and its exact gradient. By default the server's model x_t:
+        an algorithm without personal models evaluates every client at the global one."""
+        return server.x
 
     def check_local_steps(self, local_steps) -> None:
         """Raises ValueError where the run's local work (Q, or a law of local steps) does

@@ -239,6 +239,7 @@ def fingerprint(run, plan) -> dict:
         "local_steps (Q)": str(parts["local_steps"]),
         "record_every (k)": str(spec.record_every),
         "mode": spec.mode, "dtype": np.dtype(run.dtype).name, "record_x": str(spec.record_x),
+        **({"record_clients": "True"} if spec.record_clients else {}),
         "trial_chunk": str(call.chunk),
         "chunking": (f"{plan.per_call} trials per call on {plan.groups} "
                      f"{call.devices[0].platform} device(s); blocks of {plan.block} rounds, "

@@ -24,6 +24,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from fedjax_abc._engine import _checkpoint, _round
 from fedjax_abc._engine._checkpoint import Position
 from fedjax_abc._engine._jit import flat_jit
+from fedjax_abc._engine._metrics import client_records
 from fedjax_abc._engine._metrics import record_trials as _record_trials
 from fedjax_abc._engine._plan import Plan, Segment
 from fedjax_abc._engine._round import Parts, Program
@@ -38,8 +39,20 @@ def _start_state(parts: Parts, program: Program, x0):
     transform's statistics, zero, after the metrics)."""
     state = _round.init_state(parts.algorithm, x0, parts.problem.num_clients, parts.sampler,
                               parts.transform)
-    return state, _record_trials(parts.problem, parts.metrics, x0, program.groups) + \
+    return state, _records(parts, program, x0, state)
+
+
+def _records(parts: Parts, program: Program, x, state) -> tuple:
+    """A record of the trials: (gap, grad_norm_sq, *metrics) of the server's models x
+    (R, d), the :func:`_totals` of ``state``, and with ``program.record_clients`` every
+    client's own model and loss (:func:`~fedjax_abc._engine._metrics.client_records`);
+    x_t, where recorded, is the caller's to append."""
+    values = _record_trials(parts.problem, parts.metrics, x, program.groups) + \
         _totals(parts.sampler, state)
+    if not program.record_clients:
+        return values
+    return values + client_records(parts.problem, parts.algorithm, state.server, state.clients,
+                                   program.groups)
 
 
 def _totals(sampler, state) -> tuple:
@@ -64,24 +77,20 @@ def _segment(parts: Parts, program: Program, state, trial_ids, key, t0, stepsize
     per_record = program.per_record
     trial_keys = fold_in_data(jax.random.key_data(key), trial_ids)  # (2, m): fold_in(key, r)
 
-    def record(x_next):
-        return _record_trials(parts.problem, parts.metrics, x_next, program.groups)
-
-    def skip(x_next):
-        zero = jnp.zeros(x_next.shape[:1], x_next.dtype)
-        return (zero,) * (2 + len(parts.metrics) + len(state.totals)
-                          + len(parts.sampler.record_names()))
-
     def block(state_t, inputs):
         j, alphas = inputs
         state_next = _round.run_rounds(parts, program, state_t, trial_keys, t0 + j * b, alphas)
         x_next = state_next.server.x
+
+        def record(x):
+            return _records(parts, program, x, state_next)
+
         if per_record == 1:
-            values = record(x_next) + _totals(parts.sampler, state_next)
+            values = record(x_next)
         else:  # every trial's f(x) costs a pass over all n clients: only where it is kept
             kept = (t0 // b + j) % per_record == per_record - 1
-            values = jax.lax.cond(kept, lambda x: record(x) + _totals(parts.sampler, state_next), skip,
-                                  x_next)
+            values = jax.lax.cond(kept, record, lambda x: jax.tree_util.tree_map(
+                jnp.zeros_like, jax.eval_shape(record, x)), x_next)
         return state_next, values + (x_next,) if program.record_x else values
 
     steps = jnp.arange(stepsizes.shape[0], dtype=jnp.int32)
@@ -300,7 +309,7 @@ def _program(runs: tuple, plan: Plan, per_record: int) -> Program:
     capacities = [r.call.capacity for r in runs]
     capacity = None if None in capacities else max(capacities)
     return Program(spec.mode, spec.record_x, per_record, spec.generator, plan.client_block,
-                   plan.groups, capacity)
+                   plan.groups, capacity, spec.record_clients)
 
 
 def _rows_sharding(sharding, lead: int):

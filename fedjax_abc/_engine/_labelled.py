@@ -34,7 +34,7 @@ FORMAT = 2
 _READS = (1, 2)  # format 1: no checksum
 _SUMMED_ATTRS = ("fedjax_abc", "format", "config", "configs", "axes", "dtypes", "metrics",
                  "settings")
-_FIELDS = ("gap", "grad_norm_sq", "x", "x_final", "diverged_at")
+_FIELDS = ("gap", "grad_norm_sq", "x", "x_final", "diverged_at", "client_x", "client_loss")
 _QUANTITIES = ("gap", "grad_norm_sq")
 
 
@@ -108,7 +108,9 @@ def sweep_dataframe(sw: SweepResult, summary: bool = False):
 
 def _arrays(res: SimResult) -> dict:
     dims = dict(gap=("trial", "round"), grad_norm_sq=("trial", "round"),
-                x=("trial", "round", "dim"), x_final=("trial", "dim"), diverged_at=("trial",))
+                x=("trial", "round", "dim"), x_final=("trial", "dim"), diverged_at=("trial",),
+                client_x=("trial", "round", "client", "dim"),
+                client_loss=("trial", "round", "client"))
     out = {name: (dims[name], getattr(res, name)) for name in _FIELDS
            if getattr(res, name) is not None}
     out.update({name: (("trial", "round"), value) for name, value in res.metrics.items()})
@@ -129,7 +131,9 @@ def sim_dataset(res: SimResult):
     return xr.Dataset(
         {name: xr.Variable(dims, value) for name, (dims, value) in _arrays(res).items()},
         coords={"trial": _trial_numbers(res), "round": np.asarray(res.rounds),
-                "dim": np.arange(d)},
+                "dim": np.arange(d),
+                **({} if res.client_loss is None else
+                   {"client": np.arange(res.client_loss.shape[-1])})},
         attrs={"fedjax_abc": "SimResult", "format": FORMAT, "config": _json(res.config),
                "dtypes": _json(_dtypes(res)), "metrics": _json(list(res.metrics)),
                **({} if settings is None else {"settings": _json(settings)})})
@@ -227,7 +231,8 @@ def _fields(arrays: dict, rounds, config: dict, dtypes: dict, metrics: list) -> 
     return dict(rounds=_restored(rounds, dtypes["rounds"]), gap=get["gap"],
                 grad_norm_sq=get["grad_norm_sq"], x=get["x"], x_final=get["x_final"],
                 config=config, diverged_at=get["diverged_at"],
-                metrics={name: get[name] for name in metrics})
+                metrics={name: get[name] for name in metrics}, client_x=get["client_x"],
+                client_loss=get["client_loss"])
 
 
 def _file_path(path, what: str) -> str:

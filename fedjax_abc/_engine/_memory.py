@@ -113,7 +113,7 @@ def device_bytes(device) -> Optional[int]:
 
 
 def estimate(*, trials: int, records: int, dim: int, itemsize: int, record_x: bool, rounds: int,
-             per_call: int = 0, call_records: int = 0, participants: int = 0,
+             client_values: int = 0, per_call: int = 0, call_records: int = 0, participants: int = 0,
              local_steps: int = 0, noise_words: int = 0, server_bytes: int = 0,
              client_bytes: int = 0, num_clients: int = 0, host_only: bool = False) -> Estimate:
     """The :class:`Estimate` of a run (counts as in :func:`fedjax_abc.simulate`).
@@ -121,6 +121,8 @@ def estimate(*, trials: int, records: int, dim: int, itemsize: int, record_x: bo
     Args:
       trials, records, dim, itemsize, record_x, rounds: R, the recorded rounds, d, bytes per
         value, whether x_t is kept, T.
+      client_values: values a record keeps of the clients (n (d + 1) with
+        ``record_clients``: every client's model and loss), 0 without.
       per_call: trials per compiled call; call_records: records one call returns.
       participants: clients that compute in a round (n in mask mode, m slots in gather).
       local_steps: Q; noise_words: uint32 words of one client's round of noise.
@@ -128,7 +130,7 @@ def estimate(*, trials: int, records: int, dim: int, itemsize: int, record_x: bo
       num_clients: n (client states are kept for all of them).
       host_only: the calls run on an accelerator with memory of its own.
     """
-    per_record = 2 + (dim if record_x else 0)
+    per_record = 2 + (dim if record_x else 0) + client_values
     results = 2 * itemsize * trials * (records * per_record + dim)
     stepsizes = 3 * 8 * rounds
     states = 2 * per_call * (server_bytes + num_clients * client_bytes)
@@ -144,7 +146,8 @@ def _advice(est: Estimate, record_x: bool, rounds: int, trials: int, chunk: int,
              "working set": est.states + est.call}
     largest = max(parts, key=parts.get)
     if largest == "results":
-        return ("record_x=False (x_t takes trials x records x d values), " if record_x else "") + \
+        return ("record_x=False (x_t takes trials x records x d values; record_clients "
+                "n x d more), " if record_x else "") + \
             f"a larger record_every (now k={record_every or 'default'} for T={rounds}), or " \
             f"fewer trials (now {trials})"
     if largest == "stepsizes":
@@ -202,6 +205,12 @@ def state_sizes(algorithm, x, transform=None) -> StateSizes:
                       bool(jax.tree_util.tree_leaves(client)))
 
 
+def client_values(spec, problem) -> int:
+    """The values a record keeps of the clients: n (d + 1) with ``record_clients`` (every
+    client's own model and its loss), else 0."""
+    return problem.num_clients * (problem.dim + 1) if spec.record_clients else 0
+
+
 def check_run(run, plan) -> None:
     """:func:`check` of a checked run (``_run.CheckedRun``) cut up by ``plan``."""
     spec, call, problem = run.spec, run.call, run.components.problem
@@ -211,7 +220,7 @@ def check_run(run, plan) -> None:
     est = estimate(
         trials=call.trials, records=num_records(spec.rounds, spec.record_every), dim=d,
         itemsize=np.dtype(run.dtype).itemsize, record_x=spec.record_x, rounds=spec.rounds,
-        per_call=plan.per_call, call_records=plan.segment + 1,
+        client_values=client_values(spec, problem), per_call=plan.per_call, call_records=plan.segment + 1,
         participants=run.participants,
         local_steps=steps,
         noise_words=method(run.parts().oracle, "num_words")((steps, d)),
@@ -265,7 +274,8 @@ def checkpoint_bytes(run, plan) -> int:
     spec, problem = run.spec, run.components.problem
     n, d = problem.num_clients, problem.dim
     sizes = spec.state_sizes
-    per_record = 2 + len(spec.metric_names) + len(spec.stat_names) + (d if spec.record_x else 0)
+    per_record = 2 + len(spec.metric_names) + len(spec.stat_names) + \
+        (d if spec.record_x else 0) + client_values(spec, problem)
     records = num_records(spec.rounds, spec.record_every)
     results = np.dtype(run.dtype).itemsize * run.call.trials * (records * per_record + d)
     carry = plan.per_call * (sizes.server_bytes + n * sizes.client_bytes)

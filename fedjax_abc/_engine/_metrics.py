@@ -16,14 +16,15 @@ import jax
 import jax.numpy as jnp
 
 from fedjax_abc._engine._names import dim_name
-from fedjax_abc._engine._round import ordered_sum
+from fedjax_abc._engine._round import objective, ordered_sum
 
-__all__ = ["RESERVED", "check_axis_names", "check_metrics", "record", "record_trials"]
+__all__ = ["RESERVED", "check_axis_names", "check_metrics", "client_records", "record",
+           "record_trials"]
 
 # names a metric may not take: the result's own fields, the labelled results' dimensions and
 # the DataFrame's columns (a sweep's grid axes too: check_axis_names)
 RESERVED = ("gap", "grad_norm_sq", "x", "x_final", "diverged_at", "diverged", "trial", "round",
-            "dim", "rounds", "config", "metrics")
+            "dim", "rounds", "config", "metrics", "client_x", "client_loss", "client")
 
 
 def check_metrics(metrics: Optional[Mapping[str, Callable]], dim: int,
@@ -124,9 +125,37 @@ def record_trials(problem, metrics: tuple, x, groups: int = 1):
     one = lambda xr: record(problem, metrics, xr)  # noqa: E731
     if problem.pooled is None and x.shape[1] == 1:
         return jax.vmap(one)(x)
-    R = x.shape[0]
+    return _by_trials(one, x, groups)
+
+
+def _by_trials(one, args, groups: int):
+    """``one`` of every trial of ``args`` (leaves with a leading trials axis R), 8 trials at
+    a time within each of ``groups`` device groups (see :func:`record_trials`)."""
+    R = jax.tree_util.tree_leaves(args)[0].shape[0]
     if R % (groups * _POOLED_TRIALS):  # unpadded trials (pad_trials=False)
-        return jax.lax.map(one, x, batch_size=_POOLED_TRIALS)
-    by_group = jax.vmap(lambda xg: jax.lax.map(one, xg, batch_size=_POOLED_TRIALS))(
-        x.reshape((groups, R // groups) + x.shape[1:]))
+        return jax.lax.map(one, args, batch_size=_POOLED_TRIALS)
+    split = jax.tree_util.tree_map(lambda a: a.reshape((groups, R // groups) + a.shape[1:]), args)
+    by_group = jax.vmap(lambda g: jax.lax.map(one, g, batch_size=_POOLED_TRIALS))(split)
     return jax.tree_util.tree_map(lambda a: a.reshape((R,) + a.shape[2:]), by_group)
+
+
+def client_records(problem, algorithm, server, clients, groups: int = 1):
+    """Every client's own model and its loss in every trial: ``(models (R, n, d), losses
+    (R, n))``, client i's model ``algorithm.personal(server, c_i, objective_i)`` and its
+    loss f_i there. ``server``: leaves with a leading trials axis R; ``clients``: every
+    client's state, leaves (n, R, ...) (``()`` when stateless). Batched as
+    :func:`record_trials`, so that a trial's records do not depend on the trials beside it."""
+    n = problem.num_clients
+    ids = jnp.arange(n, dtype=jnp.int32)
+
+    def client(server_r, client_ri, i):
+        data = problem.client(i)
+        model = algorithm.personal(server_r, client_ri, objective(problem, data))
+        return model, problem.local_value(data, model)
+
+    def trial(args):
+        server_r, clients_r = args
+        return jax.vmap(client, in_axes=(None, 0, 0))(server_r, clients_r, ids)
+
+    per_trial = jax.tree_util.tree_map(lambda a: jnp.moveaxis(a, 0, 1), clients)
+    return _by_trials(trial, (server, per_trial), groups)

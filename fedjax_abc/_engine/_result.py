@@ -170,6 +170,11 @@ class SimResult:
         ``simulate(..., metrics=...)`` at every record (empty without them), and the loss
         f(x_t) where the gap is formed on demand. :meth:`summary` and :meth:`final` take
         their names.
+      client_x: Float[ndarray, "trials records clients d"] or None (without
+        ``record_clients=True``): every client's own model at every record (the
+        algorithm's ``personal`` model; x_t for an algorithm without personal models).
+      client_loss: Float[ndarray, "trials records clients"] or None: every client's loss
+        f_i at its own model (:func:`fedjax_abc.stats.fairness` summarises it).
     """
 
     rounds: np.ndarray
@@ -180,6 +185,8 @@ class SimResult:
     config: dict[str, Any]
     diverged_at: Optional[np.ndarray] = None
     metrics: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+    client_x: Optional[np.ndarray] = None
+    client_loss: Optional[np.ndarray] = None
     # digests of the run's settings, or a function computing them (see _settings)
     _digests: Any = dataclasses.field(default=None, repr=False, compare=False)
 
@@ -424,6 +431,7 @@ class SimResult:
                    diverged_at=cat("diverged_at"),
                    metrics={k: np.concatenate([p.metrics[k] for p in parts])
                             for k in parts[0].metrics},
+                   client_x=cat("client_x"), client_loss=cat("client_loss"),
                    _digests=settings[0] if None not in settings else None)
 
     def equals(self, other) -> bool:
@@ -553,7 +561,8 @@ class SweepResult:
     def _stacked(self, name: str) -> np.ndarray:
         values = [getattr(r, name) for r in self.results]
         if any(v is None for v in values):
-            raise ValueError(f"{name} was not recorded (record_x=False)")
+            flag = "record_clients=True" if name.startswith("client") else "record_x=True"
+            raise ValueError(f"{name} was not recorded (run with {flag})")
         shapes = {v.shape for v in values}
         if len(shapes) > 1:
             raise ValueError(f"the grid points' {name} differ in shape ({sorted(shapes)})")
@@ -582,6 +591,16 @@ class SweepResult:
     def x_final(self) -> np.ndarray:
         """Float[ndarray, "*grid trials d"]."""
         return self._stacked("x_final")
+
+    @property
+    def client_x(self) -> np.ndarray:
+        """Float[ndarray, "*grid trials records clients d"] (``record_clients=True``)."""
+        return self._stacked("client_x")
+
+    @property
+    def client_loss(self) -> np.ndarray:
+        """Float[ndarray, "*grid trials records clients"] (``record_clients=True``)."""
+        return self._stacked("client_loss")
 
     @property
     def diverged_at(self) -> np.ndarray:

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array
 
-from fedjax_abc._algorithms._base import AbstractAlgorithm, LocalInfo, RoundInfo
+from fedjax_abc._algorithms._base import AbstractAlgorithm, LocalInfo, LocalObjective, RoundInfo
 from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._algorithms._transforms import AbstractTransform, TransformInfo
 from fedjax_abc._engine._aggregate import Aggregation, aggregate, members, needs_messages
@@ -37,7 +37,7 @@ from fedjax_abc._robust._aggregators import AbstractAggregator, WeightedMean
 from fedjax_abc._robust._byzantine import Byzantine
 
 __all__ = ["Parts", "Program", "RoundState", "batched_round", "client_round", "fedavg_round",
-           "init_state", "ordered_sum", "run_rounds", "steps_of", "transform_stats"]
+           "init_state", "objective", "ordered_sum", "run_rounds", "steps_of", "transform_stats"]
 
 MODES = ("mask", "gather")
 
@@ -64,7 +64,8 @@ class Program(NamedTuple):
     """What a compiled segment does besides its arrays' shapes (static: a new value is a new
     program): the mode, whether x_t is recorded, the blocks between records, the words'
     hash, the client block (None: all clients at once, see :func:`_over_clients`), the
-    devices the trials are sharded over and the sampler's capacity (:func:`batched_round`)."""
+    devices the trials are sharded over, the sampler's capacity (:func:`batched_round`)
+    and whether every client's own model and loss are recorded."""
 
     mode: str
     record_x: bool = False
@@ -73,6 +74,7 @@ class Program(NamedTuple):
     client_block: Optional[int] = None
     groups: int = 1
     capacity: Optional[int] = None
+    record_clients: bool = False
 
 
 class RoundState(NamedTuple):
@@ -383,7 +385,7 @@ def client_round(parts: Parts, generator: str, i, server, client, transform_stat
         check_stats(tname, stats, 0)
         y, transform_state = x_t + delta, new_tstate
     name = type(algorithm).__name__
-    info = LocalInfo(K, stepsize)
+    info = LocalInfo(K, stepsize, objective(problem, data))
     message, new_client = algorithm.client_final(server, client, y, local, info)
     check_message(name, message, x_t.shape[-1], x_t.dtype, 0)
     check_same(f"{name}.client_final", client, new_client)
@@ -392,6 +394,13 @@ def client_round(parts: Parts, generator: str, i, server, client, transform_stat
                                             algorithm.client_init(server, client), info)
         message = (message, unmoved)
     return message, new_client, transform_state, stats
+
+
+def objective(problem: Problem, data) -> LocalObjective:
+    """Client ``data``'s :class:`LocalObjective`: its index, f_i and exact grad f_i (traced
+    only where an algorithm calls them)."""
+    return LocalObjective(data.index, lambda z: problem.local_value(data, z),
+                          lambda z: problem.local_grad(data, z))
 
 
 def _step_limits(sampler, state):

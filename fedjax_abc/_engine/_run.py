@@ -126,6 +126,7 @@ class Spec(NamedTuple):
     gap_on_host: bool = False
     pad_trials: bool = True  # each device's trials a multiple of the SIMD lanes (_plan.lanes)
     record_default: bool = False  # record_every chosen by default (again when rebuilt)
+    record_clients: bool = False  # every client's own model and loss at every record
 
 
 _ARRAY = "array"  # marks an array leaf's entry in a layout: (_ARRAY, shape, dtype)
@@ -232,13 +233,14 @@ class CheckedRun(NamedTuple):
         """The records' names in the order the compiled segment returns them."""
         s = self.spec
         return (("gap", "grad_norm_sq") + s.metric_names + s.stat_names
+                + (("client_x", "client_loss") if s.record_clients else ())
                 + (("x",) if s.record_x else ()))
 
 
 def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, sampler, oracle,
           algorithm, dtype, trial_chunk, record_x, devices, metrics, generator,
           transform, pad_trials=True, aggregator=None,
-          byzantine=None) -> tuple[Components, Spec]:
+          byzantine=None, record_clients=False) -> tuple[Components, Spec]:
     """The shape-setting arguments of ``simulate`` (a ``Simulation``'s) validated and the
     components cast: the :class:`Components` and :class:`Spec` of a ``Simulation``."""
     check_settings(problem, dtype, generator)
@@ -270,6 +272,7 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
     own_oracle = oracle is not None
     oracle, algorithm = oracle_and_algorithm(problem, oracle, algorithm)
     record_x = check_flag("record_x", record_x)
+    record_clients = check_flag("record_clients", record_clients)
     pad_trials = check_flag("pad_trials", pad_trials)
     check_components(problem, oracle, sampler, Q, dtype)
     method(sampler, "check_local_steps")(local_steps)
@@ -327,7 +330,7 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
                 stat_names=stat_names, state_sizes=sizes,
                 layout=layout(*jax.tree_util.tree_flatten(components)),
                 gap_on_host=gap_on_host, pad_trials=pad_trials,
-                record_default=record_every is None)
+                record_default=record_every is None, record_clients=record_clients)
     return components, spec
 
 
@@ -450,7 +453,8 @@ def settings(components: Components, spec: Spec) -> dict:
                 devices=None if spec.devices is None else list(spec.devices),
                 metrics=dict(zip(spec.metric_names, c.metrics)) or None,
                 generator=spec.generator, transform=c.transform, pad_trials=spec.pad_trials,
-                aggregator=c.aggregator, byzantine=c.byzantine)
+                aggregator=c.aggregator, byzantine=c.byzantine,
+                record_clients=spec.record_clients)
 
 
 def current(components: Components, spec: Spec) -> tuple[Components, Spec]:
@@ -494,7 +498,8 @@ def check_call(components: Components, spec: Spec, *, stepsize, x0, key, trials=
     # absurd sizes fail before anything of size T or R is allocated (records, stepsizes)
     _memory.check(_memory.estimate(trials=R, records=num_records(T, k), dim=d,
                                    itemsize=np.dtype(spec.dtype).itemsize,
-                                   record_x=spec.record_x, rounds=T),
+                                   record_x=spec.record_x, rounds=T,
+                                   client_values=_memory.client_values(spec, problem)),
                   record_x=spec.record_x, rounds=T, trials=R, chunk=chunk, record_every=k)
     alphas = stepsize_array(stepsize, T)
     x0 = real_array("x0", x0)

@@ -72,11 +72,12 @@ def _assemble(run: CheckedRun, chunks: Sequence[dict]) -> SimResult:
     return SimResult(rounds=recorded_rounds(spec.rounds, spec.record_every), gap=gap,
                      grad_norm_sq=cat("grad_norm_sq"), x=cat("x"), x_final=cat("x_final"),
                      config=run.call.config, metrics=metrics,
+                     client_x=cat("client_x"), client_loss=cat("client_loss"),
                      _digests=functools.partial(_settings, run.parts(), run.call.alphas,
-                                                spec.record_x))
+                                                spec.record_x, spec.record_clients))
 
 
-def _settings(parts, alphas: np.ndarray, record_x: bool) -> dict:
+def _settings(parts, alphas: np.ndarray, record_x: bool, record_clients: bool = False) -> dict:
     """SHA-256 digests of a run's settings that its config names but does not hold (the
     problem's data and loss, the components' values, the stepsizes), and record_x: what
     shares of one run's trials must have in common (``SimResult.concatenate``). The
@@ -86,7 +87,8 @@ def _settings(parts, alphas: np.ndarray, record_x: bool) -> dict:
     named = dict(parts._asdict(), problem=(problem.loss, problem.params, problem.grad_fn,
                                            problem.pooled))
     return {**{name: _checkpoint.digest(part) for name, part in named.items()},
-            "stepsize": _checkpoint.digest(alphas), "record_x": str(record_x)}
+            "stepsize": _checkpoint.digest(alphas), "record_x": str(record_x),
+            **({"record_clients": "True"} if record_clients else {})}
 
 
 def _warn_unmoved(run: CheckedRun, result: SimResult) -> None:
@@ -127,6 +129,7 @@ def simulate(
     pad_trials: bool = True,
     aggregator: Optional[AbstractAggregator] = None,
     byzantine: Optional[Byzantine] = None,
+    record_clients: bool = False,
 ) -> SimResult:
     """Runs ``trials`` independent trials of a federated algorithm (Algorithm 1 by default).
 
@@ -238,6 +241,10 @@ def simulate(
       byzantine: a :class:`~fedjax_abc.robust.Byzantine`: f clients whose messages, when
         sampled, are replaced by its attack's vector (computed from the round's honest
         updates); None (the default): every client is honest.
+      record_clients: keep every client's own model (``algorithm.personal``: x_t for an
+        algorithm without personal models) and its loss f_i there at every record,
+        ``SimResult.client_x`` (trials x records x n x d) and ``client_loss`` (trials x
+        records x n); memory-checked like ``record_x``.
 
     Returns:
       A :class:`~fedjax_abc.SimResult`. Trials that became non-finite are counted there
@@ -388,7 +395,7 @@ class Simulation(eqx.Module):
                  metrics: Optional[Mapping[str, Callable]] = None, generator: str = "threefry",
                  transform: Optional[AbstractTransform] = None, pad_trials: bool = True,
                  aggregator: Optional[AbstractAggregator] = None,
-                 byzantine: Optional[Byzantine] = None):
+                 byzantine: Optional[Byzantine] = None, record_clients: bool = False):
         settings = dict(locals())  # the arguments by name: the signature above is their list
         del settings["self"]
         self.components, self.spec = _build(**settings)

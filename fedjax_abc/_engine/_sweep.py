@@ -168,7 +168,8 @@ def _shape_key(run: CheckedRun):
                       else ("static", type(a).__name__, repr(a)) for a in leaves)
     spec, call = run.spec, run.call
     return (treedef, described, spec.rounds, call.trials, spec.record_every,
-            spec.mode, np.dtype(run.dtype).str, call.chunk, spec.record_x, spec.metric_names,
+            spec.mode, np.dtype(run.dtype).str, call.chunk, spec.record_x, spec.record_clients,
+            spec.metric_names,
             spec.stat_names, spec.generator,
             tuple(str(d) for d in call.devices), call.x0.shape)
 
