@@ -74,6 +74,7 @@ from fedjax_abc._engine._progress import (
     TqdmProgressMeter,
 )
 from fedjax_abc._engine._plan import stepsize_array
+from fedjax_abc._engine._schedule import AbstractSchedule, Rounds
 from fedjax_abc._engine._simulate import Simulation, simulate
 from fedjax_abc._engine._sweep import sweep
 from fedjax_abc._engine._tune import TuneResult, Tuned, tune
@@ -83,6 +84,7 @@ __version__ = "0.2.0"
 
 __all__ = [
     "AbstractProgressMeter",
+    "AbstractSchedule",
     "CallbackProgressMeter",
     "NoProgressMeter",
     "TextProgressMeter",
@@ -115,6 +117,7 @@ __all__ = [
     "PmfSteps",
     "Problem",
     "RademacherOracle",
+    "Rounds",
     "robust",
     "SimResult",
     "Simulation",

@@ -263,11 +263,12 @@ def _numbers_as_arrays(tree, integers: bool):
     return jax.tree_util.tree_map(array, tree)
 
 
-def _check_algorithm(algorithm, problem, oracle, Q: int, generator: str, x) -> None:
+def check_local_model(algorithm, problem, oracle, Q, generator: str, x) -> None:
     """ValueError (one line) for an algorithm whose clients keep state or answer a query,
     whose message is not a model like x, or whose server step is not "take the mean
-    model" (a server stepsize, momentum, an adaptive step): the rule's server step replaces
-    the algorithm's, which would be ignored silently."""
+    model" (a server stepsize, momentum, an adaptive step): where a client's message is
+    used as a model (an asynchronous rule's server step, a gossip step), the algorithm's
+    own server step would be ignored silently. Q: local steps or a law of them."""
     name = type(algorithm).__name__
     # the components as the run has them: in its dtype (float32 included)
     problem, oracle, algorithm = (with_placeholder_minima(problem).astype(x.dtype),
@@ -395,7 +396,7 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
         raise ValueError(f"x0 must be a finite array of shape ({d},), got shape {x0.shape}")
     # a user's oracle: its shapes, and no draw made once when traced (a generator of NumPy's)
     check_components(problem, oracle, UniformWithoutReplacement(K), Q, dtype)
-    _check_algorithm(algorithm, problem, oracle, Q, generator, jax.ShapeDtypeStruct((d,), jdtype))
+    check_local_model(algorithm, problem, oracle, Q, generator, jax.ShapeDtypeStruct((d,), jdtype))
     k = (default_record_every(T) if record_every is None
          else check_count("record_every", record_every))
     if k > T:

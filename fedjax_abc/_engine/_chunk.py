@@ -21,15 +21,15 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec
 
-from fedjax_abc._engine import _checkpoint, _round
+from fedjax_abc._engine import _checkpoint
 from fedjax_abc._engine._checkpoint import Position
 from fedjax_abc._engine._jit import flat_jit
-from fedjax_abc._engine._metrics import client_records
 from fedjax_abc._engine._metrics import record_trials as _record_trials
 from fedjax_abc._engine._plan import Plan, Segment
 from fedjax_abc._engine._round import Parts, Program
 from fedjax_abc._engine._run import Call, CheckedRun
 from fedjax_abc._engine._threefry import fold_in_data
+from fedjax_abc._problems._host import method
 
 __all__ = ["AbstractChunk", "Grid", "OneRun", "Program", "run_chunk", "stack"]
 
@@ -37,31 +37,21 @@ __all__ = ["AbstractChunk", "Grid", "OneRun", "Program", "run_chunk", "stack"]
 def _start_state(parts: Parts, program: Program, x0):
     """The state at t = 0 of trials started at x0 (R, d), and their records at t = 0 (the
     transform's statistics, zero, after the metrics)."""
-    state = _round.init_state(parts.algorithm, x0, parts.problem.num_clients, parts.sampler,
-                              parts.transform)
+    state = parts.schedule.init(parts, program, x0)
     return state, _records(parts, program, x0, state)
 
 
 def _records(parts: Parts, program: Program, x, state) -> tuple:
-    """A record of the trials: (gap, grad_norm_sq, *metrics) of the server's models x
-    (R, d), the :func:`_totals` of ``state``, and with ``program.record_clients`` every
-    client's own model and loss (:func:`~fedjax_abc._engine._metrics.client_records`);
-    x_t, where recorded, is the caller's to append."""
+    """A record of the trials: (gap, grad_norm_sq, *metrics) of the schedule's models x
+    (R, d), the schedule's :meth:`~AbstractSchedule.records` of ``state``, and with
+    ``program.record_clients`` every client's own model and loss; x_t, where recorded, is
+    the caller's to append."""
+    schedule = parts.schedule
     values = _record_trials(parts.problem, parts.metrics, x, program.groups) + \
-        _totals(parts.sampler, state)
+        schedule.records(parts, program, state)
     if not program.record_clients:
         return values
-    return values + client_records(parts.problem, parts.algorithm, state.server, state.clients,
-                                   program.groups)
-
-
-def _totals(sampler, state) -> tuple:
-    """The transform's statistics so far, by sorted name (as ``transform_stats``), then
-    the sampler's records (its ``record_names``; a clock, say), each of shape (R,)."""
-    totals = tuple(state.totals[name] for name in sorted(state.totals)) if state.totals else ()
-    if not sampler.record_names():
-        return totals
-    return totals + tuple(jax.vmap(sampler.records)(state.sampler))
+    return values + schedule.clients(parts, program, state)
 
 
 def _segment(parts: Parts, program: Program, state, trial_ids, key, t0, stepsizes):
@@ -79,8 +69,9 @@ def _segment(parts: Parts, program: Program, state, trial_ids, key, t0, stepsize
 
     def block(state_t, inputs):
         j, alphas = inputs
-        state_next = _round.run_rounds(parts, program, state_t, trial_keys, t0 + j * b, alphas)
-        x_next = state_next.server.x
+        state_next = parts.schedule.advance(parts, program, state_t, trial_keys, t0 + j * b,
+                                            alphas)
+        x_next = parts.schedule.model(state_next)
 
         def record(x):
             return _records(parts, program, x, state_next)
@@ -331,6 +322,7 @@ def run_chunk(chunk: AbstractChunk, plan: Plan, c: int, progress, done_before: i
     x_final too, with the chunk's lead axes before the trials'.
     """
     run, lead, G = chunk.run, chunk.lead, chunk.points
+    run_model = method(run.components.schedule, "model")
     call = run.call
     start = c * call.chunk
     m = min(call.chunk, call.trials - start)
@@ -362,7 +354,7 @@ def run_chunk(chunk: AbstractChunk, plan: Plan, c: int, progress, done_before: i
         # one copy to the host per segment: the records at t = 0 with the first segment's,
         # the final iterates with the last's
         last = i == len(segments) - 1
-        got = _host(first + list(rec) + ([state.server.x] if last else []))
+        got = _host(first + list(rec) + ([run_model(state)] if last else []))
         # the device's copies go now: the host holds a segment's records once, not twice,
         # while they are joined (the memory check counts the records twice, see _memory)
         rec = whole = None
@@ -380,5 +372,5 @@ def run_chunk(chunk: AbstractChunk, plan: Plan, c: int, progress, done_before: i
     trials = (slice(None),) * lead + (slice(0, m),)
     out = {name: np.concatenate(parts, axis=time_axis)[trials]
            for name, parts in records.items()}
-    out["x_final"] = (_host([state.server.x])[0] if x_final is None else x_final)[trials]
+    out["x_final"] = (_host([run_model(state)])[0] if x_final is None else x_final)[trials]
     return out

@@ -29,6 +29,7 @@ from fedjax_abc._engine._threefry import fold_in_data, threefry2x32
 from fedjax_abc._problems._hash import GOLDEN_GAMMA, splitmix64
 
 __all__ = ["AGGREGATOR_STREAM", "ATTACK_STREAM", "BYZANTINE_STREAM", "GENERATORS",
+           "GRAPH_STREAM", "TRIAL_GRAPH_STREAM",
            "NOISE_STREAM", "SAMPLER_STREAM", "SPEED_STREAM", "STEPS_STREAM", "TIME_STREAM",
            "TRANSFORM_STREAM",
            "client_noise", "client_words", "round_keys",
@@ -112,6 +113,8 @@ TIME_STREAM, SPEED_STREAM = 4, 5
 # robust aggregation's: the aggregator's words of a round (a random bucketing), the attack's
 # (a random Byzantine vector), and a trial's draw of its Byzantine clients (under k_0)
 AGGREGATOR_STREAM, ATTACK_STREAM, BYZANTINE_STREAM = 6, 7, 8
+# gossip's: a round's random graph (a matching), and a trial's graph drawn once (under k_0)
+GRAPH_STREAM, TRIAL_GRAPH_STREAM = 9, 10
 
 
 def client_words(key_data: Array, clients: Array, num_words: int,

@@ -47,7 +47,8 @@ class Parts(NamedTuple):
     program's data (a sweep stacks those that differ between its points), the rest is static.
     ``problem`` is the simulator's copy (see ``_run._run_problem``); ``local_steps`` Q or a
     law; ``metrics`` the user's metric functions; ``aggregator`` the server's rule,
-    ``byzantine`` the Byzantine clients (or None)."""
+    ``byzantine`` the Byzantine clients (or None), ``schedule`` how the run's steps go (the
+    driver's; a round does not read it)."""
 
     problem: Problem
     oracle: AbstractOracle
@@ -58,6 +59,7 @@ class Parts(NamedTuple):
     metrics: tuple = ()
     aggregator: AbstractAggregator = WeightedMean()
     byzantine: Optional[Byzantine] = None
+    schedule: Any = None  # the run's AbstractSchedule (``_schedule``); None inside a round
 
 
 class Program(NamedTuple):

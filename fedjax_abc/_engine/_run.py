@@ -28,6 +28,7 @@ from fedjax_abc._algorithms._transforms import AbstractTransform
 from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine import _memory, _round
 from fedjax_abc._engine._round import Parts
+from fedjax_abc._engine._schedule import AbstractSchedule, Rounds
 from fedjax_abc._engine._cores import warn_one_device
 from fedjax_abc._engine._metrics import check_metrics
 from fedjax_abc._engine._names import describe, describe_sampler
@@ -84,6 +85,7 @@ class Components(eqx.Module):
     metrics: tuple = ()  # the user's metric functions, in the order of Spec.metric_names
     aggregator: AbstractAggregator = WeightedMean()  # the server's rule
     byzantine: Optional[Byzantine] = None  # the Byzantine clients and their attack
+    schedule: AbstractSchedule = Rounds()  # how the run's steps go
 
 
 def oracle_of(components: Components) -> AbstractOracle:
@@ -193,7 +195,7 @@ class CheckedRun(NamedTuple):
         """The components as the compiled program reads them."""
         c = self.components
         return Parts(c.problem, oracle_of(c), c.sampler, c.algorithm, c.transform,
-                     local_work(c, self.spec), c.metrics, c.aggregator, c.byzantine)
+                     local_work(c, self.spec), c.metrics, c.aggregator, c.byzantine, c.schedule)
 
     def on_devices(self, groups: int, calls: int = 1) -> "CheckedRun":
         """The run with its components' copies on every device when it calls the compiled
@@ -240,13 +242,13 @@ class CheckedRun(NamedTuple):
 def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, sampler, oracle,
           algorithm, dtype, trial_chunk, record_x, devices, metrics, generator,
           transform, pad_trials=True, aggregator=None,
-          byzantine=None, record_clients=False) -> tuple[Components, Spec]:
+          byzantine=None, record_clients=False, schedule=None) -> tuple[Components, Spec]:
     """The shape-setting arguments of ``simulate`` (a ``Simulation``'s) validated and the
     components cast: the :class:`Components` and :class:`Spec` of a ``Simulation``."""
     check_settings(problem, dtype, generator)
     # values put into a component with eqx.tree_at before it is given: its constructor's checks
     recheck_all((problem, sampler, oracle, algorithm, transform, local_steps, aggregator,
-                 byzantine))
+                 byzantine, schedule))
     n = problem.num_clients
     d = problem.dim
     local_steps = _local_steps(local_steps, n)
@@ -298,7 +300,15 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
     if (taken | set(stat_names)) & set(sampler_names):
         raise ValueError(f"the sampler's records {sorted((taken | set(stat_names)) & set(sampler_names))} "
                          "are named like metrics, statistics or result fields; rename the metrics")
-    stat_names = stat_names + sampler_names
+    schedule = Rounds() if schedule is None else schedule
+    if not isinstance(schedule, AbstractSchedule):
+        raise ValueError("schedule must be a fedjax_abc.AbstractSchedule (fa.Rounds(), "
+                         f"fa.decentral.Gossip(...)), got {type(schedule).__name__}")
+    own_names = tuple(method(schedule, "record_names")())
+    if (taken | set(stat_names) | set(sampler_names)) & set(own_names):
+        raise ValueError(f"the schedule's records {list(own_names)} are named like metrics, "
+                         "statistics or result fields; rename the metrics")
+    stat_names = stat_names + sampler_names + own_names
     if not method(sampler, "normalised")() and not algorithm.reads_scale:
         raise ValueError(f"{type(algorithm).__name__} does not apply RoundInfo.scale (its "
                          f"reads_scale is False): it cannot combine the unbiased weights of "
@@ -309,6 +319,10 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
                          f"every participant's weight 1, not {type(sampler).__name__}'s")
     aggregator = WeightedMean() if aggregator is None else aggregator
     check_robust(problem, sampler, aggregator, byzantine)
+    method(schedule, "check")(problem=problem, oracle=oracle, sampler=sampler,
+                              algorithm=algorithm, transform=transform,
+                              local_steps=local_steps, aggregator=aggregator,
+                              byzantine=byzantine, generator=generator, dtype=jdtype)
     components = Components(
         problem=method(problem, "astype")(jdtype),
         oracle=cast_floating(oracle, jdtype) if own_oracle else None,
@@ -316,7 +330,8 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
         transform=None if transform is None else cast_floating(transform, jdtype),
         local_steps=None if isinstance(local_steps, int) else cast_floating(local_steps, jdtype),
         metrics=metric_fns, aggregator=cast_floating(aggregator, jdtype),
-        byzantine=None if byzantine is None else cast_floating(byzantine, jdtype))
+        byzantine=None if byzantine is None else cast_floating(byzantine, jdtype),
+        schedule=cast_floating(schedule, jdtype))
     # a point of R^d in the run's dtype that exists already (a new array is a device copy)
     x_star = None if problem.minima.deferred else components.problem.x_star
     point = x_star if x_star is not None and x_star.dtype == jdtype else jnp.zeros((d,), jdtype)
@@ -454,7 +469,7 @@ def settings(components: Components, spec: Spec) -> dict:
                 metrics=dict(zip(spec.metric_names, c.metrics)) or None,
                 generator=spec.generator, transform=c.transform, pad_trials=spec.pad_trials,
                 aggregator=c.aggregator, byzantine=c.byzantine,
-                record_clients=spec.record_clients)
+                record_clients=spec.record_clients, schedule=c.schedule)
 
 
 def current(components: Components, spec: Spec) -> tuple[Components, Spec]:
@@ -553,6 +568,8 @@ def _config(components: Components, spec: Spec, devices: list, call: dict) -> di
         config["aggregator"] = describe(c.aggregator)
     if c.byzantine is not None:
         config["byzantine"] = describe(c.byzantine)
+    if c.schedule != Rounds():  # the default synchronous rounds are left out
+        config["schedule"] = describe(c.schedule)
     if not is_of_size(c.sampler):
         config["sampler_config"] = describe_sampler(c.sampler)  # the paper's: S says it all
     return config

@@ -44,6 +44,7 @@ from fedjax_abc._engine._run import (CheckedRun, Components, Spec, build as _bui
 from fedjax_abc._engine._checkpoint import Position
 from fedjax_abc._engine._plan import closed_form_gradient, make_plan, recorded_rounds
 from fedjax_abc._engine._result import PendingGap, SimResult
+from fedjax_abc._engine._schedule import AbstractSchedule
 from fedjax_abc._engine._result import warn_divergence as _warn_divergence
 from fedjax_abc._problems._args import check_real
 from fedjax_abc._problems._local_work import AbstractLocalSteps
@@ -130,6 +131,7 @@ def simulate(
     aggregator: Optional[AbstractAggregator] = None,
     byzantine: Optional[Byzantine] = None,
     record_clients: bool = False,
+    schedule: Optional[AbstractSchedule] = None,
 ) -> SimResult:
     """Runs ``trials`` independent trials of a federated algorithm (Algorithm 1 by default).
 
@@ -245,6 +247,9 @@ def simulate(
         algorithm without personal models) and its loss f_i there at every record,
         ``SimResult.client_x`` (trials x records x n x d) and ``client_loss`` (trials x
         records x n); memory-checked like ``record_x``.
+      schedule: how the run's steps go, an :class:`~fedjax_abc.AbstractSchedule`: None
+        (the default) is :class:`~fedjax_abc.Rounds`, the synchronous rounds of
+        Algorithm 1; :class:`~fedjax_abc.decentral.Gossip` trains without a server.
 
     Returns:
       A :class:`~fedjax_abc.SimResult`. Trials that became non-finite are counted there
@@ -395,7 +400,8 @@ class Simulation(eqx.Module):
                  metrics: Optional[Mapping[str, Callable]] = None, generator: str = "threefry",
                  transform: Optional[AbstractTransform] = None, pad_trials: bool = True,
                  aggregator: Optional[AbstractAggregator] = None,
-                 byzantine: Optional[Byzantine] = None, record_clients: bool = False):
+                 byzantine: Optional[Byzantine] = None, record_clients: bool = False,
+                 schedule: Optional[AbstractSchedule] = None):
         settings = dict(locals())  # the arguments by name: the signature above is their list
         del settings["self"]
         self.components, self.spec = _build(**settings)
@@ -427,6 +433,10 @@ class Simulation(eqx.Module):
     @property
     def byzantine(self) -> Optional[Byzantine]:
         return self.components.byzantine
+
+    @property
+    def schedule(self) -> AbstractSchedule:
+        return self.components.schedule
 
     @property
     def local_steps(self) -> Union[int, AbstractLocalSteps]:

@@ -42,8 +42,9 @@ __all__ = ["sweep", "GRID_NAMES", "check_grid", "with_field"]
 # simulate's arguments a grid may vary; "algorithm.<field>", "oracle.<field>" and
 # "sampler.<field>" replace one array field of that component
 GRID_NAMES = ("stepsize", "x0", "num_sampled", "local_steps", "mode", "sampler", "oracle",
-              "algorithm", "problem", "transform", "aggregator", "byzantine")
-_COMPONENTS = ("algorithm", "oracle", "sampler", "transform", "aggregator", "byzantine")
+              "algorithm", "problem", "transform", "aggregator", "byzantine", "schedule")
+_COMPONENTS = ("algorithm", "oracle", "sampler", "transform", "aggregator", "byzantine",
+               "schedule")
 _REQUIRED = ("local_steps", "stepsize", "rounds", "x0", "key")
 _CALL = ("stepsize", "x0", "key", "trials")  # the arguments of Simulation.run a sweep takes
 
