@@ -16,7 +16,8 @@ names the fix, as is a problem built without it; a run on one CPU device of a ma
 several cores warns once (see :func:`use_cpu_cores`).
 """
 
-from fedjax_abc import algorithms, data, problems, robust, theory, timing, transforms
+from fedjax_abc import (algorithms, data, decentral, problems, robust, theory, timing,
+                        transforms)
 from fedjax_abc._algorithms._fedavg import local_run
 from fedjax_abc._engine._random import client_noise
 from fedjax_abc._engine._round import fedavg_round
@@ -107,6 +108,7 @@ __all__ = [
     "client_noise",
     "DivergenceWarning",
     "data",
+    "decentral",
     "ExactOracle",
     "FullParticipation",
     "GaussianOracle",

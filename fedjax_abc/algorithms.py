@@ -12,6 +12,15 @@
 - :class:`Mime`: local steps with the server's frozen momentum and an SVRG correction
   from the participants' full gradients (two communications a round).
 - :class:`MimeLite`: local steps with the server's frozen momentum.
+- fairness: :class:`QFFL` (q-FedAvg's loss-weighted step), :class:`AFL` (agnostic FL's
+  minimax over the clients' weights, :func:`project_simplex`).
+- personalisation: :class:`IFCA` (k cluster models), :class:`FedRep` and :class:`FedPer`
+  (a shared body and personal heads, :class:`AbstractBodyHead`; :func:`head_mask` and
+  :func:`parameter_paths` for a ``from_model`` problem); :class:`Ditto` (a regularised
+  personal model beside FedAvg's), :class:`PFedMe` (Moreau envelopes), :class:`PerFedAvg`
+  (federated MAML, Hessian-free or first-order), :class:`APFL` (a mixed personal model,
+  fixed or learned mixing); :class:`FineTuned` evaluates any algorithm's clients after
+  local fine-tuning.
 - :class:`AbstractAlgorithm`: subclass it for your own (six pure functions, two more for a
   first communication; the engine owns the loops over rounds and local steps); its server
   state subclasses
@@ -28,6 +37,10 @@ Example:
 
 from fedjax_abc._algorithms._base import (AbstractAlgorithm, AbstractServerState, LocalInfo,
                                           LocalObjective, RoundInfo)
+from fedjax_abc._algorithms._afl import AFL, AFLState, project_simplex
+from fedjax_abc._algorithms._apfl import APFL, APFLClient
+from fedjax_abc._algorithms._body_head import AbstractBodyHead, head_mask, parameter_paths
+from fedjax_abc._algorithms._ditto import Ditto
 from fedjax_abc._algorithms._fedavg import (AbstractLocalSGD, FedAvg, ServerState, local_run,
                                             sgd_step)
 from fedjax_abc._algorithms._feddyn import FedDyn, FedDynState
@@ -35,16 +48,29 @@ from fedjax_abc._algorithms._fedexp import FedExP, fedexp_stepsize
 from fedjax_abc._algorithms._fednova import FedNova, momentum_norm
 from fedjax_abc._algorithms._fedopt import (FedAdagrad, FedAdam, FedAvgM, FedOpt, FedOptState,
                                             FedYogi)
+from fedjax_abc._algorithms._fedper import FedPer
 from fedjax_abc._algorithms._fedprox import FedProx
+from fedjax_abc._algorithms._fedrep import FedRep
+from fedjax_abc._algorithms._finetune import FineTuned
+from fedjax_abc._algorithms._ifca import IFCA, IFCAState
 from fedjax_abc._algorithms._mime import Mime, MimeState
 from fedjax_abc._algorithms._mimelite import MimeLite, MimeLiteState
+from fedjax_abc._algorithms._perfedavg import PerFedAvg
+from fedjax_abc._algorithms._pfedme import PFedMe
+from fedjax_abc._algorithms._qffl import QFFL
 from fedjax_abc._algorithms._scaffnew import Scaffnew, ScaffnewClient
 from fedjax_abc._algorithms._scaffold import Scaffold, ScaffoldState
 
 __all__ = [
+    "AFL",
+    "AFLState",
+    "APFL",
+    "APFLClient",
     "AbstractAlgorithm",
+    "AbstractBodyHead",
     "AbstractLocalSGD",
     "AbstractServerState",
+    "Ditto",
     "FedAdagrad",
     "FedAdam",
     "FedAvg",
@@ -55,14 +81,22 @@ __all__ = [
     "FedNova",
     "FedOpt",
     "FedOptState",
+    "FedPer",
     "FedProx",
+    "FedRep",
     "FedYogi",
+    "FineTuned",
+    "IFCA",
+    "IFCAState",
     "LocalInfo",
     "LocalObjective",
     "Mime",
     "MimeLite",
     "MimeLiteState",
     "MimeState",
+    "PFedMe",
+    "PerFedAvg",
+    "QFFL",
     "RoundInfo",
     "Scaffnew",
     "ScaffnewClient",
@@ -70,7 +104,10 @@ __all__ = [
     "ScaffoldState",
     "ServerState",
     "fedexp_stepsize",
+    "head_mask",
     "local_run",
     "momentum_norm",
+    "parameter_paths",
+    "project_simplex",
     "sgd_step",
 ]

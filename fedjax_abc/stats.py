@@ -14,6 +14,11 @@ random numbers), so two algorithms are compared on paired trials:
   the mean, the median or a quantile), :func:`describe` (next to the normal interval);
 - trial counts: :func:`trials_needed` (from a pilot's paired differences),
   :func:`t_trials`, :func:`normal_trials`, :func:`achieved_power`;
+- fairness across clients (a run with ``record_clients=True``): :func:`fairness` (the
+  worst, best and mean client loss, their variance, Gini coefficient and 10% quantile per
+  trial, with 95% intervals over trials), one function per statistic (:func:`worst_loss`,
+  :func:`best_loss`, :func:`mean_loss`, :func:`loss_variance`, :func:`gini_coefficient`,
+  :func:`loss_quantile`);
 - precision-targeted runs: :func:`run_until` (trials in batches until the 95% half-width
   is below a target, under an anytime-valid confidence sequence,
   :func:`confidence_sequence_half_width`).
@@ -39,6 +44,8 @@ Medicine 38 (2019) 2074-2102 (the checklist the tests follow).
 
 from fedjax_abc._stats._bootstrap import (BootstrapInterval, Description, bootstrap_interval,
                                           describe)
+from fedjax_abc._stats._fairness import (Fairness, best_loss, fairness, gini_coefficient,
+                                         loss_quantile, loss_variance, mean_loss, worst_loss)
 from fedjax_abc._stats._intervals import Interval, mean_interval
 from fedjax_abc._stats._multiple import (Comparisons, PairComparison, Ranking, against_baseline,
                                          holm, pairwise, rank)
@@ -56,6 +63,7 @@ __all__ = [
     "Comparisons",
     "Description",
     "Difference",
+    "Fairness",
     "Interval",
     "Look",
     "PairComparison",
@@ -64,12 +72,18 @@ __all__ = [
     "TrialPlan",
     "achieved_power",
     "against_baseline",
+    "best_loss",
     "bootstrap_interval",
     "check_paired",
     "confidence_sequence_half_width",
     "describe",
+    "fairness",
+    "gini_coefficient",
     "holm",
+    "loss_quantile",
+    "loss_variance",
     "mean_interval",
+    "mean_loss",
     "normal_trials",
     "paired_difference",
     "paired_values",
@@ -80,4 +94,5 @@ __all__ = [
     "t_trials",
     "trial_values",
     "trials_needed",
+    "worst_loss",
 ]

@@ -37,7 +37,24 @@ General Variance Condition" (Wang, Huang, Johansson, Pu):
   :func:`trimmed_mean_bias_at_infinity`, :func:`order_statistic_mean`,
   :func:`breakdown_fraction` (from the heterogeneity constant B);
 - differential privacy (DP-FedAvg): :func:`dp_epsilon`, :func:`dp_noise_multiplier`,
-  :func:`dp_event` (dp-accounting's RDP and PLD accountants).
+  :func:`dp_event` (dp-accounting's RDP and PLD accountants);
+- gossip and decentralised SGD (``fedjax_abc.decentral``'s topologies): :func:`mixing_matrix`,
+  :func:`second_eigenvalue`, :func:`spectral_gap`, :func:`mixing_parameter` (p of Koloskova
+  et al., ICML 2020), :func:`consensus_error`, :func:`consensus_bound`,
+  :func:`expected_matching_contraction`, D-SGD's Theorem 2 terms :func:`dsgd_bound_terms`
+  and :func:`dsgd_iterations`;
+- personalisation on quadratic clients f_i = (a_i/2) ||x - b_i||^2 (exact gradients, full
+  participation): :func:`quadratic_fixed_point` (Q local steps on effective curvatures c_i),
+  :func:`fedavg_fixed_point`; Ditto :func:`ditto_personal`, :func:`ditto_fixed_point`;
+  pFedMe :func:`moreau_curvature`, :func:`pfedme_curvature`, :func:`pfedme_personal`,
+  :func:`pfedme_fixed_point`; Per-FedAvg :func:`perfedavg_curvature`,
+  :func:`perfedavg_personal`, :func:`perfedavg_fixed_point`,
+  :func:`perfedavg_first_order_bias`; APFL :func:`apfl_personal`, :func:`apfl_fixed_point`;
+  :func:`fine_tuned_personal` (each fixed point a :class:`PersonalFixedPoint`);
+- fairness and clustering on the same quadratics: q-FFL's two-client point
+  :func:`qffl_two_clients` (and its limit q -> infinity), AFL's minimax point
+  :func:`afl_minimax` (an :class:`AFLMinimax`), IFCA's :func:`ifca_fixed_point` (an
+  :class:`IFCAFixedPoint`), FedRep's and FedPer's :func:`body_head_fixed_point`.
 
 Example:
   >>> import jax, fedjax_abc as fa
@@ -108,6 +125,45 @@ from fedjax_abc._theory._compression import (
     compressor_delta,
     compressor_omega,
 )
+from fedjax_abc._theory._fairness import (
+    AFLMinimax,
+    IFCAFixedPoint,
+    afl_minimax,
+    body_head_fixed_point,
+    ifca_fixed_point,
+    qffl_two_clients,
+)
+from fedjax_abc._theory._gossip import (
+    DSGDIterations,
+    DSGDTerms,
+    consensus_bound,
+    consensus_error,
+    dsgd_bound_terms,
+    dsgd_iterations,
+    expected_matching_contraction,
+    mixing_matrix,
+    mixing_parameter,
+    second_eigenvalue,
+    spectral_gap,
+)
+from fedjax_abc._theory._personal import (
+    PersonalFixedPoint,
+    apfl_fixed_point,
+    apfl_personal,
+    ditto_fixed_point,
+    ditto_personal,
+    fedavg_fixed_point,
+    fine_tuned_personal,
+    moreau_curvature,
+    perfedavg_curvature,
+    perfedavg_first_order_bias,
+    perfedavg_fixed_point,
+    perfedavg_personal,
+    pfedme_curvature,
+    pfedme_fixed_point,
+    pfedme_personal,
+    quadratic_fixed_point,
+)
 from fedjax_abc._theory._privacy import dp_epsilon, dp_event, dp_noise_multiplier
 from fedjax_abc._theory._participation import (
     Inclusion,
@@ -137,6 +193,39 @@ from fedjax_abc._theory._theorem3 import (
 )
 
 __all__ = [
+    "AFLMinimax",
+    "IFCAFixedPoint",
+    "afl_minimax",
+    "body_head_fixed_point",
+    "ifca_fixed_point",
+    "qffl_two_clients",
+    "PersonalFixedPoint",
+    "apfl_fixed_point",
+    "apfl_personal",
+    "ditto_fixed_point",
+    "ditto_personal",
+    "fedavg_fixed_point",
+    "fine_tuned_personal",
+    "quadratic_fixed_point",
+    "moreau_curvature",
+    "perfedavg_curvature",
+    "perfedavg_first_order_bias",
+    "perfedavg_fixed_point",
+    "perfedavg_personal",
+    "pfedme_curvature",
+    "pfedme_fixed_point",
+    "pfedme_personal",
+    "DSGDIterations",
+    "DSGDTerms",
+    "consensus_bound",
+    "consensus_error",
+    "dsgd_bound_terms",
+    "dsgd_iterations",
+    "expected_matching_contraction",
+    "mixing_matrix",
+    "mixing_parameter",
+    "second_eigenvalue",
+    "spectral_gap",
     "Robustness",
     "breakdown_fraction",
     "ipm_contraction",

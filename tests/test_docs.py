@@ -29,7 +29,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 PUBLIC = ["fedjax_abc", "fedjax_abc.algorithms", "fedjax_abc.transforms", "fedjax_abc.problems",
           "fedjax_abc.data", "fedjax_abc.theory", "fedjax_abc.timing", "fedjax_abc.stats",
-          "fedjax_abc.robust"]
+          "fedjax_abc.robust", "fedjax_abc.decentral"]
 
 # ------------------------------------------------------------------ the API reference
 

@@ -36,6 +36,25 @@ DEFAULT = [
     "fedjax_abc._algorithms._buffered",
     "fedjax_abc._theory._time",
     "fedjax_abc.repro.faulty",
+    "fedjax_abc._theory._gossip",
+    "fedjax_abc._decentral._mixing",
+    "fedjax_abc._decentral._topology",
+    "fedjax_abc._decentral._weights",
+    "fedjax_abc._engine._gossip",
+    "fedjax_abc._engine._hierarchical",
+    "fedjax_abc._algorithms._ditto",
+    "fedjax_abc._algorithms._pfedme",
+    "fedjax_abc._algorithms._perfedavg",
+    "fedjax_abc._algorithms._apfl",
+    "fedjax_abc._algorithms._finetune",
+    "fedjax_abc._theory._personal",
+    "fedjax_abc._algorithms._qffl",
+    "fedjax_abc._algorithms._afl",
+    "fedjax_abc._algorithms._ifca",
+    "fedjax_abc._algorithms._body_head",
+    "fedjax_abc._algorithms._fedper",
+    "fedjax_abc._algorithms._fedrep",
+    "fedjax_abc._theory._fairness",
 ]
 SLOW = [
     "fedjax_abc._engine._async",
@@ -55,6 +74,7 @@ SLOW = [
     "fedjax_abc._problems._client_metrics",
     "fedjax_abc._problems._minibatch",
     "fedjax_abc._theory._learning",
+    "fedjax_abc._stats._fairness",
 ]
 
 

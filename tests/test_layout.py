@@ -17,7 +17,7 @@ PKG = ROOT / "fedjax_abc"
 
 # layer of each first component below fedjax_abc; the public facades sit on their layer
 LAYER = {"_problems": 0, "problems": 0, "data": 0, "_algorithms": 1, "algorithms": 1, "transforms": 1,
-         "_robust": 1, "robust": 1, "_engine": 2, "timing": 2,
+         "_robust": 1, "robust": 1, "_decentral": 1, "decentral": 2, "_engine": 2, "timing": 2,
          "_theory": 3, "theory": 3, "_stats": 3, "stats": 3, "repro": 4, "cli": 5, "__main__": 5, "__init__": 5}
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["check_leaf", "check_momentum", "momentum", "nonnegative_scalar", "positive_scalar"]
+__all__ = ["check_leaf", "check_momentum", "local_objective", "momentum", "nonnegative_scalar",
+           "positive_scalar"]
 
 
 def _scalar(name: str, value) -> float:
@@ -80,3 +81,12 @@ def check_momentum(name: str, value) -> None:
     """:func:`check_leaf` for a momentum: in [0, 1)."""
     check_leaf(name, value, 0.0, strict=False)
     check_leaf(f"1 - {name}", 1 - value, 0.0, strict=True)
+
+
+def local_objective(name: str, info):
+    """``info.objective`` (a client's index, f_i and grad f_i), or a one-line ValueError
+    where the engine gives none (an asynchronous client) to an algorithm that needs it."""
+    if info.objective is None:
+        raise ValueError(f"{name} needs each client's own loss (LocalInfo.objective), which "
+                         "this engine does not give its clients (run it with fa.simulate)")
+    return info.objective
