@@ -27,7 +27,7 @@ from fedjax_abc._algorithms._buffered import (
     HingeStaleness,
     PolynomialStaleness,
 )
-from fedjax_abc._engine._async import AsyncResult, AsyncState, simulate_async
+from fedjax_abc._engine._async import AsyncResult, AsyncState, Buffered, simulate_async
 from fedjax_abc._engine._async_sweep import AsyncSweepResult, sweep_async
 from fedjax_abc._engine._timegrid import OnTimeGrid, on_time_grid
 from fedjax_abc._problems._time import (
@@ -49,6 +49,7 @@ __all__ = [
     "AsyncResult",
     "AsyncState",
     "AsyncSweepResult",
+    "Buffered",
     "Clock",
     "Constant",
     "ConstantStaleness",

@@ -59,3 +59,31 @@ def dsgd(problem, topology, weights, *, rounds, local_steps, stepsize, x0, trial
             X = W @ Y if order == "atc" else Y
             out[r, t + 1] = X
     return out
+
+
+def tracked(problem, topology, weights, *, rounds, stepsize, x0, trials, key):
+    """D-SGD with gradient tracking (DIGing), adapt then combine: y_t = W y_{t-1} + g_t -
+    g_{t-1}, x_{t+1} = W (x_t - alpha y_t), every node's g_t its oracle's gradient at x_t
+    with the noise of a client's first local step. (trials, rounds + 1, n, d)."""
+    a, c = (np.asarray(v) for v in problem.params)
+    oracle = problem.oracle
+    C, D = float(oracle.C), float(oracle.D)
+    n, d = a.shape
+    out = np.zeros((trials, rounds + 1, n, d))
+    for r in range(trials):
+        trial = np.asarray(jax.random.key_data(jax.random.fold_in(key, r)))
+        X = np.tile(np.asarray(x0, float), (n, 1))
+        y, last = np.zeros((n, d)), np.zeros((n, d))
+        out[r, 0] = X
+        for t in range(rounds):
+            k = round_keys(jnp.asarray(trial), t)
+            W = np.asarray(topology.matrix(n, weights, t))
+            g = np.stack([_gradient(a[i], c[i], X[i],
+                                    np.asarray(fa.client_noise(oracle, k, i, (1, d),
+                                                               jnp.float64))[0], C, D, d)
+                          for i in range(n)])
+            y = W @ y + g - last
+            last = g
+            X = W @ (X - stepsize * y)
+            out[r, t + 1] = X
+    return out

@@ -18,7 +18,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 NB_DIR = ROOT / "notebooks"
 NAMES = ["01_quickstart.ipynb", "02_reproduce_paper.ipynb", "03_theory_explorer.ipynb",
          "04_algorithms.ipynb", "05_learning.ipynb", "06_participation.ipynb",
-         "07_compression_privacy.ipynb", "08_time.ipynb", "09_robust.ipynb"]
+         "07_compression_privacy.ipynb", "08_time.ipynb", "09_robust.ipynb",
+         "10_personalised.ipynb", "11_decentralised.ipynb"]
 MAX_BYTES = 2 * 1024 * 1024
 CELL_TIMEOUT = 600
 

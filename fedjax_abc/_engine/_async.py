@@ -1,4 +1,4 @@
-"""Asynchronous federated training on a simulated clock, every trial in one program.
+"""Asynchronous federated training on a simulated clock: the :class:`Buffered` schedule.
 
 C clients are in flight. Each started from the server's model of its dispatch and its
 update arrives after its duration (:class:`~fedjax_abc.timing.Clock`); a client's update
@@ -14,12 +14,14 @@ clients with the smallest words of stream 0 (their upper 31 bits; ties by index,
 a sort would order them), client i's local noise is its piece of stream
 1 and its duration's two words its piece of stream 4; the trial's speed factors are the
 words of stream 5 under k_0. A client dispatched at version u therefore makes exactly the
-local draws it would make in round u of a synchronous run.
+local draws it would make in round u of a synchronous run, with stepsize alpha_u.
 
-One ``lax.scan`` over server steps carries the in-flight clients (who, their dispatch
-version, arrival time and update) for R trials side by side, ``vmap`` over the trials,
-which are split over the local devices (``fa.use_cpu_cores()``: every core) when their
-number divides R.
+:class:`Buffered` is a schedule (:class:`~fedjax_abc.AbstractSchedule`): ``fa.simulate(...,
+schedule=Buffered(rule, clock, concurrency))`` runs it through the one driver of every
+schedule (checkpoints, progress, trial chunks, devices, ``first_trial``, sweeps). A step
+is a server step; the records add the simulated time of each recorded step (``time``) and
+every trial's delivered updates counted by staleness so far (``staleness``, a vector of
+bins a record). :func:`simulate_async` is the same run with the asynchronous names.
 """
 
 from __future__ import annotations
@@ -31,32 +33,26 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array
 
-from fedjax_abc._algorithms._base import AbstractAlgorithm, RoundInfo, recheck_all
+from fedjax_abc._algorithms._base import AbstractAlgorithm
 from fedjax_abc._algorithms._buffered import AbstractAsyncRule, check_staleness
-from fedjax_abc._engine._jit import flat_jit
+from fedjax_abc._engine._aggregate import needs_messages
 from fedjax_abc._engine._memory import available_bytes, format_bytes
-from fedjax_abc._engine._metrics import check_metrics, record_trials
-from fedjax_abc._engine._names import describe
-from fedjax_abc._engine._plan import (default_record_every, recorded_rounds, segment_records,
-                                      stepsize_array)
-from fedjax_abc._engine._progress import Reporting, progress_meter
+from fedjax_abc._engine._metrics import client_records
 from fedjax_abc._engine._random import (SAMPLER_STREAM, SPEED_STREAM, TIME_STREAM,
                                         client_words, round_keys, stream_words)
-from fedjax_abc._engine._result import SimResult, warn_divergence
+from fedjax_abc._engine._result import SimResult
 from fedjax_abc._engine._round import Parts, client_round
-from fedjax_abc._engine._run import check_settings, oracle_and_algorithm, threefry_key
-from fedjax_abc._engine._threefry import fold_in_data
-from fedjax_abc._problems._args import DTYPES, check_count, real_array
-from fedjax_abc._problems._checks import check_components
+from fedjax_abc._engine._schedule import AbstractSchedule, check_local_model
+from fedjax_abc._engine._simulate import simulate
+from fedjax_abc._problems._args import check_count
 from fedjax_abc._problems._oracles import AbstractOracle
-from fedjax_abc._problems._problem import Problem, cast_floating, with_placeholder_minima
-from fedjax_abc._problems._samplers import UniformWithoutReplacement
+from fedjax_abc._problems._problem import Problem
+from fedjax_abc._problems._samplers import FullParticipation
 from fedjax_abc._problems._time import Clock
 
-__all__ = ["AsyncResult", "AsyncState", "simulate_async"]
+__all__ = ["AsyncResult", "AsyncState", "Buffered", "simulate_async"]
 
 
 class AsyncState(NamedTuple):
@@ -188,44 +184,139 @@ def server_step(parts: _Parts, spec: _Spec, trial_key: Array, state: AsyncState,
                       state.speed, counts)
 
 
-def _record(parts: _Parts, spec: _Spec, state: AsyncState) -> tuple:
-    """(gap, grad_norm_sq, *metrics, time) of every trial (each (R,))."""
-    return record_trials(parts.problem, parts.metrics, state.x, spec.groups) + (state.now,)
+def _numbers_as_arrays(tree):
+    """``tree`` with its Python and NumPy numbers (a value put in with ``eqx.tree_at``, where
+    the constructor makes an array) as float arrays, as the constructor makes them."""
+    def array(leaf):
+        if isinstance(leaf, (float, int, np.floating, np.integer)) and \
+                not isinstance(leaf, (bool, np.bool_)):
+            return jnp.asarray(float(leaf), float)
+        return leaf
+
+    return jax.tree_util.tree_map(array, tree)
 
 
-def _begin(parts: _Parts, spec: _Spec, trial_keys: Array, x0: Array, stepsize):
-    state = jax.vmap(lambda k, x: _start(parts, spec, k, x, stepsize), in_axes=(1, 0))(
-        trial_keys, x0)
-    return state, _record(parts, spec, state)
+class Buffered(AbstractSchedule):
+    """Buffered asynchronous aggregation on a simulated clock (see the module): a step is
+    a server step, which applies the K earliest of the C updates in flight.
 
+    Attributes:
+      rule: :class:`~fedjax_abc.timing.FedBuff` or :class:`~fedjax_abc.timing.FedAsync` (or
+        a user's :class:`~fedjax_abc.timing.AbstractAsyncRule`); its buffer K arrivals make
+        a server step.
+      clock: each client's duration (:class:`~fedjax_abc.timing.Clock`), K_i = the run's Q.
+      concurrency: C, the clients in flight (K <= C <= n; static).
+      staleness_bins: the staleness record's bins (default 4 C + 1; the last counts
+        everything beyond; static).
 
-def _blocks(parts: _Parts, spec: _Spec, trial_keys: Array, state: AsyncState, stepsizes):
-    """Blocks of server steps, a record after each: stepsizes (blocks, steps per block)."""
-    step = jax.vmap(lambda k, s, a: server_step(parts, spec, k, s, a), in_axes=(1, 0, None))
+    The clients dispatched at version u take their local steps with alpha_u (the run's
+    stepsize of step u; the last step's replacements, which never arrive, alpha_{T-1}).
 
-    def block(state, alphas):
-        state, _ = jax.lax.scan(lambda s, a: (step(trial_keys, s, a), None), state, alphas)
-        return state, _record(parts, spec, state)
+    Example:
+      >>> import jax, jax.numpy as jnp, fedjax_abc as fa
+      >>> p = fa.problems.quadratics(jax.random.key(0), n=20, d=2)
+      >>> schedule = fa.timing.Buffered(fa.timing.FedBuff(buffer=2),
+      ...                               fa.timing.Clock(fa.timing.Exponential(1.0)),
+      ...                               concurrency=4)
+      >>> res = fa.simulate(p, local_steps=2, stepsize=0.1, rounds=30, trials=3,
+      ...                   key=jax.random.key(1), x0=jnp.ones(2), schedule=schedule)
+      >>> res.metrics["time"].shape, res.metrics["staleness"].shape
+      ((3, 31), (3, 31, 17))
+    """
 
-    state, records = jax.lax.scan(block, state, stepsizes)
-    return state, tuple(jnp.moveaxis(r, 0, 1) for r in records)
+    rule: AbstractAsyncRule
+    clock: Clock
+    concurrency: int = eqx.field(static=True)
+    bins: int = eqx.field(static=True)
 
+    def __init__(self, rule: AbstractAsyncRule, clock: Clock, concurrency: int,
+                 staleness_bins: Optional[int] = None):
+        if not isinstance(rule, AbstractAsyncRule):
+            raise ValueError(f"rule must be fedjax_abc.timing.FedBuff, FedAsync or another "
+                             f"AbstractAsyncRule, got {type(rule).__name__}")
+        if not isinstance(clock, Clock):
+            raise ValueError(f"clock must be a fedjax_abc.timing.Clock, got {type(clock).__name__}")
+        C = check_count("concurrency (C)", concurrency)
+        if rule.buffer > C:
+            raise ValueError(f"the buffer (K={rule.buffer}) is larger than the clients in flight "
+                             f"(concurrency C={C}): a server step would wait forever")
+        # a Python number put into either with eqx.tree_at runs as the array its constructor
+        # makes (no leaf of a rule or a clock counts anything)
+        self.rule, self.clock = _numbers_as_arrays(rule), _numbers_as_arrays(clock)
+        self.concurrency = C
+        self.bins = 4 * C + 1 if staleness_bins is None else check_count("staleness_bins",
+                                                                         staleness_bins, 2)
 
-# the two compiled programs, under the engine's jit wrapper
-_run_begin = flat_jit(_begin)
-_run_blocks = flat_jit(_blocks)
+    def check(self, *, problem, oracle, sampler, algorithm, transform, local_steps, aggregator,
+              byzantine, generator, dtype) -> None:
+        n, C = problem.num_clients, self.concurrency
+        if C > n:
+            raise ValueError(f"concurrency (C={C}) must be at most the number of clients (n={n})")
+        check_staleness(self.rule.staleness)
+        self.clock.validate(n)
+        if not isinstance(local_steps, int):
+            raise ValueError("Buffered clients take Q local steps (an int), not "
+                             f"{type(local_steps).__name__}")
+        if sampler != FullParticipation():
+            raise ValueError("Buffered chooses the clients it dispatches itself (uniformly among "
+                             f"those not in flight): leave num_sampled and sampler out, not "
+                             f"{type(sampler).__name__}")
+        if transform is not None:
+            raise ValueError("Buffered clients send their models without message transforms: "
+                             "pass transform=None")
+        if needs_messages(aggregator, byzantine):
+            raise ValueError("Buffered aggregates with its rule: an aggregator or Byzantine "
+                             "clients do not apply (leave them out)")
+        check_local_model(algorithm, problem, oracle, local_steps, generator,
+                          jax.ShapeDtypeStruct((problem.dim,), dtype), "Buffered")
+
+    def stepsizes(self, alphas):
+        # the C clients of version 0 take alpha_0; server step t dispatches version t + 1
+        return alphas[0], np.concatenate([alphas[1:], alphas[-1:]])
+
+    def _parts(self, parts) -> tuple:
+        return (_Parts(parts.problem, parts.oracle, parts.algorithm, self.rule, self.clock,
+                       parts.metrics),
+                _Spec(self.concurrency, parts.local_steps, "", self.bins, 1))
+
+    def init(self, parts, program, x0, trial_keys, stepsize):
+        p, spec = self._parts(parts)
+        spec = spec._replace(generator=program.generator)
+        return jax.vmap(lambda k, x: _start(p, spec, k, x, stepsize), in_axes=(1, 0))(
+            trial_keys, x0)
+
+    def advance(self, parts, program, state, trial_keys, t0, stepsizes):
+        p, spec = self._parts(parts)
+        spec = spec._replace(generator=program.generator)
+        step = jax.vmap(lambda k, s, a: server_step(p, spec, k, s, a), in_axes=(1, 0, None))
+        state, _ = jax.lax.scan(lambda s, a: (step(trial_keys, s, a), None), state, stepsizes)
+        return state
+
+    def model(self, state):
+        return state.x
+
+    def record_names(self):
+        return ("time", "staleness")
+
+    def records(self, parts, program, state):
+        return (state.now, state.staleness)
+
+    def clients(self, parts, program, state):
+        server = jax.vmap(parts.algorithm.init)(state.x)
+        return client_records(parts.problem, parts.algorithm, server, (), program.groups)
 
 
 @dataclasses.dataclass(frozen=True)
 class AsyncResult:
-    """What :func:`simulate_async` returns.
+    """What :func:`simulate_async` returns: a run of the :class:`Buffered` schedule.
 
     Attributes:
       result: the records as a :class:`~fedjax_abc.SimResult` whose ``rounds`` are server
         steps u = 0, k, 2k, ..., T and whose metric ``time`` is the simulated time of each
         recorded step (``result.plot(x="time")``, ``result.on_time_grid(...)``).
       staleness: Int[ndarray, "trials bins"], every trial's delivered updates counted by
-        staleness tau = 0, 1, ..., the last bin counting tau >= bins - 1.
+        staleness tau = 0, 1, ..., the last bin counting tau >= bins - 1: the last record
+        of ``result.metrics["staleness"]``.
     """
 
     result: SimResult
@@ -249,57 +340,6 @@ class AsyncResult:
         return ax
 
 
-def _numbers_as_arrays(tree, integers: bool):
-    """``tree`` with its Python and NumPy numbers (a value put in with ``eqx.tree_at``, where
-    the constructor makes an array) as float arrays, as the constructor makes them;
-    ``integers``: integers too (no leaf of a rule or a clock counts anything)."""
-    kinds = (float, np.floating) + ((int, np.integer) if integers else ())
-
-    def array(leaf):
-        if isinstance(leaf, kinds) and not isinstance(leaf, (bool, np.bool_)):
-            return jnp.asarray(float(leaf), float)
-        return leaf
-
-    return jax.tree_util.tree_map(array, tree)
-
-
-def check_local_model(algorithm, problem, oracle, Q, generator: str, x) -> None:
-    """ValueError (one line) for an algorithm whose clients keep state or answer a query,
-    whose message is not a model like x, or whose server step is not "take the mean
-    model" (a server stepsize, momentum, an adaptive step): where a client's message is
-    used as a model (an asynchronous rule's server step, a gossip step), the algorithm's
-    own server step would be ignored silently. Q: local steps or a law of them."""
-    name = type(algorithm).__name__
-    # the components as the run has them: in its dtype (float32 included)
-    problem, oracle, algorithm = (with_placeholder_minima(problem).astype(x.dtype),
-                                  cast_floating(oracle, x.dtype), cast_floating(algorithm, x.dtype))
-    client = jax.eval_shape(algorithm.init_client, x)
-    if jax.tree_util.tree_leaves(client):
-        raise ValueError(f"{name} keeps client states, which asynchronous clients do not "
-                         "carry: use an algorithm whose clients are stateless (FedAvg, FedProx)")
-    server = jax.eval_shape(algorithm.init, x)
-    if jax.eval_shape(lambda s: algorithm.query(s, (), lambda y: y), server) is not None:
-        raise ValueError(f"{name} asks its clients a query before the local steps; an "
-                         "asynchronous client starts from the model alone")
-    message = jax.eval_shape(lambda s: client_round(
-        Parts(problem, oracle, None, algorithm, None, Q), generator, jnp.zeros((), jnp.int32),
-        s, (), (), jnp.zeros((2,), jnp.uint32), jnp.ones((), x.dtype))[0], server)
-    if not (isinstance(message, jax.ShapeDtypeStruct) and message.shape == x.shape):
-        raise ValueError(f"{name}'s clients send {jax.tree_util.tree_structure(message)}, not "
-                         "a local model: the asynchronous rules take the clients' models "
-                         "(FedAvg, FedProx)")
-    info = RoundInfo(jnp.ones((), x.dtype), problem.num_clients, jnp.ones((), x.dtype), Q, None)
-    state = algorithm.init(jnp.linspace(1.0, 2.0, x.shape[0], dtype=x.dtype))
-    for mean in (jnp.linspace(-1.0, 3.0, x.shape[0], dtype=x.dtype),  # two steps: momentum
-                 jnp.linspace(2.0, -2.0, x.shape[0], dtype=x.dtype)):  # shows in the second
-        state = algorithm.server_update(state, mean, info)
-        if not np.allclose(state.x, mean):
-            raise ValueError(f"{describe(algorithm)} has a server step of its own (a server "
-                             "stepsize, momentum, an adaptive step), which the asynchronous "
-                             "rule's server step would replace: use FedAvg() or FedProx (the "
-                             "rule has its own server stepsize or mixing)")
-
-
 def _check_memory(R: int, C: int, n: int, d: int, itemsize: int) -> None:
     """ValueError (one line) when the in-flight updates cannot fit: each trial holds C
     updates of d numbers, and a server step makes about two more copies of them."""
@@ -319,37 +359,20 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
                    record_every: Optional[int] = None, dtype: str = "float64",
                    metrics=None, generator: str = "threefry",
                    staleness_bins: Optional[int] = None, progress=False) -> AsyncResult:
-    """Asynchronous training (FedAsync, FedBuff) of ``trials`` trials on a simulated clock.
+    """Asynchronous training (FedAsync, FedBuff) of ``trials`` trials on a simulated clock:
+    ``fa.simulate(problem, schedule=Buffered(rule, clock, concurrency, staleness_bins),
+    rounds=steps, ...)`` with its staleness counts at hand.
 
     Args:
-      problem: the problem; ``oracle``: its gradient oracle (default the problem's).
-      rule: :class:`~fedjax_abc.timing.FedBuff` or :class:`~fedjax_abc.timing.FedAsync`
-        (or a user's :class:`~fedjax_abc.timing.AbstractAsyncRule`); its buffer K arrivals
-        make a server step.
-      clock: each client's duration (:class:`~fedjax_abc.timing.Clock`), K_i = local_steps.
-      concurrency: C, the clients in flight (K <= C <= n).
+      problem, rule, clock, concurrency, staleness_bins: the problem and the
+        :class:`Buffered` schedule's settings.
       local_steps: Q, each client's local steps.
       stepsize: the clients' local stepsize: a number, T values or a schedule u -> alpha_u
         of the server version u a client starts from.
       steps: T, server steps.
-      trials, key, x0: as :func:`fedjax_abc.simulate` (x0 of shape (d,)).
-      algorithm: the client rule: an algorithm whose clients keep no state and send their
-        local model (default FedAvg's local SGD; FedProx's proximal steps).
-      record_every: k, records at server steps 0, k, 2k, ..., T (default as ``simulate``).
-      dtype: "float64" (JAX's 64-bit mode on) or "float32" (the components cast to it; the
-        paper's problems still need the 64-bit mode to be built).
-      metrics: user metrics of x, as ``simulate``.
-      staleness_bins: the staleness histogram's bins (default 4 C + 1; the last counts
-        everything beyond).
-      progress: as ``simulate``'s: True for a bar over the server steps, a callback
-        ``(steps_done, total, secs)`` or a progress meter; the run is then cut into about
-        50 calls of one compiled program (the same numbers).
-
-    The rule, the clock, the algorithm and the oracle are checked as they are at the call,
-    as ``simulate`` checks its components: a value put into one with ``eqx.tree_at`` (a
-    negative server stepsize, a mixing outside (0, 1], a negative law parameter or speed
-    factor) gets the error its constructor gives, and a Python number put where the
-    constructor makes an array runs as that array.
+      trials, key, x0, oracle, algorithm, record_every, dtype, metrics, generator, progress:
+        as :func:`fedjax_abc.simulate` (the algorithm's clients keep no state and send their
+        local model: FedAvg's local SGD by default, FedProx's proximal steps).
 
     Returns:
       :class:`AsyncResult`.
@@ -364,94 +387,14 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
       >>> out.result.gap.shape, out.staleness.shape
       ((3, 31), (3, 17))
     """
-    check_settings(problem, dtype, generator)
-    if not isinstance(rule, AbstractAsyncRule):
-        raise ValueError(f"rule must be fedjax_abc.timing.FedBuff, FedAsync or another "
-                         f"AbstractAsyncRule, got {type(rule).__name__}")
-    if not isinstance(clock, Clock):
-        raise ValueError(f"clock must be a fedjax_abc.timing.Clock, got {type(clock).__name__}")
-    key = threefry_key(key)  # before x0: swapped, each names the other
-    x0 = real_array("x0", x0)
-    oracle, algorithm = oracle_and_algorithm(problem, oracle, algorithm)
-    # the values as they are now, with the checks their constructors make: a value put in
-    # with eqx.tree_at (a number where an array belongs included) gets the same error
-    rule, clock = _numbers_as_arrays(rule, True), _numbers_as_arrays(clock, True)
-    oracle, algorithm = _numbers_as_arrays(oracle, False), _numbers_as_arrays(algorithm, False)
-    recheck_all((problem, oracle, algorithm, rule, clock))
-    check_staleness(rule.staleness)  # as it is now (a value put in with eqx.tree_at too)
-    n, d = problem.num_clients, problem.dim
-    C = check_count("concurrency (C)", concurrency)
-    K = rule.buffer
-    if K > C:
-        raise ValueError(f"the buffer (K={K}) is larger than the clients in flight "
-                         f"(concurrency C={C}): a server step would wait forever")
-    if C > n:
-        raise ValueError(f"concurrency (C={C}) must be at most the number of clients (n={n})")
-    Q = check_count("local_steps (Q)", local_steps)
-    T = check_count("steps (T)", steps)
-    R = check_count("trials", trials)
-    clock.validate(n)
-    jdtype = DTYPES[dtype]
-    if x0.shape != (d,) or not np.all(np.isfinite(x0)):
-        raise ValueError(f"x0 must be a finite array of shape ({d},), got shape {x0.shape}")
-    # a user's oracle: its shapes, and no draw made once when traced (a generator of NumPy's)
-    check_components(problem, oracle, UniformWithoutReplacement(K), Q, dtype)
-    check_local_model(algorithm, problem, oracle, Q, generator, jax.ShapeDtypeStruct((d,), jdtype))
-    k = (default_record_every(T) if record_every is None
-         else check_count("record_every", record_every))
-    if k > T:
-        raise ValueError(f"record_every (k={k}) must be at most steps (T={T})")
-    bins = 4 * C + 1 if staleness_bins is None else check_count("staleness_bins", staleness_bins, 2)
-    _check_memory(R, C, n, d, np.dtype(jdtype).itemsize)
-    alphas = stepsize_array(stepsize, T).astype(jdtype)
-    names, fns = check_metrics(metrics, d, jdtype)
-    if "time" in names:
-        raise ValueError("metric name 'time' is taken by the simulated time; rename the metric")
-    parts = _Parts(problem.solved().astype(jdtype), cast_floating(oracle, jdtype),
-                   cast_floating(algorithm, jdtype), cast_floating(rule, jdtype),
-                   cast_floating(clock, jdtype), fns)
-    devices = jax.local_devices()
-    groups = len(devices) if len(devices) > 1 and R % len(devices) == 0 else 1
-    spec = _Spec(C, Q, generator, bins, groups)
-    trial_keys = fold_in_data(jax.random.key_data(key), jnp.arange(R, dtype=jnp.int32))
-    xs = jnp.broadcast_to(jnp.asarray(x0, jdtype), (R, d))
-    if groups > 1:  # the trials split over the devices (a trial's numbers are the same)
-        mesh = Mesh(np.array(devices), ("trials",))
-        trial_keys = jax.device_put(trial_keys, NamedSharding(mesh, PartitionSpec(None, "trials")))
-        xs = jax.device_put(xs, NamedSharding(mesh, PartitionSpec("trials")))
-    state, first = _run_begin(parts, spec, trial_keys, xs, alphas[0])
-    # alpha_u for the clients dispatched at version u = 1 .. T (the last never arrives)
-    later = np.concatenate([alphas[1:], alphas[-1:]])
-    blocks, tail = T // k, T % k
-    reporting = Reporting(progress_meter(progress), T,
-                          f"{type(rule).__name__}, {R} trials x {T} server steps")
-    # with reports, calls of `per` blocks each (one program): about 50 of them
-    per = segment_records(blocks, 50) if reporting.reports else blocks
-    # (first step, blocks, steps a block) of each call; a last short block on its own
-    calls = [(b * k, per, k) for b in range(0, blocks, per)]
-    if tail:
-        calls.append((blocks * k, 1, tail))
-    pieces = [first]
-    try:
-        for lo, m, steps in calls:
-            state, records = _run_blocks(parts, spec, trial_keys, state,
-                                         later[lo:lo + m * steps].reshape(m, steps))
-            pieces.append(records)
-            reporting(lo + m * steps)
-    finally:
-        reporting.close()
-    columns = [np.concatenate([np.asarray(first[j])[:, None]] + [np.asarray(p[j])
-                               for p in pieces[1:]], axis=1) for j in range(len(first))]
-    gap, grad, *user, time = columns
-    config = {"algorithm": describe(algorithm), "rule": describe(rule),
-              "clock": describe(clock), "oracle": describe(oracle), "problem": problem.name,
-              "buffer": K, "concurrency": C, "local_steps": Q, "steps": T, "trials": R,
-              "record_every": k, "dtype": dtype, "generator": generator,
-              "num_clients": n, "dim": d, "stepsize": float(alphas[0]),
-              "key_data": np.asarray(jax.random.key_data(key)).tolist()}
-    result = SimResult(rounds=recorded_rounds(T, k), gap=gap, grad_norm_sq=grad, x=None,
-                       x_final=np.asarray(state.x), config=config,
-                       metrics={**dict(zip(names, user)), "time": time})
-    warn_divergence(result, stacklevel=2)
-    return AsyncResult(result, np.asarray(state.staleness))
-
+    schedule = Buffered(rule, clock, concurrency, staleness_bins)
+    if isinstance(trials, int) and not isinstance(trials, bool) and trials >= 1:
+        d = problem.dim
+        _check_memory(trials, schedule.concurrency, problem.num_clients, d,
+                      8 if dtype == "float64" else 4)
+    result = simulate(problem, local_steps=local_steps, stepsize=stepsize, rounds=steps,
+                      trials=trials, key=key, x0=x0, oracle=oracle, algorithm=algorithm,
+                      record_every=record_every, dtype=dtype, metrics=metrics,
+                      generator=generator, progress=progress, record_x=False,
+                      schedule=schedule)
+    return AsyncResult(result, result.metrics["staleness"][:, -1])

@@ -1,9 +1,10 @@
 """A grid of asynchronous runs: the clock's laws, the rule's parameters, C and K as axes.
 
 Each point is :func:`~fedjax_abc._engine._async.simulate_async` with the point's values put
-in; points of the same shapes (a law's parameter, the server stepsize, a staleness
-exponent, the stepsize) reuse one compiled program, points of other shapes (C, K, Q)
-compile their own.
+in. The axes that keep the shapes (a law's parameter, the server stepsize, a staleness
+exponent, the stepsize) are one ``fa.sweep`` of a :class:`~fedjax_abc.timing.Buffered`
+Simulation: one compiled program for all their points; the axes that change them (C, K,
+Q, another rule or clock) run one such sweep each.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import itertools
 import numbers
 from typing import Mapping, Sequence
 
-from fedjax_abc._engine._async import AsyncResult, simulate_async
+from fedjax_abc._engine._async import AsyncResult, Buffered
 from fedjax_abc._engine._result import SweepResult
-from fedjax_abc._engine._sweep import check_grid, with_field
+from fedjax_abc._engine._simulate import Simulation
+from fedjax_abc._engine._sweep import check_grid, sweep, with_field
 
 __all__ = ["AsyncSweepResult", "sweep_async"]
 
@@ -102,14 +104,51 @@ def sweep_async(problem, rule, clock, *, grid: Mapping[str, Sequence],
     for name in axes:
         if name in kwargs:
             raise ValueError(f"{name!r} is both a grid axis and a keyword argument")
-    results, staleness = [], []
-    for point in itertools.product(*axes.values()):
+    # the axes that change a program's shapes or components' classes run one fa.sweep each;
+    # the others (an array field of the rule or the clock, the stepsize) are its axes
+    fixed = [n for n in axes if n in ("rule", "clock", "concurrency", "local_steps")
+             or n == "rule.buffer"]
+    swept = [n for n in axes if n not in fixed]
+    results = {}
+    for values in itertools.product(*(axes[n] for n in fixed)):
         r, c, kw = rule, clock, dict(kwargs)
-        for name, value in zip(axes, point):
+        for name, value in zip(fixed, values):
             r, c, kw = _with(r, c, kw, name, value)
-        out = simulate_async(problem, r, c, **kw)
-        results.append(out.result)
-        staleness.append(out.staleness)
+        for name in swept:  # each swept value checked as its component checks it
+            for value in axes[name]:
+                _with(r, c, kw, name, value)
+        points = _points(problem, r, c, kw, {n: axes[n] for n in swept})
+        for rest, result in points.items():
+            results[tuple(_key(v) for v in values) + rest] = result
+    ordered = []  # the points in the grid's order: the product of the axes as given
+    for point in itertools.product(*axes.values()):
+        value = dict(zip(axes, point))
+        ordered.append(results[tuple(_key(value[n]) for n in fixed + swept)])
     labels = {name: tuple(_label(v, j) for j, v in enumerate(values))
               for name, values in axes.items()}
-    return AsyncSweepResult(SweepResult(labels, tuple(results)), tuple(staleness))
+    return AsyncSweepResult(SweepResult(labels, tuple(r for r, _ in ordered)),
+                            tuple(st for _, st in ordered))
+
+
+def _key(value):
+    return value if isinstance(value, numbers.Real) else id(value)
+
+
+def _points(problem, rule, clock, kwargs: dict, swept: dict) -> dict:
+    """The runs of one set of fixed settings: values of the swept axes (tuples, in
+    ``swept``'s order, of :func:`_key`) -> (SimResult, staleness counts). One ``fa.sweep``
+    over the swept axes: one compiled program for all of them."""
+    kw = dict(kwargs)
+    schedule = Buffered(rule, clock, kw.pop("concurrency"), kw.pop("staleness_bins", None))
+    call = {name: kw.pop(name) for name in ("key", "x0", "stepsize", "trials") if name in kw}
+    progress = kw.pop("progress", False)
+    sim = Simulation(problem, rounds=kw.pop("steps"), record_x=False, schedule=schedule, **kw)
+    if not swept:
+        res = sim.run(**call, progress=progress)
+        return {(): (res, res.metrics["staleness"][:, -1])}
+    grid = {("schedule." + n if n != "stepsize" else n): v for n, v in swept.items()}
+    call.pop("stepsize", None) if "stepsize" in swept else None
+    out = sweep(sim, grid=grid, progress=progress, **call)
+    points = itertools.product(*(swept[n] for n in swept))
+    return {tuple(_key(v) for v in point): (res, res.metrics["staleness"][:, -1])
+            for point, res in zip(points, out.results)}

@@ -34,10 +34,11 @@ from fedjax_abc._problems._host import method
 __all__ = ["AbstractChunk", "Grid", "OneRun", "Program", "run_chunk", "stack"]
 
 
-def _start_state(parts: Parts, program: Program, x0):
-    """The state at t = 0 of trials started at x0 (R, d), and their records at t = 0 (the
+def _start_state(parts: Parts, program: Program, x0, trial_keys, alpha):
+    """The state at t = 0 of trials started at x0 (R, d) with key data (2, R) (the
+    schedule's start given the stepsize ``alpha``), and their records at t = 0 (the
     transform's statistics, zero, after the metrics)."""
-    state = parts.schedule.init(parts, program, x0)
+    state = parts.schedule.init(parts, program, x0, trial_keys, alpha)
     return state, _records(parts, program, x0, state)
 
 
@@ -89,7 +90,8 @@ def _segment(parts: Parts, program: Program, state, trial_ids, key, t0, stepsize
     return state, tuple(jnp.moveaxis(r, 0, 1) for r in records)
 
 
-def _first_segment(parts: Parts, program: Program, x0, ints, stepsizes, per_call, sharding):
+def _first_segment(parts: Parts, program: Program, x0, ints, alpha, stepsizes, per_call,
+                   sharding):
     """:func:`_start_state` and the first :func:`_segment` of a chunk as one program: ``(state,
     records at t = 0 (x_0 too where record_x), the segment's records)``.
 
@@ -108,18 +110,18 @@ def _first_segment(parts: Parts, program: Program, x0, ints, stepsizes, per_call
         ids, x_c = jax.lax.with_sharding_constraint((ids, x_c), sharding)
     # seen through, a broadcast x_0 lets XLA reorder the sums of the records at t = 0
     x_c = jax.lax.optimization_barrier(x_c)
-    state, first = _start_state(parts, program, x_c)
     key = jax.random.wrap_key_data(ints[:2], impl="threefry2x32")
+    state, first = _start_state(parts, program, x_c, fold_in_data(ints[:2], ids), alpha)
     state, records = _segment(parts, program, state, ids, key, 0, stepsizes)
     return state, first + ((x_c,) if program.record_x else ()), records
 
 
-def _grid_start(axes: Parts, parts: Parts, program: Program, x0):
+def _grid_start(axes: Parts, parts: Parts, program: Program, x0, trial_keys, alpha):
     """:func:`_start_state` of G grid points: ``vmap`` over the leading axis of the leaves
-    ``axes`` marks (0) and of x0 (G, m, d); equinox's ``filter_vmap`` passes the static
-    leaves (functions, Q) through."""
-    return eqx.filter_vmap(lambda p, x: _start_state(p, program, x), in_axes=(axes, 0))(parts,
-                                                                                          x0)
+    ``axes`` marks (0), of x0 (G, m, d) and of the start's stepsizes (G,); equinox's
+    ``filter_vmap`` passes the static leaves (functions, Q) through."""
+    return eqx.filter_vmap(lambda p, x, a: _start_state(p, program, x, trial_keys, a),
+                           in_axes=(axes, 0, 0))(parts, x0, alpha)
 
 
 def _grid_segment(axes: Parts, parts: Parts, program: Program, state, trial_ids, key, t0,
@@ -207,8 +209,8 @@ class AbstractChunk(abc.ABC):
         """The segment's stepsizes: (lead axes, blocks, block) in the run's dtype."""
 
     @abc.abstractmethod
-    def start(self, plan: Plan, x_c: jax.Array):
-        """The state at t = 0 and the records at t = 0 of trials started at ``x_c``."""
+    def start(self, plan: Plan, x_c: jax.Array, ids: jax.Array):
+        """The state at t = 0 and the records at t = 0 of trials ``ids`` started at ``x_c``."""
 
     @abc.abstractmethod
     def segment(self, plan: Plan, seg: Segment, state, ids: jax.Array, stepsizes):
@@ -235,11 +237,14 @@ class OneRun(AbstractChunk):
         return _chunk_rows(self.run.call, plan, start)
 
     def stepsizes(self, seg):
-        return self.run.call.alphas[seg.start: seg.stop].reshape(seg.blocks, seg.block).astype(
+        return self.run.step_alphas[seg.start: seg.stop].reshape(seg.blocks, seg.block).astype(
             self.run.dtype)
 
-    def start(self, plan, x_c):
-        return _run_start(self.run.parts(), _program((self.run,), plan, 1), x_c)
+    def start(self, plan, x_c, ids):
+        r = self.run
+        return _run_start(r.parts(), _program((r,), plan, 1), x_c,
+                          fold_in_data(jax.random.key_data(r.call.key), ids),
+                          np.asarray(r.start_alpha, r.dtype))
 
     def segment(self, plan, seg, state, ids, stepsizes):
         r = self.run
@@ -254,7 +259,8 @@ class OneRun(AbstractChunk):
             x0 = _put([_chunk_rows(call, plan, start)], [r.dtype], plan.sharding)[0]
         return _run_first(r.parts(), _program((r,), plan, seg.per_record), x0,
                           np.array(call.key_words + (call.first_trial + start,), np.uint32),
-                          stepsizes, plan.per_call, plan.sharding)
+                          np.asarray(r.start_alpha, r.dtype), stepsizes, plan.per_call,
+                          plan.sharding)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -279,11 +285,13 @@ class Grid(AbstractChunk):
         return np.stack([_chunk_rows(r.call, plan, start) for r in self.runs])
 
     def stepsizes(self, seg):
-        return np.stack([r.call.alphas[seg.start: seg.stop].reshape(seg.blocks, seg.block)
+        return np.stack([r.step_alphas[seg.start: seg.stop].reshape(seg.blocks, seg.block)
                          for r in self.runs]).astype(self.run.dtype)
 
-    def start(self, plan, x_c):
-        return _run_grid_start(self.axes, self.stacked, _program(self.runs, plan, 1), x_c)
+    def start(self, plan, x_c, ids):
+        return _run_grid_start(self.axes, self.stacked, _program(self.runs, plan, 1), x_c,
+                               fold_in_data(jax.random.key_data(self.run.call.key), ids),
+                               np.asarray([r.start_alpha for r in self.runs], self.run.dtype))
 
     def segment(self, plan, seg, state, ids, stepsizes):
         r = self.run
@@ -338,7 +346,7 @@ def run_chunk(chunk: AbstractChunk, plan: Plan, c: int, progress, done_before: i
                                    call.first_trial + start + plan.per_call),
                          chunk.rows(plan, start)], [np.int32, run.dtype],
                         [plan.sharding, _rows_sharding(plan.sharding, lead)])
-        state, first = chunk.start(plan, x_c)
+        state, first = chunk.start(plan, x_c, ids)
         first = list(first) + ([x_c] if run.spec.record_x else [])
         if resume is not None and resume.state is not None:
             state, first = _checkpoint.restored(state, resume.state), []

@@ -19,6 +19,17 @@ steps; every node mixes. Random graphs draw their words from the trial's counter
 a round's graph (a matching) from stream 9 under k_t, a trial's graph (Erdos-Renyi) once
 from stream 10 under k_0.
 
+With ``tracking=True`` the nodes track the average gradient (gradient tracking, DIGing:
+Nedic, Olshevsky and Shi, SIAM J. Optim. 2017, eq. (3); Koloskova et al.'s Algorithm 1
+with tracking in the adapt-then-combine form): with g_t the nodes' stochastic gradients at
+x_t (each node's oracle noise of stream 1 under k_t, as a client's first local step),
+
+    y_t = W y_{t-1} + g_t - g_{t-1}   (y_{-1} = g_{-1} = 0, so y_0 = g_0),
+    x_{t+1} = W (x_t - alpha_t y_t),
+
+which removes the heterogeneity bias of plain D-SGD: with exact gradients every node
+reaches x*. It takes one local step a round (Q = 1).
+
 The records read the nodes' average x_bar = (1/n) sum_i x_i (the gap, x_t) and record the
 consensus error (1/n) sum_i ||x_i - x_bar||^2 as ``consensus``; every node's own model is
 x_i (``record_clients=True``). On the complete graph with uniform weights, adapt-then-
@@ -28,7 +39,7 @@ local models (to rounding: the two sum the same terms in different orders).
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 import equinox as eqx
 import jax
@@ -39,11 +50,11 @@ from fedjax_abc._decentral._mixing import mix
 from fedjax_abc._decentral._topology import AbstractTopology
 from fedjax_abc._decentral._weights import AbstractWeights, MetropolisHastings
 from fedjax_abc._engine._aggregate import needs_messages
-from fedjax_abc._engine._async import check_local_model
 from fedjax_abc._engine._random import (GRAPH_STREAM, SAMPLER_STREAM, TRIAL_GRAPH_STREAM,
-                                        round_keys, stream_words)
+                                        client_words, round_keys, stream_words)
 from fedjax_abc._engine._round import Parts, client_round, ordered_sum
-from fedjax_abc._engine._schedule import AbstractSchedule
+from fedjax_abc._engine._schedule import AbstractSchedule, check_local_model
+from fedjax_abc._problems._samplers import FullParticipation
 
 __all__ = ["Gossip", "GossipState", "consensus_error", "node_average"]
 
@@ -51,9 +62,13 @@ ORDERS = ("atc", "cta")
 
 
 class GossipState(NamedTuple):
-    """Every node's model in R trials: ``nodes`` of shape (n, R, d)."""
+    """Every node's model in R trials: ``nodes`` of shape (n, R, d); with gradient tracking
+    the tracker y_{t-1} and the gradients g_{t-1} of the last round, (n, R, d) each (``()``
+    without)."""
 
     nodes: Array
+    tracker: Any = ()
+    gradients: Any = ()
 
 
 def node_average(nodes: Array) -> Array:
@@ -80,6 +95,7 @@ class Gossip(AbstractSchedule):
         ``ErdosRenyi(p)``, ``Exponential()``, ``RandomMatching()``, ...).
       weights: the mixing weights rule (default Metropolis-Hastings).
       order: "atc" (adapt then combine, the default) or "cta" (combine then adapt).
+      tracking: gradient tracking (one local step a round, adapt then combine).
 
     Example:
       >>> import jax, jax.numpy as jnp, fedjax_abc as fa
@@ -94,9 +110,10 @@ class Gossip(AbstractSchedule):
     topology: AbstractTopology
     weights: AbstractWeights
     order: str = eqx.field(static=True)
+    tracking: bool = eqx.field(static=True)
 
     def __init__(self, topology: AbstractTopology, weights: Optional[AbstractWeights] = None,
-                 order: str = "atc"):
+                 order: str = "atc", tracking: bool = False):
         if not isinstance(topology, AbstractTopology):
             raise ValueError("topology must be a fedjax_abc.decentral topology (Ring(), "
                              f"Torus(rows, cols), ...), got {type(topology).__name__}")
@@ -106,7 +123,12 @@ class Gossip(AbstractSchedule):
                              f"(MetropolisHastings(), ...), got {type(weights).__name__}")
         if order not in ORDERS:
             raise ValueError(f"order ({order!r}) must be one of {ORDERS}")
+        if not isinstance(tracking, bool):
+            raise ValueError(f"tracking must be True or False, got {tracking!r}")
+        if tracking and order != "atc":
+            raise ValueError("gradient tracking is written adapt-then-combine: pass order='atc'")
         self.topology, self.weights, self.order = topology, weights, order
+        self.tracking = tracking
 
     def check(self, *, problem, oracle, sampler, algorithm, transform, local_steps, aggregator,
               byzantine, generator, dtype) -> None:
@@ -123,13 +145,22 @@ class Gossip(AbstractSchedule):
                 sampler.record_names():
             raise ValueError(f"Gossip picks a round's active nodes with a stateless sampler, "
                              f"not {type(sampler).__name__}")
+        if self.tracking and not (isinstance(local_steps, int) and local_steps == 1):
+            raise ValueError(f"gradient tracking takes one local step a round, got "
+                             f"local_steps={local_steps!r}")
+        if self.tracking and sampler != FullParticipation():
+            raise ValueError("gradient tracking steps every node each round: leave num_sampled "
+                             f"and sampler out, not {type(sampler).__name__}")
         # each node's local work is a stateless client's, whose message is its local model
         check_local_model(algorithm, problem, oracle, local_steps, generator,
-                          jax.ShapeDtypeStruct((problem.dim,), dtype))
+                          jax.ShapeDtypeStruct((problem.dim,), dtype), "Gossip")
 
-    def init(self, parts, program, x0):
+    def init(self, parts, program, x0, trial_keys, stepsize):
         n = parts.problem.num_clients
-        return GossipState(jnp.broadcast_to(x0[None], (n,) + x0.shape))
+        nodes = jnp.broadcast_to(x0[None], (n,) + x0.shape)
+        if not self.tracking:
+            return GossipState(nodes)
+        return GossipState(nodes, jnp.zeros_like(nodes), jnp.zeros_like(nodes))
 
     def _trial_graphs(self, n: int, trial_keys: Array, generator: str):
         """Every trial's graph drawn once (its words of stream 10 under k_0), leaves with a
@@ -180,17 +211,36 @@ class Gossip(AbstractSchedule):
                 (w > 0).astype(jnp.int32))
             return jnp.where(active[..., None] > 0, Y, X)
 
-        def round_(X, inputs):
+        def gradients(X, k):  # every node's stochastic gradient at its x_i, (n, R, d)
+            oracle, d = parts.oracle, X.shape[-1]
+            shape = (1, d)
+
+            def one(i, x, kr):
+                words = client_words(kr, i[None], oracle.num_words(shape), generator)[0]
+                noise = oracle.noise_from_words(words, shape, x.dtype)
+                z = oracle.step_noise(noise, jnp.zeros((), jnp.int32), shape, x.dtype)
+                return oracle.gradient(problem, problem.client(i), x, z)
+
+            return jax.vmap(lambda i, x_i: jax.vmap(one, in_axes=(None, 0, 1))(i, x_i, k))(
+                ids, X)
+
+        def round_(carry, inputs):
+            X, tracker, last = carry
             t, alpha = inputs
             k = round_keys(trial_keys, t, generator)
             neighbours, per_trial = self._neighbours(n, t, k, graphs, generator)
+            if self.tracking:
+                g = gradients(X, k)
+                tracker = mixed(neighbours, per_trial, tracker) + (g - last)
+                return (mixed(neighbours, per_trial, X - alpha * tracker), tracker, g), None
             if self.order == "cta":
-                return local(mixed(neighbours, per_trial, X), k, alpha), None
-            return mixed(neighbours, per_trial, local(X, k, alpha)), None
+                return (local(mixed(neighbours, per_trial, X), k, alpha), tracker, last), None
+            return (mixed(neighbours, per_trial, local(X, k, alpha)), tracker, last), None
 
         ts = t0 + jnp.arange(stepsizes.shape[0], dtype=jnp.int32)
-        nodes, _ = jax.lax.scan(round_, state.nodes, (ts, stepsizes))
-        return GossipState(nodes)
+        (nodes, tracker, last), _ = jax.lax.scan(
+            round_, (state.nodes, state.tracker, state.gradients), (ts, stepsizes))
+        return GossipState(nodes, tracker, last)
 
     def model(self, state):
         return node_average(state.nodes)

@@ -136,7 +136,7 @@ class Hierarchical(AbstractSchedule):
             raise ValueError(f"Hierarchical draws each edge round with a stateless sampler, "
                              f"not {type(sampler).__name__}")
 
-    def init(self, parts, program, x0):
+    def init(self, parts, program, x0, trial_keys, stepsize):
         G, m = self.groups.shape
         one = _round.init_state(parts.algorithm, x0, m, parts.sampler, None)
         return HierarchicalState(jax.tree_util.tree_map(

@@ -59,16 +59,35 @@ def _trial_numbers(res: SimResult) -> np.ndarray:
     return np.arange(first, first + res.trials)
 
 
+def _columns(name: str, value: np.ndarray) -> dict:
+    """A record's columns: itself where it is a number a record, else one column a
+    component (``staleness_0``, ``staleness_1``, ... of a vector record)."""
+    trials, records = value.shape[:2]
+    if value.ndim == 2:
+        return {name: value.reshape(-1)}
+    flat = value.reshape(trials * records, -1)
+    return {f"{name}_{j}": flat[:, j] for j in range(flat.shape[1])}
+
+
+def _vector_dims(name: str, value: np.ndarray) -> tuple:
+    """The dimensions of a record's axes after (trial, round): ``<name>_bin`` (and
+    ``<name>_bin_1``, ...) where a record is a vector."""
+    return tuple(f"{name}_bin" + (f"_{k}" if k else "") for k in range(np.ndim(value) - 2))
+
+
 def _trial_rows(res: SimResult):
     import pandas as pd
 
     trials, records = res.gap.shape
+    columns = {}
+    for name, value in res.metrics.items():
+        columns.update(_columns(name, np.asarray(value)))
     return pd.DataFrame({
         "trial": np.repeat(_trial_numbers(res), records),
         "round": np.tile(np.asarray(res.rounds), trials),
         "gap": res.gap.reshape(-1),
         "grad_norm_sq": res.grad_norm_sq.reshape(-1),
-        **{name: value.reshape(-1) for name, value in res.metrics.items()},
+        **columns,
         "diverged": np.repeat(res.diverged, records),
     })
 
@@ -79,9 +98,14 @@ def _summary_rows(res: SimResult):
     parts = []
     for name in _QUANTITIES + tuple(res.metrics):
         s = res.summary(name)
-        parts.append(pd.DataFrame({"quantity": name, "round": np.asarray(res.rounds),
-                                   "mean": s.mean, "stderr": s.stderr, "ci_low": s.ci_low,
-                                   "ci_high": s.ci_high, "excluded": s.excluded}))
+        flat = [np.reshape(v, (len(res.rounds), -1)) for v in (s.mean, s.stderr, s.ci_low,
+                                                                 s.ci_high)]
+        vector = np.ndim(s.mean) > 1
+        for j in range(flat[0].shape[1]):
+            parts.append(pd.DataFrame({"quantity": f"{name}_{j}" if vector else name,
+                                       "round": np.asarray(res.rounds), "mean": flat[0][:, j],
+                                       "stderr": flat[1][:, j], "ci_low": flat[2][:, j],
+                                       "ci_high": flat[3][:, j], "excluded": s.excluded}))
     return pd.concat(parts, ignore_index=True)
 
 
@@ -113,7 +137,8 @@ def _arrays(res: SimResult) -> dict:
                 client_loss=("trial", "round", "client"))
     out = {name: (dims[name], getattr(res, name)) for name in _FIELDS
            if getattr(res, name) is not None}
-    out.update({name: (("trial", "round"), value) for name, value in res.metrics.items()})
+    out.update({name: (("trial", "round") + _vector_dims(name, value), value)
+                for name, value in res.metrics.items()})
     return out
 
 

@@ -169,6 +169,10 @@ class Call(NamedTuple):
     # where the program records f(x_t) (Spec.gap_on_host): the components' problem, whose f*
     # the result subtracts when its gap is read
     gap_from: Optional[Problem] = None
+    # the schedule's stepsizes (AbstractSchedule.stepsizes): the one its start is given, and
+    # those of its steps 0, ..., T - 1 (None: alpha_0 and ``alphas``)
+    start_alpha: Optional[float] = None
+    step_alphas: Optional[np.ndarray] = None
 
 
 class CheckedRun(NamedTuple):
@@ -212,6 +216,18 @@ class CheckedRun(NamedTuple):
         problem, oracle, sampler, algorithm = copies
         return self._replace(components=_replaced(c, problem=problem, oracle=oracle,
                                                   sampler=sampler, algorithm=algorithm))
+
+    @property
+    def start_alpha(self) -> float:
+        """The stepsize the schedule's start is given (``AbstractSchedule.stepsizes``)."""
+        call = self.call
+        return float(call.alphas[0]) if call.start_alpha is None else call.start_alpha
+
+    @property
+    def step_alphas(self) -> np.ndarray:
+        """The stepsizes of the schedule's steps 0, ..., T - 1."""
+        call = self.call
+        return call.alphas if call.step_alphas is None else call.step_alphas
 
     @property
     def max_steps(self) -> int:
@@ -538,6 +554,9 @@ def check_call(components: Components, spec: Spec, *, stepsize, x0, key, trials=
                 first_trial=first_trial, chunk=chunk, devices=devices, config=config,
                 capacity=method(components.sampler, "capacity")(problem.num_clients),
                 gap_from=problem if spec.gap_on_host else None)
+    start_alpha, step_alphas = method(components.schedule, "stepsizes")(alphas)
+    if step_alphas is not alphas:
+        call = call._replace(start_alpha=float(start_alpha), step_alphas=step_alphas)
     simulated = _replaced(components, problem=_run_problem(problem, spec.gap_on_host))
     return CheckedRun(simulated, spec, call)
 
