@@ -23,6 +23,9 @@ Rows, each timed in this one process, one after the other:
   call's extra time (compilation) and the run's time are reported apart.
 - ``unpadded``: the same with ``pad_trials=False`` (only the R trials computed, not a
   multiple of 8; a trial's last bits may then depend on R), where R is not a multiple of 8.
+- ``clients`` (``--record-clients``, in place of the rows below): the package row with
+  ``record_clients=True``, every client's model and loss at both records; its run time
+  over the package row's is the cost of the per-client records.
 - ``plain_jax``: :mod:`benchmarks.baselines.fedavg_jax`, FedAvg written out in plain JAX
   (jit, vmap over trials and clients, one batched product a layer); always available.
 - ``products``: the matrix products of one local step of the S x R sampled clients as
@@ -99,7 +102,7 @@ def build(model: str, solver_steps: int):
     return problem, x0, time.perf_counter() - t
 
 
-def package_row(problem, x0, model, R, T, dtype, repeat, pad=True):
+def package_row(problem, x0, model, R, T, dtype, repeat, pad=True, clients=False):
     import jax
 
     import fedjax_abc as fa
@@ -110,11 +113,17 @@ def package_row(problem, x0, model, R, T, dtype, repeat, pad=True):
         seed[0] += 1
         res = fa.simulate(problem, num_sampled=S, local_steps=Q, stepsize=STEPSIZE, rounds=T,
                           x0=x0, trials=R, key=jax.random.key(seed[0]), mode="gather",
-                          record_every=T, dtype=dtype, pad_trials=pad)
+                          record_every=T, dtype=dtype, pad_trials=pad,
+                          record_clients=clients)
         jax.block_until_ready(res.x_final)  # the gap would compute f* (not the peers' work)
 
-    return dict(impl="package" if pad else "unpadded", model=model, trials=R, rounds=T,
-                dtype=dtype, **_timed(go, repeat))
+    impl = "clients" if clients else "package" if pad else "unpadded"
+    return dict(impl=impl, model=model, trials=R, rounds=T, dtype=dtype, **_timed(go, repeat))
+
+
+def clients_row(problem, x0, model, R, T, dtype, repeat):
+    """The package row with every client's model and loss recorded (``record_clients``)."""
+    return package_row(problem, x0, model, R, T, dtype, repeat, clients=True)
 
 
 def unpadded_row(problem, x0, model, R, T, dtype, repeat):
@@ -177,6 +186,9 @@ def main(argv=None) -> int:
     ap.add_argument("--solver-steps", type=int, default=50,
                     help="L-BFGS steps of the MLP's f* and f_i* (set-up only)")
     ap.add_argument("--quick", action="store_true", help="T = 20, R = 1 and 16")
+    ap.add_argument("--record-clients", action="store_true",
+                    help="also the package row with record_clients=True (every client's "
+                    "model and loss at each record), its time beside the package row's")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
     if args.quick:
@@ -209,7 +221,10 @@ def main(argv=None) -> int:
             limit = products_rate(model, R, args.dtype, args.repeat)
             trial_flops = T * S * Q * product_flops(model, 1, B, P, K, WIDTH)
             # the unpadded row only where padding adds trials (R not a multiple of 8)
-            for fn in (package_row, unpadded_row, plain_row)[::1 if R % 8 else 2]:
+            fns = (package_row, unpadded_row, plain_row)[::1 if R % 8 else 2]
+            if args.record_clients:
+                fns = (package_row, clients_row)
+            for fn in fns:
                 row = fn(problem, x0, model, R, T, args.dtype, args.repeat)
                 row.update(trials_per_s=R / row["run_s"], ms_per_round=1e3 * row["run_s"] / T,
                            client_steps_per_s=R * S * Q * T / row["run_s"],

@@ -115,6 +115,31 @@ def test_the_layer_test_can_fail(tmp_path):
     assert _layer("fedjax_abc._engine._simulate") > _layer("fedjax_abc._problems._problem")
 
 
+def _private_engine_imports(path: pathlib.Path) -> list:
+    """The engine's private modules (``fedjax_abc._engine._x``) a module imports."""
+    return [m for m in _imports(path, False) if m.startswith("fedjax_abc._engine._")]
+
+
+# the layers above the engine (theory, statistics, reproduction, command line) take the
+# engine's names from ``fedjax_abc._engine`` itself; the public modules re-export them
+ABOVE_THE_ENGINE = [p for p in MODULES if _layer(_module_name(p)) > LAYER["_engine"]
+                    and _module_name(p) not in ("fedjax_abc", "fedjax_abc.__main__")]
+
+
+@pytest.mark.parametrize("path", ABOVE_THE_ENGINE, ids=lambda p: str(p.relative_to(ROOT)))
+def test_nothing_above_the_engine_imports_its_private_modules(path):
+    assert _private_engine_imports(path) == []
+
+
+def test_the_private_engine_import_test_can_fail(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from fedjax_abc._engine._result import SimResult\n")
+    assert _private_engine_imports(bad) == ["fedjax_abc._engine._result"]
+    good = tmp_path / "good.py"
+    good.write_text("from fedjax_abc._engine import SimResult\n")
+    assert _private_engine_imports(good) == []
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.py"))
                          + sorted((ROOT / "benchmarks").rglob("*.py")),
                          ids=lambda p: str(p.relative_to(ROOT)))

@@ -19,7 +19,7 @@ from typing import NamedTuple, Optional, Union
 
 import numpy as np
 
-from fedjax_abc._engine._result import SimResult, Summary, summarize
+from fedjax_abc._engine import SimResult, Summary, summarize
 
 __all__ = ["Fairness", "best_loss", "fairness", "gini_coefficient", "loss_quantile",
            "loss_variance", "mean_loss", "worst_loss"]

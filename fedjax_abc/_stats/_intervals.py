@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from fedjax_abc._engine._result import Z95
+from fedjax_abc._engine import Z95
 
 __all__ = ["Interval", "METHODS", "check_level", "check_method", "finite_values", "mean_interval",
            "normal_quantile", "p_value", "t_quantile"]

@@ -21,7 +21,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Union
 
 import numpy as np
 
-from fedjax_abc._engine._result import SimResult
+from fedjax_abc._engine import SimResult
 from fedjax_abc._stats._intervals import check_level, check_method, mean_interval, p_value
 from fedjax_abc._stats._paired import Difference, check_paired, trial_values
 

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from fedjax_abc._engine._result import SimResult
+from fedjax_abc._engine import SimResult
 from fedjax_abc._stats._intervals import (check_level, check_method, critical_value,
                                           finite_values, p_value)
 

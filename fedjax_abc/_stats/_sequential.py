@@ -42,7 +42,7 @@ from typing import Callable, NamedTuple, Optional, Union
 
 import numpy as np
 
-from fedjax_abc._engine._result import SimResult
+from fedjax_abc._engine import SimResult
 from fedjax_abc._stats._intervals import Interval, check_level, normal_quantile
 from fedjax_abc._stats._paired import check_paired, trial_values
 

@@ -16,8 +16,8 @@ import jax
 import numpy as np
 
 from fedjax_abc._problems._problem import Problem
-from fedjax_abc._engine._result import summarize
-from fedjax_abc._engine._simulate import simulate
+from fedjax_abc._engine import summarize
+from fedjax_abc._engine import simulate
 from fedjax_abc._theory._bounds import (bound_terms, limit_terms, theorem2_leading_terms,
                                        theorem2_stepsize, validated_params)
 from fedjax_abc._theory._theorem3 import (check_theorem3_schedule, diminishing_stepsize,

@@ -12,7 +12,7 @@ from typing import Callable, NamedTuple, Optional
 import jax.numpy as jnp
 import numpy as np
 
-from fedjax_abc._engine._plan import stepsize_array
+from fedjax_abc._engine import stepsize_array
 from fedjax_abc._theory._grid import check_int, check_nonneg, check_positive
 
 __all__ = [

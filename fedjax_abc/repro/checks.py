@@ -11,7 +11,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from fedjax_abc._engine._result import Z95
+from fedjax_abc._engine import Z95
 
 
 def z_diff(m1: float, se1: float, m2: float, se2: float) -> float:

@@ -24,7 +24,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from fedjax_abc._engine._progress import AbstractProgressMeter
+from fedjax_abc._engine import AbstractProgressMeter
 
 Z95 = 1.959963984540054
 
@@ -819,6 +819,6 @@ def save_figure(fig, out: str, name: str) -> str:
 
 def band(ax, rounds, mean, half, label, color=None):
     """A mean curve with its 95% band on a log axis (the band clipped to positive values)."""
-    from fedjax_abc._engine._plot import plot_band
+    from fedjax_abc._engine import plot_band
 
     return plot_band(ax, rounds, mean, half, label, color=color, lw=1.4)

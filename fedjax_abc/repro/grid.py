@@ -189,7 +189,7 @@ def _check_settings(path: str, doc: dict) -> None:
     if not 0 <= doc.get("seed", 0) < 2 ** 32:
         raise ValueError(f"{path}: seed must be in [0, 2^32), got {doc['seed']}")
     grid = doc["grid"]
-    from fedjax_abc._engine._sweep import GRID_NAMES
+    from fedjax_abc._engine import GRID_NAMES
 
     both = sorted(set(doc) & set(grid) & set(GRID_NAMES))
     if both:  # one place for each setting (a run read one of them and dropped the other)
@@ -293,7 +293,7 @@ def _check_size(doc: dict) -> None:
     """The results of the whole grid (every part is kept until they are joined) against the
     memory, before the first part runs: one line (ValueError) if they cannot fit. d is the
     [problem] table's ``d`` (1 without one), the largest of a ``problem.d`` axis."""
-    from fedjax_abc._engine import _memory
+    from fedjax_abc._engine import check_points
 
     trials, rounds, k = doc.get("trials"), doc.get("rounds"), doc.get("record_every")
     numbers = (trials, rounds) + (() if k is None else (k,))
@@ -301,7 +301,7 @@ def _check_size(doc: dict) -> None:
         return  # fa.sweep refuses them, naming the setting
     dims = [doc["problem"].get("d", 1)] + list(doc["grid"].get("problem.d", ()))
     dims = [v for v in dims if isinstance(v, int) and not isinstance(v, bool)] or [1]
-    _memory.check_points([len(v) for v in doc["grid"].values()], trials=trials, rounds=rounds,
+    check_points([len(v) for v in doc["grid"].values()], trials=trials, rounds=rounds,
                          record_every=k, dim=max(dims),
                          itemsize=4 if doc.get("dtype") == "float32" else 8, record_x=False)
 
@@ -413,7 +413,7 @@ def environment() -> dict:
     import jaxlib
 
     import fedjax_abc as fa
-    from fedjax_abc._engine._checkpoint import library_digest
+    from fedjax_abc._engine import library_digest
 
     return {"fedjax_abc": fa.__version__, "fedjax_abc code": library_digest(),
             "jax": jax.__version__, "jaxlib": jaxlib.__version__,
@@ -432,9 +432,9 @@ def _saved_part(path: str, fingerprint: str, parts: str, load: bool = True):
     """The part saved at ``path`` if this grid wrote it (``load``: else only checked);
     ValueError (one line) if not."""
     import fedjax_abc as fa
-    from fedjax_abc._engine import _labelled
+    from fedjax_abc._engine import result_attributes, save_result
 
-    if _labelled.attributes(path).get("grid_part") != fingerprint:
+    if result_attributes(path).get("grid_part") != fingerprint:
         raise ValueError(f"{path} was not written by this grid (another grid file, other "
                          f"settings, other fedjax_abc code, another JAX or jaxlib version or "
                          f"device kind): use another --out or delete {parts}")
@@ -476,7 +476,7 @@ SAVE_WAITS = (10.0, 30.0, 60.0)
 def _part_bytes(doc: dict, points: int) -> int:
     """About the bytes of a saved part of ``points`` grid points: each point's records
     (gap, ||grad f||^2 and the trials' flags), x_T and its config."""
-    from fedjax_abc._engine._plan import default_record_every, num_records
+    from fedjax_abc._engine import default_record_every, num_records
 
     trials, rounds, k = int(doc["trials"]), int(doc["rounds"]), doc.get("record_every")
     if not k or rounds % k:
@@ -490,7 +490,7 @@ def _part_bytes(doc: dict, points: int) -> int:
 def _check_room(path: str, size: int, what: str) -> None:
     """OSError (one line, naming ``path``) where ``what`` cannot be written there or its
     disk has less free space than it takes (as a checkpoint's is checked)."""
-    from fedjax_abc._engine._checkpoint import check_writable
+    from fedjax_abc._engine import check_writable
 
     check_writable(path, size, what=what, copies=1)
 
@@ -499,11 +499,11 @@ def _save_part(result, path: str, attrs: dict, label: str, say) -> None:
     """Saves a computed part; where the save fails (a full disk), says so naming the file,
     keeps the part in memory and tries again after each of ``SAVE_WAITS``; OSError naming
     the file after the last try."""
-    from fedjax_abc._engine import _labelled
+    from fedjax_abc._engine import result_attributes, save_result
 
     for tries, wait in enumerate(SAVE_WAITS + (None,), start=1):
         try:
-            _labelled.save(result, path, attrs=attrs)
+            save_result(result, path, attrs=attrs)
             return
         except OSError as err:
             reason = err.strerror or str(err)
@@ -545,13 +545,13 @@ def _already_joined(out: str, digest: str, outputs: list):
     """The joined result in ``out`` where it holds exactly these parts and every output is
     there (a merge after a task joined them rewrites nothing); else None."""
     import fedjax_abc as fa
-    from fedjax_abc._engine import _labelled
+    from fedjax_abc._engine import result_attributes, save_result
 
     path = os.path.join(out, "result.nc")
     if not all(os.path.exists(os.path.join(out, name)) for name in outputs):
         return None
     try:
-        if _labelled.attributes(path).get("grid_result") != digest:
+        if result_attributes(path).get("grid_result") != digest:
             return None
         return fa.load(path)
     except (OSError, ValueError):  # damaged or of another grid: joined again
@@ -587,7 +587,7 @@ def run_grid(spec: GridSpec, out: str, progress=None, part: Optional[int] = None
       ``joined`` (whether this call wrote the joined outputs).
     """
     import fedjax_abc as fa
-    from fedjax_abc._engine import _labelled
+    from fedjax_abc._engine import result_attributes, save_result
     from fedjax_abc.repro import common
 
     doc = spec.doc
@@ -673,7 +673,7 @@ def run_grid(spec: GridSpec, out: str, progress=None, part: Optional[int] = None
     target = os.path.join(out, "result.nc")
     _check_room(target, sum(os.path.getsize(p) for p in paths) + 4_000_000,
                 "the grid's joined result")
-    paths = [_labelled.save(result, target, attrs={"grid_result": digest})]
+    paths = [save_result(result, target, attrs={"grid_result": digest})]
     paths.append(_summary_csv(result, os.path.join(out, "summary.csv")))
     paths += plots(result, out, spec.name)
     return dict(done, result=result, paths=paths, joined=True)

@@ -225,7 +225,7 @@ def figure(doc: dict):
     """Gap and held-out accuracy against bits (curves) and against epsilon (final values)."""
     from matplotlib.figure import Figure
 
-    from fedjax_abc._engine._plot import plot_band
+    from fedjax_abc._engine import plot_band
 
     fig = Figure(figsize=(11, 8))
     axes = fig.subplots(2, 2)
