@@ -44,17 +44,9 @@ def spread_then_consensus(T):
 def test_pure_consensus_is_the_matrix_power(problem, topology):
     T = 30
     res = run(problem, dc.Gossip(topology), rounds=T, stepsize=spread_then_consensus(T))
-    n = problem.num_clients
     for r in range(res.trials):
         X1 = res.client_x[r, 1]
-        if topology.num_trial_words(n):  # this trial's graph, as the schedule draws it
-            from fedjax_abc._engine._random import TRIAL_GRAPH_STREAM, round_keys, stream_words
-            k0 = round_keys(jax.random.key_data(jax.random.fold_in(jax.random.key(1), r)), 0)
-            state = topology.init_state(n, stream_words(k0, TRIAL_GRAPH_STREAM,
-                                                        topology.num_trial_words(n)))
-        else:
-            state = None
-        W = np.asarray(topology.matrix(n, None, 0, None, state))
+        W = dc.Gossip(topology).round_matrix(problem.num_clients, jax.random.key(1), r)
         X = X1
         for t in range(2, T + 1):
             X = W @ X

@@ -44,9 +44,10 @@ from typing import Any, NamedTuple, Optional
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array
 
-from fedjax_abc._decentral._mixing import mix
+from fedjax_abc._decentral._mixing import dense, mix
 from fedjax_abc._decentral._topology import AbstractTopology
 from fedjax_abc._decentral._weights import AbstractWeights, MetropolisHastings
 from fedjax_abc._engine._aggregate import needs_messages
@@ -56,7 +57,7 @@ from fedjax_abc._engine._round import Parts, client_round, ordered_sum
 from fedjax_abc._engine._schedule import AbstractSchedule, check_local_model
 from fedjax_abc._problems._samplers import FullParticipation
 
-__all__ = ["Gossip", "GossipState", "consensus_error", "node_average"]
+__all__ = ["Gossip", "GossipState", "consensus_error", "node_average", "round_matrix"]
 
 ORDERS = ("atc", "cta")
 
@@ -161,6 +162,28 @@ class Gossip(AbstractSchedule):
         if not self.tracking:
             return GossipState(nodes)
         return GossipState(nodes, jnp.zeros_like(nodes), jnp.zeros_like(nodes))
+
+    def round_matrix(self, n: int, key, trial: int, t: int = 0,
+                     generator: str = "threefry") -> np.ndarray:
+        """The dense mixing matrix W (n, n) of round t of trial ``trial`` of a run with
+        ``key``, as this schedule draws it (a trial's Erdos-Renyi graph, a round's
+        matching), for theory and checks beside a run.
+
+        Example:
+          >>> import jax, fedjax_abc as fa
+          >>> g = fa.decentral.Gossip(fa.decentral.ErdosRenyi(0.5))
+          >>> W = g.round_matrix(6, jax.random.key(1), trial=0)
+          >>> W.shape, bool(abs(W.sum(0) - 1).max() < 1e-12)
+          ((6, 6), True)
+        """
+        keys = jnp.asarray(jax.random.key_data(jax.random.fold_in(key, trial)))[:, None]
+        k = round_keys(keys, t, generator)
+        graphs = self._trial_graphs(n, keys, generator)
+        neighbours, per_trial = self._neighbours(n, jnp.asarray(t, jnp.int32), k, graphs,
+                                                 generator)
+        if per_trial:
+            neighbours = jax.tree_util.tree_map(lambda a: a[0], neighbours)
+        return np.asarray(dense(neighbours))
 
     def _trial_graphs(self, n: int, trial_keys: Array, generator: str):
         """Every trial's graph drawn once (its words of stream 10 under k_0), leaves with a
