@@ -228,6 +228,8 @@ class Gossip(AbstractSchedule):
                 return jax.vmap(one, in_axes=(0, 1))(x_i, k)
 
             Y = jax.vmap(node)(ids, X)
+            if parts.sampler == FullParticipation():  # every node steps: no mask to draw
+                return Y
             words = stream_words(k, SAMPLER_STREAM, parts.sampler.num_words(n), generator)
             idx, w = parts.sampler.from_words_batched(words, n)  # (m, R) each
             active = jnp.zeros((n, R), jnp.int32).at[idx, jnp.arange(R)[None, :]].max(
