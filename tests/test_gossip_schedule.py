@@ -130,7 +130,7 @@ def test_gradient_tracking_reaches_the_optimum(problem):
         dc.Gossip(dc.Ring(), order="cta", tracking=True)
 
 
-def test_trials_checkpoint_and_sweep(problem, tmp_path):
+def test_trials_and_checkpoint(problem, tmp_path):
     schedule = dc.Gossip(dc.RandomMatching())
     few = run(problem, schedule, trials=2, record_clients=False)
     many = run(problem, schedule, trials=9, record_clients=False)
@@ -149,6 +149,9 @@ def test_trials_checkpoint_and_sweep(problem, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         run(problem, schedule, **kw, checkpoint=path, progress=stop)
     assert run(problem, schedule, **kw, checkpoint=path).equals(straight)
+
+
+def test_sweeps_over_schedules_and_a_topology_field(problem):
     sim = fa.Simulation(problem, local_steps=2, rounds=12, record_every=1,
                         schedule=dc.Gossip(dc.Ring()))
     grid = fa.sweep(sim, grid={"schedule": [dc.Gossip(dc.Ring()), dc.Gossip(dc.Complete())]},
