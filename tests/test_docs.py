@@ -21,6 +21,7 @@ import time
 import types
 from typing import NamedTuple
 
+import nbformat
 import pytest
 
 from markdown_blocks import python_blocks, run_blocks
@@ -242,11 +243,21 @@ def test_mkdocs_build_strict(tmp_path):
     cli = (tmp_path / "site" / "api" / "cli" / "index.html").read_text()
     for command in ("reproduce", "report", "compare", "run", "merge"):
         assert f"fedjax-abc {command}" in cli
+    typeset = re.search(r'processHtmlClass: "([^"]*)"', (DOCS / "_static" / "mathjax.js")
+                        .read_text()).group(1).split("|")
     for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):  # every notebook a page
         page = (tmp_path / "site" / "notebooks" / nb.stem / "index.html").read_text()
         images = re.findall(r'src="\.\./([^"]+\.png)"', page)
         assert images, f"{nb.name}'s page shows no plot"
         assert all((tmp_path / "site" / "notebooks" / img).exists() for img in images)
+        # its math marked for MathJax, which the page loads; a heading's math in the table
+        # of contents is plain text in the theme's md-ellipsis spans, which MathJax typesets
+        markdown = "".join(c.source for c in nbformat.read(nb, as_version=4).cells
+                           if c.cell_type == "markdown")
+        if "$" in markdown:
+            assert 'class="arithmatex"' in page and "tex-mml-chtml.js" in page, nb.name
+        if re.search(r'<span class="md-ellipsis">[^<]*\\\(', page):
+            assert "md-ellipsis" in typeset, f"{nb.name}: math in the table of contents"
     assert time.perf_counter() - start < 120
 
 

@@ -95,6 +95,30 @@ def test_rows_with_replacement_are_floor_w_m_over_2_32_and_without_are_distinct(
     assert np.all(np.abs(share - 6 / m) < 4 * np.sqrt((6 / m) * (1 - 6 / m) / words.shape[0]))
 
 
+def _floyd(words, m):
+    """Floyd's algorithm in plain Python: step k draws t = floor(w_k (j + 1) / 2^32), j = m - b
+    + k, and takes t, or j when t was taken before."""
+    b, chosen = len(words), []
+    for k, w in enumerate(words):
+        j = m - b + k
+        t = (int(w) * (j + 1)) >> 32
+        chosen.append(j if t in chosen else t)
+    return chosen
+
+
+@pytest.mark.parametrize("b, m", [(1, 1), (6, 6), (6, 7), (6, 11), (32, 33), (32, 221)])
+def test_rows_without_replacement_are_floyds_algorithm_step_by_step(b, m):
+    words = np.array(jax.random.bits(jax.random.key(3), (300, b), jnp.uint32))
+    words[:100] >>= 26  # small words: draws near 0, taken rows drawn again
+    words[100:200] |= np.uint32(0xFC000000)  # large ones: t = j, then j taken again
+    problem = type("P", (), {"params": type("D", (), {"count": jnp.array([m])})()})()
+    client = fa.Client(None, 0.0, jnp.asarray(0))
+    rows = jax.jit(jax.vmap(lambda w: fa.MinibatchOracle(b).rows(problem, client, w)))
+    got = np.asarray(rows(words))
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, [_floyd(w, m) for w in words])
+
+
 def test_mask_and_gather_agree_and_scaffold_runs(setup):
     _, problem, mask, kw = setup
     gather = fa.simulate(problem, mode="gather", **kw)

@@ -48,3 +48,11 @@ def test_compare_refuses_two_modes_in_one_line(capsys):
     assert cli.main(["compare", "--tuned", "--participation"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "not allowed with argument" in err
+
+
+def test_tuned_run_refuses_problems_it_does_not_have():
+    from fedjax_abc.repro import common
+
+    for bad in (["huber", "mnist"], [], "huber"):
+        with pytest.raises(ValueError, match="problems must be a non-empty list of names from"):
+            tuned.run(common.Settings(quick=True), problems=bad)

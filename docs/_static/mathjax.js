@@ -1,5 +1,7 @@
 // MathJax settings for pymdownx.arithmatex (generic mode): the math it marks, on every
-// page, also after the theme's instant navigation loads a page
+// page, also after the theme's instant navigation loads a page; and a heading's math in
+// the table of contents, where the toc extension copies its TeX unmarked (the theme puts
+// each entry's text in a span of class md-ellipsis)
 window.MathJax = {
   tex: {
     inlineMath: [["\\(", "\\)"]],
@@ -9,7 +11,7 @@ window.MathJax = {
   },
   options: {
     ignoreHtmlClass: ".*|",
-    processHtmlClass: "arithmatex"
+    processHtmlClass: "arithmatex|md-ellipsis"
   }
 };
 
