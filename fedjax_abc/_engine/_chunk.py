@@ -243,8 +243,7 @@ class OneRun(AbstractChunk):
     def start(self, plan, x_c, ids):
         r = self.run
         return _run_start(r.parts(), _program((r,), plan, 1), x_c,
-                          fold_in_data(jax.random.key_data(r.call.key), ids),
-                          np.asarray(r.start_alpha, r.dtype))
+                          fold_in_data(jax.random.key_data(r.call.key), ids), _start_alpha(r))
 
     def segment(self, plan, seg, state, ids, stepsizes):
         r = self.run
@@ -259,7 +258,7 @@ class OneRun(AbstractChunk):
             x0 = _put([_chunk_rows(call, plan, start)], [r.dtype], plan.sharding)[0]
         return _run_first(r.parts(), _program((r,), plan, seg.per_record), x0,
                           np.array(call.key_words + (call.first_trial + start,), np.uint32),
-                          np.asarray(r.start_alpha, r.dtype), stepsizes, plan.per_call,
+                          _start_alpha(r), stepsizes, plan.per_call,
                           plan.sharding)
 
 
@@ -299,6 +298,13 @@ class Grid(AbstractChunk):
                                  _program(self.runs, plan, seg.per_record),
                                  state, ids, r.call.key, jnp.asarray(seg.start, jnp.int32),
                                  jnp.asarray(stepsizes))
+
+
+def _start_alpha(run: CheckedRun):
+    """The stepsize a run's schedule starts with, as the compiled start takes it: None for a
+    schedule that keeps the default ``stepsizes`` (its start reads none: no array to pass
+    each call)."""
+    return None if run.call.start_alpha is None else np.asarray(run.call.start_alpha, run.dtype)
 
 
 def _program(runs: tuple, plan: Plan, per_record: int) -> Program:

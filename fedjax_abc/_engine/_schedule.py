@@ -42,7 +42,8 @@ class AbstractSchedule(eqx.Module):
     @abc.abstractmethod
     def init(self, parts, program, x0: Array, trial_keys: Array, stepsize) -> Any:
         """The state at t = 0 of trials started at x0 (R, d), the trials' key data (2, R)
-        and the first stepsize of :meth:`stepsizes` (for work done at t = 0)."""
+        and the first stepsize of :meth:`stepsizes` (for work done at t = 0; None where the
+        schedule keeps the default :meth:`stepsizes`, whose start does no work)."""
 
     @abc.abstractmethod
     def advance(self, parts, program, state, trial_keys: Array, t0, stepsizes: Array) -> Any:
