@@ -13,9 +13,9 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from fedjax_abc._algorithms._base import AbstractAlgorithm, RoundInfo
+from fedjax_abc._algorithms._base import RoundInfo
 from fedjax_abc._algorithms._checks import check_leaf, nonnegative_scalar
-from fedjax_abc._algorithms._fedavg import ServerState, server_step, sgd_step
+from fedjax_abc._algorithms._fedavg import AbstractLocalSGD, ServerState, server_step, sgd_step
 
 __all__ = ["PerFedAvg", "VARIANTS", "hessian_vector_product", "perfedavg_direction"]
 
@@ -48,7 +48,7 @@ def perfedavg_direction(w: Array, gradient: Callable[[Array], Array], alpha, var
     return u - alpha * hessian_vector_product(gradient, w, u, delta)
 
 
-class PerFedAvg(AbstractAlgorithm):
+class PerFedAvg(AbstractLocalSGD):
     """Per-FedAvg (Fallah, Mokhtari and Ozdaglar, "Personalized federated learning with
     theoretical guarantees: a model-agnostic meta-learning approach", NeurIPS 2020,
     Algorithm 1).
@@ -114,18 +114,9 @@ class PerFedAvg(AbstractAlgorithm):
     def init(self, x0):
         return ServerState(x0)
 
-    def init_client(self, x0):
-        return ()
-
-    def client_init(self, server, client):
-        return ()
-
     def local_step(self, server, w, local, gradient, stepsize):
         d = perfedavg_direction(w, gradient, self.alpha, self.variant, self.delta)
         return sgd_step(w, d, stepsize), local
-
-    def client_final(self, server, client, w, local, info):
-        return w, client
 
     reads_scale: ClassVar[bool] = True
 

@@ -12,9 +12,9 @@ import equinox as eqx
 import jax
 from jaxtyping import Array, Float
 
-from fedjax_abc._algorithms._base import AbstractAlgorithm, RoundInfo
+from fedjax_abc._algorithms._base import RoundInfo
 from fedjax_abc._algorithms._checks import check_leaf, positive_scalar
-from fedjax_abc._algorithms._fedavg import ServerState, server_step, sgd_step
+from fedjax_abc._algorithms._fedavg import AbstractLocalSGD, ServerState, server_step, sgd_step
 
 __all__ = ["PFedMe", "pfedme_theta"]
 
@@ -35,7 +35,7 @@ def pfedme_theta(w: Array, gradient: Callable[[Array], Array], lam, inner_stepsi
     return theta
 
 
-class PFedMe(AbstractAlgorithm):
+class PFedMe(AbstractLocalSGD):
     """pFedMe (Dinh, Tran and Nguyen, "Personalized federated learning with Moreau
     envelopes", NeurIPS 2020, Algorithm 1).
 
@@ -102,21 +102,12 @@ class PFedMe(AbstractAlgorithm):
     def init(self, x0):
         return ServerState(x0)
 
-    def init_client(self, x0):
-        return ()
-
-    def client_init(self, server, client):
-        return ()
-
     def theta(self, w: Array, gradient: Callable[[Array], Array]) -> Array:
         """theta_i(w) of this algorithm's K, lam and inner stepsize (:func:`pfedme_theta`)."""
         return pfedme_theta(w, gradient, self.lam, self.inner_stepsize, self.inner_steps)
 
     def local_step(self, server, w, local, gradient, stepsize):
         return sgd_step(w, self.lam * (w - self.theta(w, gradient)), stepsize), local
-
-    def client_final(self, server, client, w, local, info):
-        return w, client
 
     reads_scale: ClassVar[bool] = True
 
