@@ -6,6 +6,7 @@ problem with its minima computed first (``Problem.solved``), in float64 and floa
 oracle whose steps read f_i* makes the run compute them first, found from its traced program.
 """
 
+import dataclasses
 import pickle
 
 import jax
@@ -157,8 +158,28 @@ def test_a_metric_named_loss_is_refused_for_a_deferred_problem():
 def test_a_pickled_result_carries_its_gap():
     p = _problem()
     res = fa.simulate(p, x0=_x0(p), **RUN)
+    before = dict(vars(res))
     back = pickle.loads(pickle.dumps(res))
     np.testing.assert_array_equal(back.gap, res.gap)
+    # the copy holds the formed gap and the digests, not the problem or the components
+    assert isinstance(vars(back)["gap"], np.ndarray) and isinstance(vars(back)["_digests"], dict)
+    assert vars(back)["_digests"] == res._settings()
+    assert {k: v is before[k] for k, v in vars(res).items()} == dict.fromkeys(before, True)
+
+
+def test_reading_a_result_changes_nothing_in_it():
+    p = _problem()
+    res = fa.simulate(p, x0=_x0(p), **RUN)
+    before = dict(vars(res))
+    pending = before["gap"]
+    assert type(pending).__name__ == "PendingGap" and pending.minima is p.minima  # not p
+    first, second = res.gap, res.gap
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_array_equal(first, res.metrics["loss"] - np.asarray(p.f_star))
+    assert res._settings() == res._settings()
+    assert {k: v is before[k] for k, v in vars(res).items()} == dict.fromkeys(before, True)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        res.gap = first
 
 
 def test_the_solver_runs_once_and_says_when_it_is_long(capsys):

@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 import numbers
 import warnings
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 
 from fedjax_abc._engine import _labelled
 from fedjax_abc._engine._names import coordinate_label
+from fedjax_abc._problems._host import method
 
 __all__ = ["DivergenceWarning", "PendingGap", "SimResult", "Summary", "SweepResult",
            "divergence_rounds", "load", "summarize", "warn_divergence"]
@@ -110,24 +111,26 @@ def divergence_rounds(rounds, gap, grad_norm_sq, x, x_final) -> np.ndarray:
 
 
 class PendingGap(NamedTuple):
-    """Records of f(x_t) whose gap f(x_t) - f* is formed when first read: a run of a problem
-    whose f* is computed on demand (a learning problem's) needs it only then.
+    """Records of f(x_t) whose gap f(x_t) - f* is formed when read: a run of a problem whose
+    f* is computed on demand (a learning problem's) needs it only then.
 
-    ``f_star()`` gives f* in the run's dtype, so that the gap is the same subtraction, bit
-    for bit, the compiled run makes for a problem whose f* is known.
+    ``minima`` are the problem's (:class:`~fedjax_abc._problems._minima.DeferredMinima`):
+    their f* (computed the first time it is asked for) is cast to the records' dtype, so that
+    the gap is the same subtraction, bit for bit, the compiled run makes for a problem whose
+    f* is known.
     """
 
     loss: np.ndarray
-    f_star: Callable[[], Any]
+    minima: Any
 
     def formed(self) -> np.ndarray:
         """f(x_t) - f* (computing f* if it is not yet)."""
-        return self.loss - np.asarray(self.f_star(), self.loss.dtype)
+        return self.loss - np.asarray(method(self.minima, "known")().f_star, self.loss.dtype)
 
 
 class _Gap:
-    """The ``gap`` field of :class:`SimResult`: an array, or a :class:`PendingGap` turned
-    into one, and kept, the first time it is read."""
+    """The ``gap`` field of :class:`SimResult`: an array, or a :class:`PendingGap` formed each
+    time it is read (the result itself is never changed)."""
 
     def __set_name__(self, owner, name):
         self.slot = name  # the instance's __dict__ entry of that name (vars(result) shows it)
@@ -136,12 +139,9 @@ class _Gap:
         if obj is None:
             raise AttributeError("gap")  # no class-level default for the dataclass
         value = obj.__dict__[self.slot]
-        if isinstance(value, PendingGap):
-            value = value.formed()
-            obj.__dict__[self.slot] = value
-        return value
+        return value.formed() if isinstance(value, PendingGap) else value
 
-    def __set__(self, obj, value):
+    def __set__(self, obj, value):  # the dataclass's __init__ only: the class is frozen
         obj.__dict__[self.slot] = value
 
 
@@ -157,8 +157,8 @@ class SimResult:
       rounds: Int[ndarray, "records"], the recorded rounds t = 0, k, 2k, ..., T (the last
         interval shorter where k does not divide T).
       gap: Float[ndarray, "trials records"], f(x_t) - f*. For a problem whose f* is
-        computed on demand (a learning problem's), formed the first time it is read (the
-        run records f(x_t), which ``metrics["loss"]`` holds).
+        computed on demand (a learning problem's), formed when it is read (the run records
+        f(x_t), which ``metrics["loss"]`` holds; f* is computed the first time).
       grad_norm_sq: Float[ndarray, "trials records"], ||grad f(x_t)||^2.
       x: Float[ndarray, "trials records d"] or None (``record_x=False``), the iterates x_t.
       x_final: Float[ndarray, "trials d"], x_T.
@@ -187,7 +187,8 @@ class SimResult:
     metrics: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
     client_x: Optional[np.ndarray] = None
     client_loss: Optional[np.ndarray] = None
-    # digests of the run's settings, or a function computing them (see _settings)
+    # digests of the run's settings, or a function of no arguments computing them (see
+    # _settings)
     _digests: Any = dataclasses.field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
@@ -198,19 +199,16 @@ class SimResult:
                 self.grad_norm_sq, self.x, self.x_final))
 
     def __getstate__(self):
-        self.gap  # a pending gap is formed: its f* is the problem's, which stays here
-        self._settings()  # so are the settings' digests
-        return self.__dict__
+        # a pending gap formed and the settings' digests computed: the copy holds no
+        # problem, no components
+        return dict(self.__dict__, gap=self.gap, _digests=self._settings())
 
     def _settings(self) -> Optional[dict]:
         """Digests of what the run's numbers depend on besides its own trials (its
-        components, stepsizes, record_x), name -> str, computed the first time they are
-        asked for (``concatenate`` compares them, ``save`` keeps them); None where unknown
-        (a result made by hand, or read from a file saved without them)."""
-        value = self.__dict__["_digests"]
-        if callable(value):
-            value = self.__dict__["_digests"] = value()
-        return value
+        components, stepsizes, record_x), name -> str, computed when asked for
+        (``concatenate`` compares them, ``save`` keeps them); None where unknown (a result
+        made by hand, or read from a file saved without them)."""
+        return self._digests() if callable(self._digests) else self._digests
 
     def _replace(self, **changes) -> "SimResult":
         """This result with ``changes`` to fields other than ``gap``, a pending gap kept

@@ -69,7 +69,7 @@ def _assemble(run: CheckedRun, chunks: Sequence[dict]) -> SimResult:
     gap = cat("gap")
     if run.call.gap_from is not None:  # the program recorded f(x_t)
         metrics["loss"] = gap
-        gap = PendingGap(gap, lambda: run.call.gap_from.f_star)
+        gap = PendingGap(gap, run.call.gap_from.minima)
     return SimResult(rounds=recorded_rounds(spec.rounds, spec.record_every), gap=gap,
                      grad_norm_sq=cat("grad_norm_sq"), x=cat("x"), x_final=cat("x_final"),
                      config=run.call.config, metrics=metrics,
