@@ -187,16 +187,16 @@ def test_default_records_of_a_learning_run_cost_no_more_than_its_training():
     kw = dict(num_sampled=4, local_steps=4, rounds=100)
     spacing = -(-m // (4 * 4 * 8))
     assert 2 < spacing < 20  # m = 1,233 rows over 128 a round
-    assert fa.Simulation(p, mode="gather", **kw).spec.record_every == spacing
+    assert fa.Simulation(p, mode="gather", **kw).spec.record.every == spacing
     # mask mode computes all n = 20 clients a round: ceil(m / (20 * 4 * 8))
-    assert fa.Simulation(p, mode="mask", **kw).spec.record_every == -(-m // (20 * 4 * 8))
-    assert fa.Simulation(p, mode="gather", record_every=1, **kw).spec.record_every == 1
+    assert fa.Simulation(p, mode="mask", **kw).spec.record.every == -(-m // (20 * 4 * 8))
+    assert fa.Simulation(p, mode="gather", record_every=1, **kw).spec.record.every == 1
     # the full-batch oracle does not say what its step costs: the usual default
     exact = fa.problems.softmax_regression(data.features, data.labels, l2=1e-3)
-    assert fa.Simulation(exact, mode="gather", **kw).spec.record_every == 1
+    assert fa.Simulation(exact, mode="gather", **kw).spec.record.every == 1
     # a long run: the larger of the two rules (T = 50,000: 50 for 1000 records)
     assert fa.Simulation(p, mode="gather", num_sampled=4, local_steps=4,
-                         rounds=50_000).spec.record_every == 50
+                         rounds=50_000).spec.record.every == 50
     res = fa.simulate(p, mode="gather", stepsize=0.05, x0=np.zeros(p.dim), trials=2,
                       key=jax.random.key(1), num_sampled=4, local_steps=4, rounds=20)
     np.testing.assert_array_equal(res.rounds, list(range(0, 20, spacing)) + [20])

@@ -237,9 +237,9 @@ def fingerprint(run, plan) -> dict:
                                       else ""),
         "rounds (T)": str(spec.rounds),
         "local_steps (Q)": str(parts["local_steps"]),
-        "record_every (k)": str(spec.record_every),
-        "mode": spec.mode, "dtype": np.dtype(run.dtype).name, "record_x": str(spec.record_x),
-        **({"record_clients": "True"} if spec.record_clients else {}),
+        "record_every (k)": str(spec.record.every), "record_x": str(spec.record.x),
+        **({"record_clients": "True"} if spec.record.clients else {}),
+        "mode": spec.execution.mode, "dtype": np.dtype(run.dtype).name,
         "trial_chunk": str(call.chunk),
         "chunking": (f"{plan.per_call} trials per call on {plan.groups} "
                      f"{call.devices[0].platform} device(s); blocks of {plan.block} rounds, "
@@ -248,8 +248,7 @@ def fingerprint(run, plan) -> dict:
         "stepsize": digest(call.alphas), "x0": digest(call.x0),
         **{name: digest(part) for name, part in parts.items()}, "jax": jax.__version__,
         "metrics": f"{list(spec.metric_names)} {digest(metrics)}",
-        "generator": spec.generator,
-        **({} if spec.pad_trials else {"pad_trials": "False"}),  # as written before, if True
+        **{name: str(value) for name, value in spec.execution.optional().items()},
         "fedjax_abc code": library_digest(),
         **code_fingerprint(*parts.values(), metrics),
     }

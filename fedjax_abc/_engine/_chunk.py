@@ -313,8 +313,8 @@ def _program(runs: tuple, plan: Plan, per_record: int) -> Program:
     spec = runs[0].spec
     capacities = [r.call.capacity for r in runs]
     capacity = None if None in capacities else max(capacities)
-    return Program(spec.mode, spec.record_x, per_record, spec.generator, plan.client_block,
-                   plan.groups, capacity, spec.record_clients)
+    return Program(spec.execution.mode, spec.record.x, per_record, spec.execution.generator, plan.client_block,
+                   plan.groups, capacity, spec.record.clients)
 
 
 def _rows_sharding(sharding, lead: int):
@@ -353,7 +353,7 @@ def run_chunk(chunk: AbstractChunk, plan: Plan, c: int, progress, done_before: i
                          chunk.rows(plan, start)], [np.int32, run.dtype],
                         [plan.sharding, _rows_sharding(plan.sharding, lead)])
         state, first = chunk.start(plan, x_c, ids)
-        first = list(first) + ([x_c] if run.spec.record_x else [])
+        first = list(first) + ([x_c] if run.spec.record.x else [])
         if resume is not None and resume.state is not None:
             state, first = _checkpoint.restored(state, resume.state), []
             records, next_segment = dict(resume.records), resume.segment

@@ -208,7 +208,7 @@ def state_sizes(algorithm, x, transform=None) -> StateSizes:
 def client_values(spec, problem) -> int:
     """The values a record keeps of the clients: n (d + 1) with ``record_clients`` (every
     client's own model and its loss), else 0."""
-    return problem.num_clients * (problem.dim + 1) if spec.record_clients else 0
+    return problem.num_clients * (problem.dim + 1) if spec.record.clients else 0
 
 
 def check_run(run, plan) -> None:
@@ -218,16 +218,16 @@ def check_run(run, plan) -> None:
     sizes = spec.state_sizes
     steps = run.max_steps
     est = estimate(
-        trials=call.trials, records=num_records(spec.rounds, spec.record_every), dim=d,
-        itemsize=np.dtype(run.dtype).itemsize, record_x=spec.record_x, rounds=spec.rounds,
+        trials=call.trials, records=num_records(spec.rounds, spec.record.every), dim=d,
+        itemsize=np.dtype(run.dtype).itemsize, record_x=spec.record.x, rounds=spec.rounds,
         client_values=client_values(spec, problem), per_call=plan.per_call, call_records=plan.segment + 1,
         participants=run.participants,
         local_steps=steps,
         noise_words=method(run.parts().oracle, "num_words")((steps, d)),
         server_bytes=sizes.server_bytes, client_bytes=sizes.client_bytes,
         num_clients=n, host_only=call.devices[0].platform != "cpu")
-    check(est, record_x=spec.record_x, rounds=spec.rounds, trials=call.trials,
-          chunk=call.chunk, record_every=spec.record_every,
+    check(est, record_x=spec.record.x, rounds=spec.rounds, trials=call.trials,
+          chunk=call.chunk, record_every=spec.record.every,
           device_available=device_bytes(call.devices[0]))  # None on a CPU
 
 
@@ -243,8 +243,8 @@ def check_sweep(first, grid: dict) -> None:
     dim = max([first.components.problem.dim]
               + [getattr(p, "dim", 0) for p in grid.get("problem", ())])
     check_points([len(values) for values in grid.values()], trials=first.call.trials,
-                 rounds=spec.rounds, record_every=spec.record_every, dim=dim,
-                 itemsize=np.dtype(first.dtype).itemsize, record_x=spec.record_x)
+                 rounds=spec.rounds, record_every=spec.record.every, dim=dim,
+                 itemsize=np.dtype(first.dtype).itemsize, record_x=spec.record.x)
 
 
 def check_points(sizes, *, trials: int, rounds: int, record_every: Optional[int], dim: int,
@@ -275,8 +275,8 @@ def checkpoint_bytes(run, plan) -> int:
     n, d = problem.num_clients, problem.dim
     sizes = spec.state_sizes
     per_record = 2 + len(spec.metric_names) + len(spec.stat_names) + \
-        (d if spec.record_x else 0) + client_values(spec, problem)
-    records = num_records(spec.rounds, spec.record_every)
+        (d if spec.record.x else 0) + client_values(spec, problem)
+    records = num_records(spec.rounds, spec.record.every)
     results = np.dtype(run.dtype).itemsize * run.call.trials * (records * per_record + d)
     carry = plan.per_call * (sizes.server_bytes + n * sizes.client_bytes)
     return int(results + carry + 64_000)

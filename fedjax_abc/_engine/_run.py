@@ -32,8 +32,9 @@ from fedjax_abc._engine._schedule import AbstractSchedule, Rounds
 from fedjax_abc._engine._cores import warn_one_device
 from fedjax_abc._engine._metrics import check_metrics
 from fedjax_abc._engine._names import describe, describe_sampler
-from fedjax_abc._engine._plan import (default_record_every, num_records, record_spacing,
-                                      stepsize_array, trial_work)
+from fedjax_abc._engine._plan import (Plan, closed_form_gradient, default_record_every,
+                                      make_plan, num_records, record_spacing, stepsize_array,
+                                      trial_work)
 from fedjax_abc._engine._random import GENERATORS
 from fedjax_abc._problems._args import (DTYPES, X64_FIX, check_count, check_flag, check_key,
                                        real_array)
@@ -103,6 +104,36 @@ def _replaced(components: Components, **fields) -> Components:
     return treedef.unflatten([fields.get(name, value) for name, value in zip(names, values)])
 
 
+class Record(NamedTuple):
+    """What a run records, and when: t = 0, ``every``, 2 ``every``, ..., T (the last interval
+    shorter where ``every`` does not divide T)."""
+
+    every: int
+    x: bool = True  # the iterates x_t
+    clients: bool = False  # every client's own model and loss
+    default: bool = False  # ``every`` chosen by default (again when the run is rebuilt)
+
+
+class Execution(NamedTuple):
+    """How a run's trials are computed; the numbers are the same whatever the values (to
+    rounding for ``pad_trials=False``; ``generator`` sets the draws)."""
+
+    mode: str = "mask"  # all n clients' trajectories, or the sampled ones ("gather")
+    trial_chunk: Optional[int] = None  # trials per chunk (None: all at once)
+    devices: Optional[tuple] = None  # the devices given, or None: all local devices
+    generator: str = "threefry"  # the hash of the counter-based streams
+    pad_trials: bool = True  # each device's trials a multiple of the SIMD lanes (_plan.lanes)
+
+    def optional(self) -> dict:
+        """The fields a result's config and a checkpoint name only where they are not the
+        defaults (results saved before a field existed stay those of its default)."""
+        return {name: value for name, value in self._asdict().items()
+                if name in _OPTIONAL and value != self._field_defaults[name]}
+
+
+_OPTIONAL = ("pad_trials", "generator")  # Execution's fields named only where set
+
+
 class Spec(NamedTuple):
     """What sets a run's compiled program, besides its components' structure: hashable.
 
@@ -111,14 +142,10 @@ class Spec(NamedTuple):
     """
 
     rounds: int
-    record_every: int
     local_steps: Optional[int]  # Q, or None where Components.local_steps is a law
-    mode: str
     dtype: str
-    generator: str
-    record_x: bool
-    trial_chunk: Optional[int]
-    devices: Optional[tuple]  # the devices given, or None: all local devices
+    record: Record
+    execution: Execution
     metric_names: tuple  # the user's metrics' names, in the order given
     stat_names: tuple  # the transform's statistics, sorted
     state_sizes: _memory.StateSizes
@@ -126,9 +153,6 @@ class Spec(NamedTuple):
     # the problem's f* is computed on demand and no step reads f_i*: the program runs on
     # zeros in their place, records f(x_t), and the result forms the gap when it is read
     gap_on_host: bool = False
-    pad_trials: bool = True  # each device's trials a multiple of the SIMD lanes (_plan.lanes)
-    record_default: bool = False  # record_every chosen by default (again when rebuilt)
-    record_clients: bool = False  # every client's own model and loss at every record
 
 
 _ARRAY = "array"  # marks an array leaf's entry in a layout: (_ARRAY, shape, dtype)
@@ -193,7 +217,7 @@ class CheckedRun(NamedTuple):
         """Whether the user listed the devices: the trials then go to as many as they fill,
         whatever the work (by default only to as many as the call's work keeps busy, see
         ``_plan.make_plan``)."""
-        return self.spec.devices is not None
+        return self.spec.execution.devices is not None
 
     def parts(self) -> Parts:
         """The components as the compiled program reads them."""
@@ -217,6 +241,17 @@ class CheckedRun(NamedTuple):
         return self._replace(components=_replaced(c, problem=problem, oracle=oracle,
                                                   sampler=sampler, algorithm=algorithm))
 
+    def plan(self, segmented: bool, every_device: bool = False) -> Plan:
+        """The run's :class:`~fedjax_abc._engine._plan.Plan` (see ``_plan.make_plan``):
+        ``segmented`` for progress or a checkpoint, ``every_device`` for a sweep."""
+        spec, call, problem = self.spec, self.call, self.components.problem
+        return make_plan(spec.rounds, spec.record.every, call.chunk, self.dtype, call.devices,
+                         segmented, num_clients=problem.num_clients, dim=call.x0.shape[1],
+                         closed_form=closed_form_gradient(problem),
+                         mask=spec.execution.mode == "mask", every_device=every_device,
+                         work=None if self.fill_devices or every_device else self.trial_work,
+                         pad=spec.execution.pad_trials)
+
     @property
     def start_alpha(self) -> float:
         """The stepsize the schedule's start is given (``AbstractSchedule.stepsizes``)."""
@@ -237,7 +272,7 @@ class CheckedRun(NamedTuple):
     @property
     def participants(self) -> int:
         """How many clients a round computes at once (:func:`participants`)."""
-        return participants(self.spec.mode, self.components.sampler,
+        return participants(self.spec.execution.mode, self.components.sampler,
                             self.components.problem.num_clients, self.call.capacity)
 
     @property
@@ -251,8 +286,8 @@ class CheckedRun(NamedTuple):
         """The records' names in the order the compiled segment returns them."""
         s = self.spec
         return (("gap", "grad_norm_sq") + s.metric_names + s.stat_names
-                + (("client_x", "client_loss") if s.record_clients else ())
-                + (("x",) if s.record_x else ()))
+                + (("client_x", "client_loss") if s.record.clients else ())
+                + (("x",) if s.record.x else ()))
 
 
 def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, sampler, oracle,
@@ -355,13 +390,11 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
     if sizes.client_states and not sampler.distinct_slots:
         raise ValueError(f"{type(algorithm).__name__} keeps client states: it needs a sampler "
                          f"whose slots are distinct clients, not {type(sampler).__name__}")
-    spec = Spec(rounds=T, record_every=k, local_steps=Q if isinstance(local_steps, int) else None,
-                mode=mode, dtype=dtype, generator=generator, record_x=record_x,
-                trial_chunk=chunk, devices=devices, metric_names=metric_names,
-                stat_names=stat_names, state_sizes=sizes,
-                layout=layout(*jax.tree_util.tree_flatten(components)),
-                gap_on_host=gap_on_host, pad_trials=pad_trials,
-                record_default=record_every is None, record_clients=record_clients)
+    spec = Spec(rounds=T, local_steps=Q if isinstance(local_steps, int) else None, dtype=dtype,
+                record=Record(k, record_x, record_clients, record_every is None),
+                execution=Execution(mode, chunk, devices, generator, pad_trials),
+                metric_names=metric_names, stat_names=stat_names, state_sizes=sizes,
+                layout=layout(*jax.tree_util.tree_flatten(components)), gap_on_host=gap_on_host)
     return components, spec
 
 
@@ -474,18 +507,15 @@ def local_work(components: Components, spec: Spec) -> Union[int, AbstractLocalSt
 def settings(components: Components, spec: Spec) -> dict:
     """The arguments of :func:`build` (``simulate``'s shape-setting ones) that make these
     components and spec: the components as they are, the sampler given as itself."""
-    c = components
+    c, r = components, spec.record
     return dict(problem=c.problem, num_sampled=None, local_steps=local_work(c, spec),
-                rounds=spec.rounds,
-                record_every=None if spec.record_default else spec.record_every,
-                mode=spec.mode, sampler=c.sampler, oracle=c.oracle, algorithm=c.algorithm,
-                dtype=spec.dtype,
-                trial_chunk=spec.trial_chunk, record_x=spec.record_x,
-                devices=None if spec.devices is None else list(spec.devices),
-                metrics=dict(zip(spec.metric_names, c.metrics)) or None,
-                generator=spec.generator, transform=c.transform, pad_trials=spec.pad_trials,
-                aggregator=c.aggregator, byzantine=c.byzantine,
-                record_clients=spec.record_clients, schedule=c.schedule)
+                rounds=spec.rounds, record_every=None if r.default else r.every,
+                record_x=r.x, record_clients=r.clients, sampler=c.sampler, oracle=c.oracle,
+                algorithm=c.algorithm, dtype=spec.dtype,
+                **dict(spec.execution._asdict(), devices=None if spec.execution.devices is None
+                       else list(spec.execution.devices)),
+                metrics=dict(zip(spec.metric_names, c.metrics)) or None, transform=c.transform,
+                aggregator=c.aggregator, byzantine=c.byzantine, schedule=c.schedule)
 
 
 def current(components: Components, spec: Spec) -> tuple[Components, Spec]:
@@ -520,18 +550,18 @@ def check_call(components: Components, spec: Spec, *, stepsize, x0, key, trials=
     if not fresh:
         components, spec = current(components, spec)
     problem = components.problem
-    d, T, k = problem.dim, spec.rounds, spec.record_every
+    d, T, k = problem.dim, spec.rounds, spec.record.every
     R = check_count("trials", trials)
     first_trial = check_count("first_trial", first_trial, low=0)
     if first_trial + R > 2 ** 31 - 1:
         raise ValueError(f"first_trial + trials ({first_trial + R}) must be below 2^31")
-    chunk = R if spec.trial_chunk is None else min(spec.trial_chunk, R)
+    chunk = R if spec.execution.trial_chunk is None else min(spec.execution.trial_chunk, R)
     # absurd sizes fail before anything of size T or R is allocated (records, stepsizes)
     _memory.check(_memory.estimate(trials=R, records=num_records(T, k), dim=d,
                                    itemsize=np.dtype(spec.dtype).itemsize,
-                                   record_x=spec.record_x, rounds=T,
+                                   record_x=spec.record.x, rounds=T,
                                    client_values=_memory.client_values(spec, problem)),
-                  record_x=spec.record_x, rounds=T, trials=R, chunk=chunk, record_every=k)
+                  record_x=spec.record.x, rounds=T, trials=R, chunk=chunk, record_every=k)
     alphas = stepsize_array(stepsize, T)
     x0 = real_array("x0", x0)
     if x0.shape == () and d == 1:
@@ -544,8 +574,8 @@ def check_call(components: Components, spec: Spec, *, stepsize, x0, key, trials=
         raise ValueError("x0 must be finite")
     key = threefry_key(key)
     key_words = tuple(np.asarray(jax.random.key_data(key)).tolist())  # for the config
-    devices = _resolve_devices(spec.devices)
-    if spec.devices is None:
+    devices = _resolve_devices(spec.execution.devices)
+    if spec.execution.devices is None:
         warn_one_device(devices)
     config = _config(components, spec, devices, dict(
         trials=R, trial_chunk=chunk, key=list(key_words), first_trial=first_trial,
@@ -570,17 +600,14 @@ def _config(components: Components, spec: Spec, devices: list, call: dict) -> di
         num_sampled=getattr(c.sampler, "num_sampled", None), sampler=type(c.sampler).__name__,
         oracle=type(oracle_of(c)).__name__, algorithm=describe(c.algorithm),
         local_steps=_describe_steps(local_work(c, spec)), rounds=spec.rounds, trials=call["trials"],
-        record_every=spec.record_every, mode=spec.mode, dtype=spec.dtype,
+        record_every=spec.record.every, mode=spec.execution.mode, dtype=spec.dtype,
         trial_chunk=call["trial_chunk"], stepsize=call["stepsize"], key=call["key"],
         devices=[str(dv) for dv in devices], jax_version=jax.__version__)
     if call["first_trial"]:
         config["first_trial"] = call["first_trial"]
     if spec.metric_names:
         config["metrics"] = list(spec.metric_names)
-    if spec.generator != "threefry":  # the default is left out, as in results saved before it
-        config["generator"] = spec.generator
-    if not spec.pad_trials:  # likewise
-        config["pad_trials"] = False
+    config.update(spec.execution.optional())
     if c.transform is not None:
         config["transform"] = describe(c.transform)
     if not c.aggregator.streaming:  # the default weighted mean is left out

@@ -42,7 +42,7 @@ from fedjax_abc._engine._run import (CheckedRun, Components, Spec, build as _bui
                                      check_call as _check_call, checked_path as _checked_path,
                                      local_work as _local_work, oracle_of as _oracle_of)
 from fedjax_abc._engine._checkpoint import Position
-from fedjax_abc._engine._plan import closed_form_gradient, make_plan, recorded_rounds
+from fedjax_abc._engine._plan import recorded_rounds
 from fedjax_abc._engine._result import PendingGap, SimResult
 from fedjax_abc._engine._schedule import AbstractSchedule
 from fedjax_abc._engine._result import warn_divergence as _warn_divergence
@@ -70,12 +70,12 @@ def _assemble(run: CheckedRun, chunks: Sequence[dict]) -> SimResult:
     if run.call.gap_from is not None:  # the program recorded f(x_t)
         metrics["loss"] = gap
         gap = PendingGap(gap, run.call.gap_from.minima)
-    return SimResult(rounds=recorded_rounds(spec.rounds, spec.record_every), gap=gap,
+    return SimResult(rounds=recorded_rounds(spec.rounds, spec.record.every), gap=gap,
                      grad_norm_sq=cat("grad_norm_sq"), x=cat("x"), x_final=cat("x_final"),
                      config=run.call.config, metrics=metrics,
                      client_x=cat("client_x"), client_loss=cat("client_loss"),
                      _digests=functools.partial(_settings, run.parts(), run.call.alphas,
-                                                spec.record_x, spec.record_clients))
+                                                spec.record.x, spec.record.clients))
 
 
 def _settings(parts, alphas: np.ndarray, record_x: bool, record_clients: bool = False) -> dict:
@@ -292,12 +292,7 @@ def _run(sim: "Simulation", fresh: bool, *, progress, checkpoint, checkpoint_eve
     every = check_real("checkpoint_every", checkpoint_every, low=0.0)
     run = _check_call(sim.components, sim.spec, fresh=fresh, **call)
     spec, call, problem = run.spec, run.call, run.components.problem
-    plan = make_plan(spec.rounds, spec.record_every, call.chunk, run.dtype, call.devices,
-                     not isinstance(meter, NoProgressMeter) or path is not None,
-                     num_clients=problem.num_clients, dim=call.x0.shape[1],
-                     closed_form=closed_form_gradient(problem), mask=spec.mode == "mask",
-                     work=None if run.fill_devices else run.trial_work,
-                     pad=spec.pad_trials)
+    plan = run.plan(not isinstance(meter, NoProgressMeter) or path is not None)
     _memory.check_run(run, plan)
     chunks = math.ceil(call.trials / call.chunk)
     checked, run = run, run.on_devices(plan.groups, chunks * len(plan.segments()))
@@ -371,8 +366,10 @@ class Simulation(eqx.Module):
         transform, local_steps, aggregator, byzantine), cast to its dtype; also readable
         as ``sim.problem``,
         ``sim.algorithm``, ....
-      spec: the static :class:`Spec` (rounds, record plan, mode, dtype, generator, devices,
-        the user's metrics, and the components' structure it was checked with).
+      spec: the static :class:`Spec`: rounds, Q, dtype, what is recorded and when
+        (``spec.record``: every, x, clients), how the trials are computed
+        (``spec.execution``: mode, trial_chunk, devices, generator, pad_trials), the user's
+        metrics, and the components' structure it was checked with.
 
     Example:
       >>> import equinox as eqx, jax, fedjax_abc as fa

@@ -28,7 +28,6 @@ from fedjax_abc._algorithms._base import recheck_all
 from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine import _memory, _metrics
 from fedjax_abc._engine._chunk import Grid, run_chunk, stack
-from fedjax_abc._engine._plan import closed_form_gradient, make_plan
 from fedjax_abc._engine._result import SimResult, SweepResult, warn_divergence
 from fedjax_abc._engine._progress import AbstractProgressMeter, Reporting, progress_meter
 from fedjax_abc._engine._names import coordinate_labels
@@ -168,10 +167,10 @@ def _shape_key(run: CheckedRun):
     described = tuple((np.shape(a), str(a.dtype)) if isinstance(a, (jax.Array, np.ndarray))
                       else ("static", type(a).__name__, repr(a)) for a in leaves)
     spec, call = run.spec, run.call
-    return (treedef, described, spec.rounds, call.trials, spec.record_every,
-            spec.mode, np.dtype(run.dtype).str, call.chunk, spec.record_x, spec.record_clients,
+    return (treedef, described, spec.rounds, call.trials, spec.record.every,
+            spec.execution.mode, np.dtype(run.dtype).str, call.chunk, spec.record.x, spec.record.clients,
             spec.metric_names,
-            spec.stat_names, spec.generator,
+            spec.stat_names, spec.execution.generator,
             tuple(str(d) for d in call.devices), call.x0.shape)
 
 
@@ -181,11 +180,7 @@ def _run_group(runs: list[CheckedRun], bar: Reporting, done_before: int) -> list
     first = runs[0]
     spec, call, problem = first.spec, first.call, first.components.problem
     G = len(runs)
-    plan = make_plan(spec.rounds, spec.record_every, call.chunk, first.dtype, call.devices,
-                     bar.reports, num_clients=problem.num_clients, dim=call.x0.shape[1],
-                     closed_form=closed_form_gradient(problem), mask=spec.mode == "mask",
-                     every_device=True,
-                     pad=spec.pad_trials)
+    plan = first.plan(bar.reports, every_device=True)
     _memory.check_run(first._replace(call=call._replace(trials=call.trials * G,
                                                         chunk=call.chunk * G)),
                       plan._replace(per_call=plan.per_call * G))
