@@ -66,7 +66,7 @@ def package_row(problem, clock, T: int, R: int) -> dict:
                                        local_steps=Q, stepsize=0.05, steps=T, trials=R,
                                        key=jax.random.key(seed), x0=jnp.ones(D),
                                        oracle=fa.ExactOracle(), record_every=T)
-        out.result.gap.sum()
+        out.gap.sum()
         return time.perf_counter() - t
 
     first = go(1)

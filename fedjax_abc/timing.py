@@ -10,10 +10,12 @@ FedAsync, every trial in one compiled program.
   ``time``; inclusion probabilities in closed form where the laws allow
   (``fa.theory.inclusion_probabilities``), by Monte Carlo otherwise
   (``fa.theory.monte_carlo_moments``).
-- Asynchronous aggregation (:func:`simulate_async`): :class:`FedBuff` (Nguyen et al. 2022)
-  and :class:`FedAsync` (Xie et al. 2019) with staleness functions
-  :class:`ConstantStaleness`, :class:`PolynomialStaleness`, :class:`HingeStaleness`;
-  :func:`sweep_async` over the laws' and the rule's parameters, C and K.
+- Asynchronous aggregation (the :class:`Buffered` schedule, :func:`simulate_async`):
+  :class:`FedBuff` (Nguyen et al. 2022) and :class:`FedAsync` (Xie et al. 2019) with
+  staleness functions :class:`ConstantStaleness`, :class:`PolynomialStaleness`,
+  :class:`HingeStaleness`; the staleness counts (:func:`staleness`,
+  :func:`staleness_distribution`, :func:`plot_staleness`); :func:`sweep_async` over the
+  laws' and the rule's parameters, C and K.
 - Against time: ``SimResult.on_time_grid`` and ``SimResult.plot(x="time")`` put the
   trials on a common time grid for means and bands.
 """
@@ -27,8 +29,9 @@ from fedjax_abc._algorithms._buffered import (
     HingeStaleness,
     PolynomialStaleness,
 )
-from fedjax_abc._engine._async import AsyncResult, AsyncState, Buffered, simulate_async
-from fedjax_abc._engine._async_sweep import AsyncSweepResult, sweep_async
+from fedjax_abc._engine._async import (AsyncState, Buffered, plot_staleness, simulate_async,
+                                       staleness, staleness_distribution)
+from fedjax_abc._engine._async_sweep import sweep_async
 from fedjax_abc._engine._timegrid import OnTimeGrid, on_time_grid
 from fedjax_abc._problems._time import (
     AbstractLaw,
@@ -46,9 +49,7 @@ __all__ = [
     "AbstractAsyncRule",
     "AbstractLaw",
     "AbstractStaleness",
-    "AsyncResult",
     "AsyncState",
-    "AsyncSweepResult",
     "Buffered",
     "Clock",
     "Constant",
@@ -64,7 +65,10 @@ __all__ = [
     "ShiftedExponential",
     "Timed",
     "on_time_grid",
+    "plot_staleness",
     "simulate_async",
     "speeds_from_file",
+    "staleness",
+    "staleness_distribution",
     "sweep_async",
 ]

@@ -112,10 +112,10 @@ for name, (rule, C, steps) in asynchronous.items():
     out = tm.simulate_async(problem, rule, clock, concurrency=C, local_steps=Q,
                             stepsize=STEPSIZE, steps=steps, trials=TRIALS, key=key, x0=x0)
     async_out[name] = out
-    results[name] = out.result
-    print(f"{name:>18}: {steps} server steps take {np.mean(out.result.metrics['time'][:, -1]):8.1f} "
-          f"time units on average; mean staleness "
-          f"{np.sum(out.staleness_distribution() * np.arange(out.staleness.shape[1])):.1f}")
+    results[name] = out
+    share = tm.staleness_distribution(out)
+    print(f"{name:>18}: {steps} server steps take {np.mean(out.metrics['time'][:, -1]):8.1f} "
+          f"time units on average; mean staleness {np.sum(share * np.arange(share.size)):.1f}")
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 4))
@@ -180,7 +180,7 @@ print(f"largest |z| over the {n} clients: {np.max(np.abs(drawn - closed) / se):.
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(8, 3))
 for ax, (name, out) in zip(axes, async_out.items()):
-    share = out.staleness_distribution()
+    share = tm.staleness_distribution(out)
     rule, C, _ = asynchronous[name]
     p = rule.buffer / C
     k = np.arange(share.size - 1)
@@ -192,5 +192,5 @@ for ax, (name, out) in zip(axes, async_out.items()):
 axes[0].set_ylabel("share of updates")
 plt.show()
 for name, out in async_out.items():
-    share = out.staleness_distribution()
+    share = tm.staleness_distribution(out)
     print(f"{name}: {100 * share[-1]:.1f}% of updates in the last bin (tau >= {share.size - 1})")

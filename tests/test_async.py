@@ -45,8 +45,7 @@ def test_matches_the_event_driven_reference(problem, which):
         rule, C = fa.timing.FedAsync(0.6, fa.timing.HingeStaleness(2.0, 1.0)), 4
         ref_kw = dict(rule="fedasync", buffer=1, mixing=0.6,
                       staleness=lambda tau: 1.0 if tau <= 1 else 1 / (2.0 * (tau - 1) + 1))
-    out = _engine(problem, rule, clock, C)
-    res = out.result
+    res = out = _engine(problem, rule, clock, C)
     for r in range(3):
         ref = run_trial(a, c, concurrency=C, local_steps=Q, stepsize=0.2, steps=T,
                         key=jax.random.key(7), trial=r, x0=np.ones(D), step_mean=1.5,
@@ -54,9 +53,9 @@ def test_matches_the_event_driven_reference(problem, which):
         np.testing.assert_allclose(res.metrics["time"][r, 1:], ref.times, rtol=1e-14)
         xs = np.stack([res.metrics[f"x{j}"][r] for j in range(D)], axis=1)
         np.testing.assert_allclose(xs, ref.xs, rtol=1e-12, atol=1e-14)
-        counts = np.bincount(np.minimum(ref.staleness.ravel(), out.staleness.shape[1] - 1),
-                             minlength=out.staleness.shape[1])
-        np.testing.assert_array_equal(out.staleness[r], counts)
+        bins = fa.timing.staleness(out).shape[1]
+        counts = np.bincount(np.minimum(ref.staleness.ravel(), bins - 1), minlength=bins)
+        np.testing.assert_array_equal(fa.timing.staleness(out)[r], counts)
 
 
 def test_the_reference_comparison_fails_on_a_wrong_tie_break_or_staleness(problem):
@@ -68,15 +67,15 @@ def test_the_reference_comparison_fails_on_a_wrong_tie_break_or_staleness(proble
     ref = run_trial(a, c, rule="fedbuff", buffer=2, concurrency=4, local_steps=Q,
                     stepsize=0.2, steps=T, key=jax.random.key(7), trial=0, x0=np.ones(D),
                     step_mean=1.5, staleness=lambda tau: 1.0)  # the engine's is 1/sqrt(1+tau)
-    xs = np.stack([out.result.metrics[f"x{j}"][0] for j in range(D)], axis=1)
+    xs = np.stack([out.metrics[f"x{j}"][0] for j in range(D)], axis=1)
     assert np.max(np.abs(xs - ref.xs)) > 1e-6
-    np.testing.assert_allclose(out.result.metrics["time"][0, 1:], ref.times, rtol=1e-14)
-    assert not np.array_equal(out.staleness[0], out.staleness[1])
+    np.testing.assert_allclose(out.metrics["time"][0, 1:], ref.times, rtol=1e-14)
+    assert not np.array_equal(fa.timing.staleness(out)[0], fa.timing.staleness(out)[1])
     # every setting of the rule and the clock in the result's config: the schedule's
     assert "rule=FedBuff(buffer=2, staleness=PolynomialStaleness(a=0.5), server_stepsize=1)" \
-        in out.result.config["schedule"]
-    assert "Exponential(mean=1.5)" in out.result.config["schedule"]
-    assert "concurrency=4" in out.result.config["schedule"]
+        in out.config["schedule"]
+    assert "Exponential(mean=1.5)" in out.config["schedule"]
+    assert "concurrency=4" in out.config["schedule"]
 
 
 def _geometric_counts(p: float, bins: int) -> np.ndarray:
@@ -105,7 +104,7 @@ def test_staleness_is_geometric_with_exponential_durations(problem, C, rule):
         concurrency=C, local_steps=1, stepsize=0.1, steps=300, trials=64,
         key=jax.random.key(11), x0=jnp.ones(D), oracle=fa.ExactOracle(),
         staleness_bins=bins)
-    counts = out.staleness.sum(axis=0)
+    counts = fa.timing.staleness(out).sum(axis=0)
     assert counts.sum() == 64 * 300 * K
     p = stats.chisquare(counts, counts.sum() * _geometric_counts(K / C, bins)).pvalue
     assert p > 1e-3, (counts, p)
@@ -134,15 +133,15 @@ def test_fedbuff_with_equal_durations_is_synchronous_fedavg(problem):
     sync = fa.simulate(problem, sampler=fa.TraceAvailability(trace, S), local_steps=Q,
                        stepsize=0.2, rounds=T, trials=1, key=jax.random.key(5),
                        x0=jnp.ones(D), record_every=1)
-    np.testing.assert_allclose(out.result.gap, sync.gap, rtol=1e-11, atol=1e-15)
-    np.testing.assert_allclose(out.result.x_final, sync.x_final, rtol=1e-11)
-    np.testing.assert_array_equal(out.result.metrics["time"][0], Q * np.arange(T + 1.0))
-    assert out.staleness[0, 0] == S * T
+    np.testing.assert_allclose(out.gap, sync.gap, rtol=1e-11, atol=1e-15)
+    np.testing.assert_allclose(out.x_final, sync.x_final, rtol=1e-11)
+    np.testing.assert_array_equal(out.metrics["time"][0], Q * np.arange(T + 1.0))
+    assert fa.timing.staleness(out)[0, 0] == S * T
     # the replay is what makes them equal: another trace's run differs
     other = fa.simulate(problem, sampler=fa.TraceAvailability(np.roll(trace, 1, axis=0), S),
                         local_steps=Q, stepsize=0.2, rounds=T, trials=1,
                         key=jax.random.key(5), x0=jnp.ones(D), record_every=1)
-    assert np.max(np.abs(other.gap - out.result.gap)) > 1e-8
+    assert np.max(np.abs(other.gap - out.gap)) > 1e-8
 
 
 def test_trials_do_not_depend_on_their_neighbours(problem):
@@ -151,20 +150,20 @@ def test_trials_do_not_depend_on_their_neighbours(problem):
               x0=jnp.ones(D))
     two = fa.timing.simulate_async(problem, fa.timing.FedBuff(2), clock, trials=2, **kw)
     five = fa.timing.simulate_async(problem, fa.timing.FedBuff(2), clock, trials=5, **kw)
-    np.testing.assert_array_equal(two.result.gap, five.result.gap[:2])
-    np.testing.assert_array_equal(two.staleness, five.staleness[:2])
+    np.testing.assert_array_equal(two.gap, five.gap[:2])
+    np.testing.assert_array_equal(fa.timing.staleness(two), fa.timing.staleness(five)[:2])
 
 
 def test_on_a_time_grid(problem):
     out = _engine(problem, fa.timing.FedBuff(2), fa.timing.Clock(fa.timing.Exponential(1.0)), 4)
-    grid = out.result.on_time_grid("gap", points=50)
-    clock = out.result.metrics["time"]
+    grid = out.on_time_grid("gap", points=50)
+    clock = out.metrics["time"]
     assert grid.times[-1] == clock[:, -1].min() and grid.values.shape == (3, 50)
     r, j = 1, 30  # the value at a grid time is the last record at or before it
     last = np.searchsorted(clock[r], grid.times[j], side="right") - 1
-    assert grid.values[r, j] == out.result.gap[r, last]
+    assert grid.values[r, j] == out.gap[r, last]
     with pytest.raises(ValueError, match="span every trial"):
-        out.result.on_time_grid("gap", times=[0.0, clock[:, -1].max() + 1])
+        out.on_time_grid("gap", times=[0.0, clock[:, -1].max() + 1])
 
 
 @pytest.mark.parametrize("build, match", [
@@ -230,7 +229,7 @@ def test_diverged_trials_are_announced(problem):
             problem, fa.timing.FedBuff(2), fa.timing.Clock(fa.timing.Exponential(1.0)),
             concurrency=4, local_steps=5, stepsize=3.0, steps=300, trials=2,
             key=jax.random.key(0), x0=jnp.ones(D))
-    assert out.result.num_diverged > 0
+    assert out.num_diverged > 0
 
 
 def test_the_earliest_arrivals_are_distinct_clients_also_past_overflow():
@@ -280,14 +279,14 @@ def test_a_sweep_over_the_buffer_and_a_law(problem):
     out = fa.timing.sweep_async(problem, fa.timing.FedBuff(2), clock,
                                 grid={"rule.buffer": [1, 3], "clock.compute.mean": [0.5, 2.0],
                                       "concurrency": [3]}, **kw)
-    assert out.sweep.shape == (2, 2, 1)
+    assert out.shape == (2, 2, 1)
     point = out.point(**{"rule.buffer": 3, "clock.compute.mean": 2.0, "concurrency": 3})
     own = fa.timing.simulate_async(problem, fa.timing.FedBuff(3),
                                    fa.timing.Clock(fa.timing.Exponential(2.0)), concurrency=3,
                                    **kw)
-    np.testing.assert_array_equal(point.result.gap, own.result.gap)
-    np.testing.assert_array_equal(point.staleness, own.staleness)
-    np.testing.assert_array_equal(point.result.metrics["time"], own.result.metrics["time"])
+    np.testing.assert_array_equal(point.gap, own.gap)
+    np.testing.assert_array_equal(fa.timing.staleness(point), fa.timing.staleness(own))
+    np.testing.assert_array_equal(point.metrics["time"], own.metrics["time"])
     with pytest.raises(ValueError, match="buffer is fixed"):
         fa.timing.sweep_async(problem, fa.timing.FedAsync(0.5), clock,
                               grid={"rule.buffer": [2]}, concurrency=3, **kw)
@@ -307,9 +306,9 @@ def test_fedprox_clients_reuse_the_algorithm_s_client_rule(problem):
                                     algorithm=fa.algorithms.FedProx(0.0), **kw)
     prox = fa.timing.simulate_async(problem, fa.timing.FedBuff(2), clock,
                                     algorithm=fa.algorithms.FedProx(5.0), **kw)
-    np.testing.assert_array_equal(plain.result.gap, zero.result.gap)
-    assert np.max(np.abs(prox.result.gap - plain.result.gap)) > 1e-6
-    np.testing.assert_array_equal(prox.result.metrics["time"], plain.result.metrics["time"])
+    np.testing.assert_array_equal(plain.gap, zero.gap)
+    assert np.max(np.abs(prox.gap - plain.gap)) > 1e-6
+    np.testing.assert_array_equal(prox.metrics["time"], plain.metrics["time"])
 
 
 def test_a_run_that_cannot_fit_is_refused_before_any_work(problem, monkeypatch):
@@ -334,6 +333,6 @@ def test_progress_cuts_the_run_into_calls_with_the_same_numbers(problem):
                                    **kw)
     whole = fa.timing.simulate_async(problem, fa.timing.FedBuff(2), clock, **kw)
     assert seen[-1] == (24, 24) and len(seen) > 2
-    np.testing.assert_array_equal(cut.result.gap, whole.result.gap)
-    np.testing.assert_array_equal(cut.result.metrics["time"], whole.result.metrics["time"])
-    np.testing.assert_array_equal(cut.staleness, whole.staleness)
+    np.testing.assert_array_equal(cut.gap, whole.gap)
+    np.testing.assert_array_equal(cut.metrics["time"], whole.metrics["time"])
+    np.testing.assert_array_equal(fa.timing.staleness(cut), fa.timing.staleness(whole))

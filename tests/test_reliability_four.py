@@ -140,21 +140,21 @@ def test_async_takes_a_python_number_put_into_a_rule(quad):
     the one of the array (not an AttributeError from inside the rule)."""
     rule = fa.timing.FedAsync(0.3)
     edited = eqx.tree_at(lambda r: r.mixing, rule, 0.5)
-    a = run_async(quad, edited).result
-    b = run_async(quad, fa.timing.FedAsync(0.5)).result
+    a = run_async(quad, edited)
+    b = run_async(quad, fa.timing.FedAsync(0.5))
     assert np.array_equal(a.gap, b.gap)
     clock = eqx.tree_at(lambda c: c.compute.mean, fa.timing.Clock(fa.timing.Exponential(1.0)), 2)
-    c = run_async(quad, rule, clock).result
-    d = run_async(quad, rule, fa.timing.Clock(fa.timing.Exponential(2.0))).result
+    c = run_async(quad, rule, clock)
+    d = run_async(quad, rule, fa.timing.Clock(fa.timing.Exponential(2.0)))
     assert np.array_equal(c.metrics["time"], d.metrics["time"])
     with pytest.raises(ValueError, match=r"mixing \(a=2\) must be in \(0, 1\]"):
         run_async(quad, eqx.tree_at(lambda r: r.mixing, rule, 2.0))
 
 
 def test_async_runs_in_float32(quad):
-    out = run_async(quad, dtype="float32").result
+    out = run_async(quad, dtype="float32")
     assert out.config["dtype"] == "float32" and np.all(np.isfinite(out.gap))
-    ref = run_async(quad).result
+    ref = run_async(quad)
     np.testing.assert_allclose(out.gap, ref.gap, rtol=1e-3, atol=1e-5)
 
 
@@ -231,7 +231,7 @@ def test_a_generator_made_outside_the_component_is_refused(quad):
 
 
 def test_a_time_grid_too_large_is_refused_before_it_is_made(quad, monkeypatch):
-    res = run_async(quad).result
+    res = run_async(quad)
     monkeypatch.setenv("FEDJAX_ABC_MEMORY_BYTES", str(2 ** 30))  # 1 GB available
     with pytest.raises(ValueError, match=r"a time grid of 1,000,000,000 points for 2 trials needs "
                                          r"about 40\.0 GB, more than the 1\.1 GB available: ask "
@@ -249,8 +249,8 @@ def test_time_curves_of_several_runs_share_a_grid_and_bands_stay_above_zero(quad
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
-    slow = run_async(quad, clock=fa.timing.Clock(fa.timing.Exponential(3.0)), trials=3).result
-    fast = run_async(quad, trials=3).result
+    slow = run_async(quad, clock=fa.timing.Clock(fa.timing.Exponential(3.0)), trials=3)
+    fast = run_async(quad, trials=3)
     horizon = min(r.metrics["time"][:, -1].min() for r in (slow, fast))
     times = np.linspace(0.0, horizon, 40)
     fig, ax = plt.subplots()

@@ -57,7 +57,7 @@ def test_an_asynchronous_run_is_plotted_against_server_steps():
                                    fa.timing.Clock(fa.timing.Exponential(1.0)), concurrency=3,
                                    local_steps=2, stepsize=0.1, steps=6, trials=2,
                                    key=jax.random.key(1), x0=jnp.ones(2))
-    assert out.result.plot(ax=Figure().subplots()).get_xlabel() == "server step t"
+    assert out.plot(ax=Figure().subplots()).get_xlabel() == "server step t"
     sync = fa.simulate(p, num_sampled=2, local_steps=2, stepsize=0.1, rounds=4,
                        key=jax.random.key(1), x0=jnp.ones(2))
     assert sync.plot(ax=Figure().subplots()).get_xlabel() == "communication round t"

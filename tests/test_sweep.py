@@ -104,6 +104,30 @@ def test_one_compilation_per_shape():
     assert 0 < len(first) <= 2 * len(one_shape)  # two shapes: no more per point
 
 
+def test_a_field_that_is_not_an_array_varies_through_its_constructor():
+    """``"sampler.num_sampled"`` (a static count) on an axis of a Simulation: each point is
+    the sampler rebuilt with that S, bit for bit ``simulate(num_sampled=S)``, one program
+    per S; a value the constructor refuses is its one-line error, and a field the
+    constructor does not take is refused."""
+    p = offsets(n=7)
+    sim = fa.Simulation(p, num_sampled=2, local_steps=3, rounds=12, record_every=4)
+    run = dict(key=jax.random.key(0), trials=6, x0=p.x_star + 3.0)
+    sw = fa.sweep(sim, grid={"sampler.num_sampled": [2, 5], "stepsize": [0.05, 0.02]}, **run)
+    assert sw.axes["sampler.num_sampled"] == (2, 5)
+    for S in (2, 5):
+        for alpha in (0.05, 0.02):
+            ref = alone(p, num_sampled=S, x0=p.x_star + 3.0, stepsize=alpha)
+            got = sw.point(**{"sampler.num_sampled": S, "stepsize": alpha})
+            np.testing.assert_array_equal(got.x_final, ref.x_final)
+            np.testing.assert_array_equal(got.gap, ref.gap)
+    run["stepsize"] = 0.05
+    with pytest.raises(ValueError, match=r"grid axis 'sampler.num_sampled' value 0: "
+                                         r"num_sampled \(S=0\) must be >= 1"):
+        fa.sweep(sim, grid={"sampler.num_sampled": [0]}, **run)
+    with pytest.raises(ValueError, match="UniformWithoutReplacement has no field 'size'"):
+        fa.sweep(sim, grid={"sampler.size": [3]}, **run)
+
+
 def test_invalid_grids_are_refused():
     p = offsets()
     base = dict(num_sampled=3, x0=p.x_star, **KW)
@@ -113,7 +137,7 @@ def test_invalid_grids_are_refused():
         fa.sweep(p, grid={"stepsize": []}, **base)
     with pytest.raises(ValueError, match="both as a grid axis"):
         fa.sweep(p, grid={"stepsize": [0.1]}, stepsize=0.1, **base)
-    with pytest.raises(ValueError, match="no array field 'nu'"):
+    with pytest.raises(ValueError, match="FedAvg has no field 'nu'"):
         fa.sweep(p, grid={"algorithm.nu": [0.1]}, stepsize=0.1, **base)
     with pytest.raises(ValueError, match="finite and > 0"):
         fa.sweep(p, grid={"stepsize": [0.1, -1.0]}, **base)

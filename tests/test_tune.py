@@ -163,7 +163,7 @@ def test_per_algorithm_settings_and_one_compilation_per_shape():
     (dict(hyperparameters={"FedProx": {"mu": ["big"]}}),
      r"hyperparameters\['FedProx'\]\['mu'\] must hold numbers"),
     (dict(hyperparameters={"FedProx": {"beta": [0.5]}}),
-     r"FedProx has no array field 'beta'"),
+     r"FedProx has no field 'beta'"),
     (dict(settings={"FedProx": {"stepsize": 0.1}}), r"tune sets 'stepsize' itself"),
     (dict(algorithms={"FedProx": []}), r"algorithms\['FedProx'\] must hold at least one"),
 ])

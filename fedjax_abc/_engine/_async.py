@@ -26,7 +26,6 @@ bins a record). :func:`simulate_async` is the same run with the asynchronous nam
 
 from __future__ import annotations
 
-import dataclasses
 from typing import NamedTuple, Optional
 
 import equinox as eqx
@@ -52,7 +51,8 @@ from fedjax_abc._problems._problem import Problem
 from fedjax_abc._problems._samplers import FullParticipation
 from fedjax_abc._problems._time import Clock
 
-__all__ = ["AsyncResult", "AsyncState", "Buffered", "simulate_async"]
+__all__ = ["AsyncState", "Buffered", "plot_staleness", "simulate_async", "staleness",
+           "staleness_distribution"]
 
 
 class AsyncState(NamedTuple):
@@ -306,38 +306,34 @@ class Buffered(AbstractSchedule):
         return client_records(parts.problem, parts.algorithm, server, (), program.groups)
 
 
-@dataclasses.dataclass(frozen=True)
-class AsyncResult:
-    """What :func:`simulate_async` returns: a run of the :class:`Buffered` schedule.
+def staleness(result: SimResult) -> np.ndarray:
+    """Int[ndarray, "trials bins"]: every trial's delivered updates of a :class:`Buffered`
+    run counted by staleness tau = 0, 1, ..., the last bin counting tau >= bins - 1 (the
+    last record of ``result.metrics["staleness"]``)."""
+    if "staleness" not in result.metrics:
+        raise ValueError("the result has no staleness records: it is not a run of the "
+                         "fa.timing.Buffered schedule (fa.timing.simulate_async)")
+    return result.metrics["staleness"][:, -1]
 
-    Attributes:
-      result: the records as a :class:`~fedjax_abc.SimResult` whose ``rounds`` are server
-        steps u = 0, k, 2k, ..., T and whose metric ``time`` is the simulated time of each
-        recorded step (``result.plot(x="time")``, ``result.on_time_grid(...)``).
-      staleness: Int[ndarray, "trials bins"], every trial's delivered updates counted by
-        staleness tau = 0, 1, ..., the last bin counting tau >= bins - 1: the last record
-        of ``result.metrics["staleness"]``.
-    """
 
-    result: SimResult
-    staleness: np.ndarray
+def staleness_distribution(result: SimResult) -> np.ndarray:
+    """The share of a :class:`Buffered` run's delivered updates with each staleness, pooled
+    over its trials."""
+    counts = staleness(result).sum(axis=0).astype(np.float64)
+    return counts / counts.sum()
 
-    def staleness_distribution(self) -> np.ndarray:
-        """The share of all delivered updates with each staleness (pooled over trials)."""
-        counts = self.staleness.sum(axis=0).astype(np.float64)
-        return counts / counts.sum()
 
-    def plot_staleness(self, ax=None, **bar_kwargs):
-        """The staleness distribution as bars; returns the Axes."""
-        if ax is None:
-            import matplotlib.pyplot as plt
+def plot_staleness(result: SimResult, ax=None, **bar_kwargs):
+    """A :class:`Buffered` run's staleness distribution as bars; returns the Axes."""
+    share = staleness_distribution(result)
+    if ax is None:
+        import matplotlib.pyplot as plt
 
-            ax = plt.gca()
-        share = self.staleness_distribution()
-        ax.bar(np.arange(share.size), share, **bar_kwargs)
-        ax.set_xlabel(f"staleness tau (last bar: tau >= {share.size - 1})")
-        ax.set_ylabel("share of updates")
-        return ax
+        ax = plt.gca()
+    ax.bar(np.arange(share.size), share, **bar_kwargs)
+    ax.set_xlabel(f"staleness tau (last bar: tau >= {share.size - 1})")
+    ax.set_ylabel("share of updates")
+    return ax
 
 
 def _check_memory(R: int, C: int, n: int, d: int, itemsize: int) -> None:
@@ -358,10 +354,10 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
                    algorithm: Optional[AbstractAlgorithm] = None,
                    record_every: Optional[int] = None, dtype: str = "float64",
                    metrics=None, generator: str = "threefry",
-                   staleness_bins: Optional[int] = None, progress=False) -> AsyncResult:
+                   staleness_bins: Optional[int] = None, progress=False) -> SimResult:
     """Asynchronous training (FedAsync, FedBuff) of ``trials`` trials on a simulated clock:
     ``fa.simulate(problem, schedule=Buffered(rule, clock, concurrency, staleness_bins),
-    rounds=steps, ...)`` with its staleness counts at hand.
+    rounds=steps, record_x=False, ...)``.
 
     Args:
       problem, rule, clock, concurrency, staleness_bins: the problem and the
@@ -375,7 +371,11 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
         local model: FedAvg's local SGD by default, FedProx's proximal steps).
 
     Returns:
-      :class:`AsyncResult`.
+      A :class:`~fedjax_abc.SimResult` whose ``rounds`` are server steps u = 0, k, 2k, ...,
+      T, with the metrics ``time`` (the simulated time of each recorded step:
+      ``result.plot(x="time")``, ``result.on_time_grid(...)``) and ``staleness`` (the
+      delivered updates counted by staleness so far, a column a bin: :func:`staleness`,
+      :func:`staleness_distribution`).
 
     Example:
       >>> import jax, jax.numpy as jnp, fedjax_abc as fa
@@ -384,7 +384,7 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
       ...     p, fa.timing.FedBuff(buffer=2), fa.timing.Clock(fa.timing.Exponential(1.0)),
       ...     concurrency=4, local_steps=2, stepsize=0.1, steps=30, trials=3,
       ...     key=jax.random.key(1), x0=jnp.ones(2))
-      >>> out.result.gap.shape, out.staleness.shape
+      >>> out.gap.shape, fa.timing.staleness(out).shape
       ((3, 31), (3, 17))
     """
     schedule = Buffered(rule, clock, concurrency, staleness_bins)
@@ -392,9 +392,7 @@ def simulate_async(problem: Problem, rule: AbstractAsyncRule, clock: Clock, *,
         d = problem.dim
         _check_memory(trials, schedule.concurrency, problem.num_clients, d,
                       8 if dtype == "float64" else 4)
-    result = simulate(problem, local_steps=local_steps, stepsize=stepsize, rounds=steps,
-                      trials=trials, key=key, x0=x0, oracle=oracle, algorithm=algorithm,
-                      record_every=record_every, dtype=dtype, metrics=metrics,
-                      generator=generator, progress=progress, record_x=False,
-                      schedule=schedule)
-    return AsyncResult(result, result.metrics["staleness"][:, -1])
+    return simulate(problem, local_steps=local_steps, stepsize=stepsize, rounds=steps,
+                    trials=trials, key=key, x0=x0, oracle=oracle, algorithm=algorithm,
+                    record_every=record_every, dtype=dtype, metrics=metrics,
+                    generator=generator, progress=progress, record_x=False, schedule=schedule)

@@ -14,6 +14,7 @@ so its numbers are those of ``simulate`` with the same arguments and key.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import numbers
@@ -98,11 +99,13 @@ def _get(component, field: str):
 
 
 def with_field(component, name: str, field: str, value):
-    """``component`` with its array field ``field`` set to ``value`` (same shape)."""
+    """``component`` with its field ``field`` set to ``value``: an array field keeps its
+    shape (data: the points share a program); any other field (a count, a rule, a law) is
+    given to the constructor of the module that holds it, whose checks it passes (a new
+    shape or class: the point runs in a group of its own)."""
     old = _get(component, field)
     if not isinstance(old, (jax.Array, np.ndarray)):
-        raise ValueError(f"grid axis '{name}.{field}': {type(component).__name__} has no array "
-                         f"field {field!r}")
+        return _rebuilt(component, name, field, value)
     floating = jnp.issubdtype(old.dtype, jnp.floating)
     new = np.asarray(value, dtype=np.float64 if floating else old.dtype)
     if not floating and np.shape(value) == new.shape and not np.array_equal(
@@ -119,6 +122,26 @@ def with_field(component, name: str, field: str, value):
         recheck_all(changed)
     except ValueError as e:
         raise ValueError(f"grid axis '{name}.{field}' value {value!r}: {e}") from None
+    return changed
+
+
+def _rebuilt(component, name: str, field: str, value):
+    """``component`` with the field at the end of the dotted path ``field`` (not an array)
+    set to ``value`` by its holder's constructor (``dataclasses.replace``), the holder put
+    back in its place."""
+    path, _, last = field.rpartition(".")
+    holder = _get(component, path) if path else component
+    if not isinstance(holder, eqx.Module) or last not in {
+            f.name for f in dataclasses.fields(holder) if f.init}:
+        raise ValueError(f"grid axis '{name}.{field}': {type(component).__name__} has no "
+                         f"field {field!r} its constructor takes")
+    try:
+        new = dataclasses.replace(holder, **{last: value})
+        changed = eqx.tree_at(lambda c: _get(c, path), component, new) if path else new
+        recheck_all(changed)
+    except (TypeError, ValueError) as e:
+        raise ValueError(" ".join(f"grid axis '{name}.{field}' value {value!r}: {e}".split())
+                         [:300]) from None
     return changed
 
 

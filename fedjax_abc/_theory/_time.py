@@ -21,7 +21,7 @@ def exponential_staleness(concurrency: int, buffer: int = 1, bins: int = 64) -> 
     """P(tau = k) = (K/C)(1 - K/C)^k, k = 0, ..., bins - 2, and P(tau >= bins - 1) last.
 
     The staleness law of FedBuff (buffer K) and FedAsync (K = 1) with C clients in flight
-    and iid exponential durations; ``AsyncResult.staleness_distribution()`` estimates the
+    and iid exponential durations; ``fa.timing.staleness_distribution(result)`` estimates the
     same shares from a run (``staleness_bins=bins``).
 
     Example:
