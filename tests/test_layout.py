@@ -353,3 +353,31 @@ def test_the_jit_wrapper_test_can_fail(tmp_path):
     bad = tmp_path / "_probe.py"
     bad.write_text("import equinox as eqx\n@eqx.filter_jit\ndef f(x):\n    return x\n")
     assert _jit_wrappers(bad) == ["_probe.py: eqx.filter_jit"]
+
+
+# an engine function takes at most this many positional parameters (self and cls aside):
+# more travel together as one of the run's records (Parts, Program, Plan, ...)
+_MAX_POSITIONAL = 8
+
+
+def _long_signatures(path: pathlib.Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            names = [a.arg for a in node.args.posonlyargs + node.args.args]
+            names = names[1:] if names[:1] in (["self"], ["cls"]) else names
+            if len(names) > _MAX_POSITIONAL:
+                found.append(f"{path.name}: {getattr(node, 'name', 'lambda')} ({len(names)})")
+    return found
+
+
+def test_no_engine_function_takes_more_than_eight_positional_parameters():
+    engine = sorted((PKG / "_engine").glob("*.py"))
+    assert [hit for path in engine for hit in _long_signatures(path)] == []
+
+
+def test_the_signature_test_can_fail(tmp_path):
+    bad = tmp_path / "_probe.py"
+    bad.write_text("def kernel(a, b, c, d, e, f, g, h, i, *, j=0):\n    return a\n"
+                   "class C:\n    def m(self, a, b, c, d, e, f, g, h):\n        return a\n")
+    assert _long_signatures(bad) == ["_probe.py: kernel (9)"]
