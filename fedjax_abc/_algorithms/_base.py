@@ -209,10 +209,16 @@ def recheck_all(obj) -> None:
     """:func:`recheck` of every module in ``obj``: it, its fields, tuples and lists of them,
     outermost first (a component with a value put deep inside it, a run's components)."""
     cls = type(obj)
-    if issubclass(cls, eqx.Module):
+    if eqx.Module in cls.__mro__:
         recheck(obj)
-        for f in dataclasses.fields(cls):
-            recheck_all(object.__getattribute__(obj, f.name))
+        children = [object.__getattribute__(obj, f.name) for f in dataclasses.fields(cls)]
     elif cls is tuple or cls is list:
-        for item in obj:
-            recheck_all(item)
+        children = obj
+    else:
+        return
+    for child in children:
+        kind = type(child)
+        # only a module, a tuple or a list can hold a module: the other values (arrays,
+        # numbers, functions, None) are passed over here, without a call each
+        if kind is tuple or kind is list or eqx.Module in kind.__mro__:
+            recheck_all(child)

@@ -68,6 +68,12 @@ def _resolve_devices(devices):
     return devices
 
 
+# the default schedule and server rule: modules without fields, so one instance of each
+# serves every run (one built per call costs a module's construction, its checks included)
+_ROUNDS = Rounds()
+_WEIGHTED_MEAN = WeightedMean()
+
+
 class Components(eqx.Module):
     """A run's components, cast to its dtype: the one pytree whose array leaves are data.
 
@@ -84,9 +90,9 @@ class Components(eqx.Module):
     transform: Optional[AbstractTransform]
     local_steps: Optional[AbstractLocalSteps]
     metrics: tuple = ()  # the user's metric functions, in the order of Spec.metric_names
-    aggregator: AbstractAggregator = WeightedMean()  # the server's rule
+    aggregator: AbstractAggregator = _WEIGHTED_MEAN  # the server's rule
     byzantine: Optional[Byzantine] = None  # the Byzantine clients and their attack
-    schedule: AbstractSchedule = Rounds()  # how the run's steps go
+    schedule: AbstractSchedule = _ROUNDS  # how the run's steps go
 
 
 def oracle_of(components: Components) -> AbstractOracle:
@@ -351,7 +357,7 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
     if (taken | set(stat_names)) & set(sampler_names):
         raise ValueError(f"the sampler's records {sorted((taken | set(stat_names)) & set(sampler_names))} "
                          "are named like metrics, statistics or result fields; rename the metrics")
-    schedule = Rounds() if schedule is None else schedule
+    schedule = _ROUNDS if schedule is None else schedule
     if not isinstance(schedule, AbstractSchedule):
         raise ValueError("schedule must be a fedjax_abc.AbstractSchedule (fa.Rounds(), "
                          f"fa.decentral.Gossip(...)), got {type(schedule).__name__}")
@@ -368,7 +374,7 @@ def build(problem, *, num_sampled, local_steps, rounds, record_every, mode, samp
     if algorithm.needs_unit_weights and not method(sampler, "unit_weights")():
         raise ValueError(f"{type(algorithm).__name__} keeps a mean of client states that needs "
                          f"every participant's weight 1, not {type(sampler).__name__}'s")
-    aggregator = WeightedMean() if aggregator is None else aggregator
+    aggregator = _WEIGHTED_MEAN if aggregator is None else aggregator
     check_robust(problem, sampler, aggregator, byzantine)
     method(schedule, "check")(problem=problem, oracle=oracle, sampler=sampler,
                               algorithm=algorithm, transform=transform,
@@ -614,7 +620,9 @@ def _config(components: Components, spec: Spec, devices: list, call: dict) -> di
         config["aggregator"] = describe(c.aggregator)
     if c.byzantine is not None:
         config["byzantine"] = describe(c.byzantine)
-    if c.schedule != Rounds():  # the default synchronous rounds are left out
+    # the default synchronous rounds are left out (the default instance itself needs no
+    # comparison, which walks both modules)
+    if c.schedule is not _ROUNDS and c.schedule != _ROUNDS:
         config["schedule"] = describe(c.schedule)
     if not is_of_size(c.sampler):
         config["sampler_config"] = describe_sampler(c.sampler)  # the paper's: S says it all

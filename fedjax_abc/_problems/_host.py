@@ -16,6 +16,8 @@ from typing import Any, Callable
 
 __all__ = ["method"]
 
+_MISSING = object()
+
 
 def method(obj: Any, name: str) -> Callable:
     """``obj.name`` bound as Python binds it (a plain bound method, not a pytree); a static
@@ -26,7 +28,15 @@ def method(obj: Any, name: str) -> Callable:
       >>> method(fa.UniformWithoutReplacement(3), "num_slots")(10)
       3
     """
-    attr = inspect.getattr_static(type(obj), name)
+    # inspect.getattr_static(type(obj), name) finds the first class along the MRO whose
+    # __dict__ holds the name; that walk, done here, costs a fraction of its (a call reads
+    # about twenty methods this way); a name no class defines goes to it, as before
+    for klass in type(obj).__mro__:
+        attr = klass.__dict__.get(name, _MISSING)
+        if attr is not _MISSING:
+            break
+    else:
+        attr = inspect.getattr_static(type(obj), name)
     if isinstance(attr, types.FunctionType):
         return types.MethodType(attr, obj)
     return getattr(obj, name)
