@@ -15,6 +15,7 @@ import numbers
 from typing import Mapping, Sequence
 
 from fedjax_abc._engine._async import AsyncResult, Buffered
+from fedjax_abc._engine._names import coordinate_labels
 from fedjax_abc._engine._result import SweepResult
 from fedjax_abc._engine._simulate import Simulation
 from fedjax_abc._engine._sweep import check_grid, sweep, with_field
@@ -43,12 +44,6 @@ class AsyncSweepResult:
         result = self.sweep.point(**labels)
         j = next(j for j, r in enumerate(self.sweep.results) if r is result)
         return AsyncResult(result, self.staleness[j])
-
-
-def _label(value, j: int):
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return value
-    return f"{type(value).__name__} {j}"
 
 
 def _with(rule, clock, kwargs: dict, name: str, value):
@@ -88,6 +83,10 @@ def sweep_async(problem, rule, clock, *, grid: Mapping[str, Sequence],
         (``"clock.compute.mean"``, ``"clock.speed.sigma"``).
       **kwargs: every other argument of ``simulate_async``, the same for all points.
 
+    The points are labelled as :func:`~fedjax_abc.sweep` labels them: numbers, a rule or a
+    clock by its description (``"FedBuff(buffer=2, ...)"``; ``point(rule="FedBuff")`` or
+    ``point(rule=fa.timing.FedBuff(2))`` finds it).
+
     Example:
       >>> import jax, jax.numpy as jnp, fedjax_abc as fa
       >>> p = fa.problems.quadratics(jax.random.key(0), n=20, d=2)
@@ -124,8 +123,7 @@ def sweep_async(problem, rule, clock, *, grid: Mapping[str, Sequence],
     for point in itertools.product(*axes.values()):
         value = dict(zip(axes, point))
         ordered.append(results[tuple(_key(value[n]) for n in fixed + swept)])
-    labels = {name: tuple(_label(v, j) for j, v in enumerate(values))
-              for name, values in axes.items()}
+    labels = {name: coordinate_labels(name, values) for name, values in axes.items()}
     return AsyncSweepResult(SweepResult(labels, tuple(r for r, _ in ordered)),
                             tuple(st for _, st in ordered))
 
