@@ -7,6 +7,7 @@ engine's private modules. The public modules (``fedjax_abc``, ``fedjax_abc.timin
 """
 
 from fedjax_abc._engine._checkpoint import check_writable, library_digest
+from fedjax_abc._engine._environment import environment
 from fedjax_abc._engine._labelled import attributes as result_attributes
 from fedjax_abc._engine._labelled import save as save_result
 from fedjax_abc._engine._memory import check_points
@@ -19,5 +20,5 @@ from fedjax_abc._engine._sweep import GRID_NAMES, sweep
 
 __all__ = ["AbstractProgressMeter", "GRID_NAMES", "SimResult", "Simulation", "Summary",
            "SweepResult", "Z95", "check_points", "check_writable", "default_record_every",
-           "library_digest", "num_records", "plot_band", "result_attributes", "save_result",
-           "simulate", "stepsize_array", "summarize", "sweep"]
+           "environment", "library_digest", "num_records", "plot_band", "result_attributes",
+           "save_result", "simulate", "stepsize_array", "summarize", "sweep"]

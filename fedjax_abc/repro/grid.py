@@ -406,18 +406,10 @@ def _label(value, axis: str, i: int):
 
 
 def environment() -> dict:
-    """What a part's numbers depend on besides the grid: the fedjax_abc version and source
-    files, the JAX and jaxlib versions, the kind of device and JAX's 64-bit mode (a part
-    computed by other code, on another node's software or a GPU rounds otherwise)."""
-    import jax
-    import jaxlib
+    """What a part's numbers depend on besides the grid: the engine's environment record."""
+    from fedjax_abc._engine import environment as engine_environment
 
-    import fedjax_abc as fa
-    from fedjax_abc._engine import library_digest
-
-    return {"fedjax_abc": fa.__version__, "fedjax_abc code": library_digest(),
-            "jax": jax.__version__, "jaxlib": jaxlib.__version__,
-            "platform": jax.default_backend(), "x64": bool(jax.config.jax_enable_x64)}
+    return engine_environment()
 
 
 def part_fingerprint(doc: dict, point: dict, environment: dict) -> str:
