@@ -24,9 +24,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from fedjax_abc._engine import AbstractProgressMeter
-
-Z95 = 1.959963984540054
+from fedjax_abc._engine import Z95, AbstractProgressMeter  # noqa: F401  (common.Z95: the engine's)
 
 # Experiment identifiers folded into the seed key, so that experiments never share a key.
 EXPERIMENT_IDS = {"fig1": 1, "table2": 2, "fig3": 3, "table2_hypotheses": 4, "remark4": 5, "lemmas": 6, "thm1": 11, "thm2": 12, "thm3": 13, "faults": 14,
