@@ -67,6 +67,7 @@ from fedjax_abc._problems._participation import (
     uniform_among,
 )
 from fedjax_abc._engine._cores import use_cpu_cores
+from fedjax_abc._engine._environment import __version__
 from fedjax_abc._engine._progress import (
     AbstractProgressMeter,
     CallbackProgressMeter,
@@ -80,8 +81,6 @@ from fedjax_abc._engine._simulate import Simulation, simulate
 from fedjax_abc._engine._sweep import sweep
 from fedjax_abc._engine._tune import TuneResult, Tuned, tune
 from fedjax_abc import stats
-
-__version__ = "0.2.0"
 
 __all__ = [
     "AbstractProgressMeter",

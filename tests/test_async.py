@@ -295,6 +295,21 @@ def test_a_sweep_over_the_buffer_and_a_law(problem):
                               grid={"trials": [2]}, concurrency=3, **kw)
 
 
+def test_a_sweep_labels_rules_and_clocks_as_fa_sweep_does(problem):
+    """A rule or clock on an axis is named by its description (the label fa.sweep gives a
+    component), so that point() finds it by the value itself or by its class's name."""
+    clock = fa.timing.Clock(fa.timing.Exponential(1.0))
+    buff, asyn = fa.timing.FedBuff(2), fa.timing.FedAsync(0.5)
+    out = fa.timing.sweep_async(problem, buff, clock, grid={"rule": [buff, asyn]},
+                                concurrency=3, local_steps=Q, stepsize=0.2, steps=4, trials=1,
+                                key=jax.random.key(3), x0=jnp.ones(D))
+    assert out.sweep.axes["rule"] == (
+        "FedBuff(buffer=2, staleness=PolynomialStaleness(a=0.5), server_stepsize=1)",
+        "FedAsync(buffer=1, staleness=ConstantStaleness(), mixing=0.5)")
+    assert out.point(rule=asyn).result is out.sweep.results[1]
+    assert out.point(rule="FedBuff").result is out.sweep.results[0]
+
+
 def test_fedprox_clients_reuse_the_algorithm_s_client_rule(problem):
     """FedProx's proximal local steps run asynchronously: mu = 0 is FedAvg's run bit for
     bit, mu > 0 pulls the local models toward their start and changes the run."""

@@ -35,15 +35,19 @@ def test_example_grid_runs_and_resumes(path, tmp_path, capsys):
     res = fa.load(out / "result.nc")
     assert isinstance(res, fa.SweepResult) and list(res.axes) == list(spec.doc["grid"])
     assert res.gap.shape[-2] == 8 and res.rounds[-1] == 20
+    if "algorithm" in res.axes:  # a component's table is labelled by its name and arguments
+        assert res.axes["algorithm"] == ("FedAvg", "FedProx(mu=0.1)", "Scaffold")
     for name in ["summary.csv", "curves.png"] + [f"final_{a.replace('.', '_')}.png"
                                                   for a in res.axes]:
         assert (out / name).stat().st_size > 0, name
     # the last grid point is simulate's, bit for bit (to rounding where eta_g != 1)
     doc, last = spec.doc, res.results[-1]
     point = res.points[-1]
-    problem = grid._problem(doc["problem"] if "problem.d_max" not in point
-                            else {**doc["problem"], "d_max": point["problem.d_max"]})
-    algorithm = grid._component("algorithm", spec.doc["grid"]["algorithm"][-1]) \
+    table = dict(doc["problem"], **({"d_max": point["problem.d_max"]}
+                                    if "problem.d_max" in point else {}))
+    problem = fa.problems.huber_offsets(jax.random.key(table["seed"]), n=table["n"],
+                                        d_max=table["d_max"])
+    algorithm = getattr(fa.algorithms, doc["grid"]["algorithm"][-1]["name"])() \
         if "algorithm" in point else None
     ref = fa.simulate(problem, key=jax.random.key(doc["seed"]), trials=8, rounds=20,
                       local_steps=doc["local_steps"], mode=doc["mode"], record_x=False,
@@ -142,22 +146,30 @@ def test_merge_says_what_to_give_and_writes_nothing_where_there_is_nothing(tmp_p
     assert "other settings (trials differ" in capsys.readouterr().err
 
 
-def test_the_task_that_ends_last_joins_parts_saved_while_it_ran(tmp_path, monkeypatch):
+def test_the_task_that_ends_last_joins_parts_saved_while_it_ran(tmp_path):
     """Task 1 of 2 computes its part while task 0 runs and saves the other: task 1, ending
     last, joins both (it looked at task 0's part only before running its own, and neither
     task joined)."""
     spec = grid.load_spec(str(_array_grid(tmp_path)))
     out = str(tmp_path / "out")
-    real, seen = grid._run_part, {}
+    seen = {}
 
-    def part_while_the_other_task_runs(doc, point, data_axes, progress):
-        if not seen:  # task 1's first part: task 0 runs all of its own meanwhile
-            seen["task 0"] = None
-            seen["task 0"] = grid.run_grid(spec, out, None, 0, 2)
-        return real(doc, point, data_axes, progress)
+    class OtherTaskMeanwhile:
+        """Task 1's progress: as its first part starts, task 0 runs all of its own."""
 
-    monkeypatch.setattr(grid, "_run_part", part_while_the_other_task_runs)
-    last = grid.run_grid(spec, out, None, 1, 2)
+        def plan(self, work):
+            pass
+
+        def task(self, label, work, unit):
+            if not seen:
+                seen["task 0"] = None
+                seen["task 0"] = grid.run_grid(spec, out, None, 0, 2)
+            return None
+
+        def finish_task(self):
+            pass
+
+    last = grid.run_grid(spec, out, OtherTaskMeanwhile(), 1, 2)
     assert seen["task 0"]["result"] is None and seen["task 0"]["missing"] == [1]
     assert last["missing"] == [] and last["result"] is not None
     assert os.path.exists(os.path.join(out, "result.nc"))

@@ -356,6 +356,26 @@ def test_a_results_folder_that_leads_outside_is_refused(tmp_path, monkeypatch, c
     assert list(elsewhere.iterdir()) == []
 
 
+class _Parts:
+    """A grid's progress that records the parts started (``task`` is called as a part
+    starts to run) and calls ``at_start(label)`` then."""
+
+    def __init__(self, at_start=None):
+        self.started, self.at_start = [], at_start
+
+    def plan(self, work):
+        pass
+
+    def task(self, label, work, unit):
+        self.started.append(label)
+        if self.at_start is not None:
+            self.at_start(label)
+        return None
+
+    def finish_task(self):
+        pass
+
+
 def test_a_part_is_checked_against_the_free_space_before_it_runs(tmp_path, monkeypatch,
                                                                  capsys):
     import collections
@@ -364,8 +384,6 @@ def test_a_part_is_checked_against_the_free_space_before_it_runs(tmp_path, monke
     from fedjax_abc import cli
     from fedjax_abc.repro import grid
 
-    ran = []
-    monkeypatch.setattr(grid, "_run_part", lambda *args: ran.append(args))
     usage = collections.namedtuple("usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda folder: usage(10 ** 9, 10 ** 9, 1000))
     out = tmp_path / "out"
@@ -373,30 +391,27 @@ def test_a_part_is_checked_against_the_free_space_before_it_runs(tmp_path, monke
     err = capsys.readouterr().err
     assert f"part 1/2 of the grid ({out / 'parts' / '0.nc'}) cannot be written: it takes " \
            f"about" in err and "free" in err and err.count("\n") == 1
-    assert ran == []  # nothing computed that could not be kept
+    parts = _Parts()
+    with pytest.raises(OSError, match="cannot be written"):
+        grid.run_grid(grid.load_spec(str(_grid_file(tmp_path))), str(out), parts)
+    assert parts.started == []  # nothing computed that could not be kept
 
 
-def test_a_part_whose_save_fails_is_kept_and_saved_again(tmp_path, monkeypatch, capsys):
-    """The parts' folder gone once the first part is computed (a disk unmounted, filled):
+def test_a_part_whose_save_fails_is_kept_and_saved_again(tmp_path):
+    """The parts' folder gone while the first part is computed (a disk unmounted, filled):
     the part is kept in memory, the failure names its file, and the save is tried again;
     given back the folder in the meantime, nothing is computed twice."""
     import shutil
 
-    from fedjax_abc import cli
     from fedjax_abc.repro import grid
 
-    monkeypatch.setattr(grid, "SAVE_WAITS", (0.0, 0.0))
-    real_run, runs = grid._run_part, []
     out = tmp_path / "out"
     parts = out / "parts"
 
-    def parts_folder_lost(*args):
-        runs.append(args[1])
-        result = real_run(*args)
-        if len(runs) == 1:  # the folder replaced by a file: no save can go there
+    def parts_folder_lost(label):
+        if label.startswith("part 1/"):  # the folder replaced by a file: no save can go there
             shutil.rmtree(parts)
             parts.write_text("not a folder")
-        return result
 
     def folder_back(text):
         messages.append(text)
@@ -404,23 +419,26 @@ def test_a_part_whose_save_fails_is_kept_and_saved_again(tmp_path, monkeypatch, 
         parts.mkdir()
 
     messages = []
-    monkeypatch.setattr(grid, "_run_part", parts_folder_lost)
     spec = grid.load_spec(str(_grid_file(tmp_path)))
-    done = grid.run_grid(spec, str(out), None, say=folder_back)
-    assert len(runs) == 2 and done["joined"] and (parts / "0.nc").exists()
+    progress = _Parts(parts_folder_lost)
+    done = grid.run_grid(spec, str(out), progress, say=folder_back, waits=(0.0, 0.0))
+    assert len(progress.started) == 2 and done["joined"] and (parts / "0.nc").exists()
     (message,) = messages
     assert message.startswith(f"part 1/2 was computed but could not be saved to "
                               f"{parts / '0.nc'}: ") and "it is kept in memory and saved " \
                                                          "again in 0 s" in message
     # a folder that stays lost: after the last try, one line naming the file
-    runs.clear()
+    messages.clear()
     again = tmp_path / "again"
     parts = again / "parts"
-    assert cli.main(["run", str(_grid_file(tmp_path)), "--out", str(again), "--quiet"]) == 1
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 3 and all(f"could not be saved to {parts / '0.nc'}" in e for e in err)
-    assert err[-1].startswith(f"fedjax-abc: error: part 1/2 was computed but could not be "
-                              f"saved to {parts / '0.nc'}: ") and "(tried 3 times)" in err[-1]
+    with pytest.raises(OSError) as err:
+        grid.run_grid(spec, str(again), _Parts(parts_folder_lost), say=messages.append,
+                      waits=(0.0, 0.0))
+    assert len(messages) == 2 and all(f"could not be saved to {parts / '0.nc'}" in m
+                                      for m in messages)
+    assert str(err.value).startswith(f"part 1/2 was computed but could not be saved to "
+                                      f"{parts / '0.nc'}: ") and "(tried 3 times)" in str(err.value)
+    assert "\n" not in str(err.value)
 
 
 def test_damaged_and_foreign_files_are_named(tmp_path, capsys):

@@ -1,7 +1,8 @@
 """Names of things: one-line descriptions of components and the labels of grid coordinates.
 
-A leaf of the engine (it imports no other engine module): results, the driver and the
-sweep all name components and grid points the same way through it.
+A leaf of the engine (it imports no other engine module): results, the driver, the sweep,
+the asynchronous sweep and the grid runner all name components and grid points the same
+way through it.
 
 - :func:`describe`: a component from its own fields, e.g. ``FedProx(mu=0.1)`` or
   ``Chain(transforms=[Clip(norm=0.5), GaussianNoise(stddev=0.55, shared=True)])``;
@@ -21,10 +22,12 @@ import jax
 import numpy as np
 
 from fedjax_abc._algorithms._base import AbstractAlgorithm
+from fedjax_abc._algorithms._buffered import AbstractAsyncRule
 from fedjax_abc._algorithms._transforms import AbstractTransform
 from fedjax_abc._problems._oracles import AbstractOracle
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._problems._samplers import AbstractSampler
+from fedjax_abc._problems._time import Clock
 from fedjax_abc._robust._aggregators import AbstractAggregator
 from fedjax_abc._robust._byzantine import Byzantine
 
@@ -92,7 +95,12 @@ def describe_sampler(sampler) -> str:
 
 
 def coordinate_label(value, name: str, i: int):
-    """A coordinate label of one grid value: a number or a short string."""
+    """A coordinate label of one grid value: a number or a short string.
+
+    Numbers and strings label themselves (a flag as ``"True"``), a problem by its name, a
+    component by :func:`describe` (an asynchronous rule and a clock too), a component given
+    as the table of its name and arguments (a grid file's ``{name = "FedProx", mu = 0.1}``)
+    as ``"FedProx(mu=0.1)"``; anything else is ``"<name>[<i>]"``."""
     if isinstance(value, (bool, np.bool_)):
         return str(bool(value))
     if isinstance(value, numbers.Integral):
@@ -106,8 +114,11 @@ def coordinate_label(value, name: str, i: int):
     if isinstance(value, Problem):
         return value.name
     if isinstance(value, (AbstractAlgorithm, AbstractOracle, AbstractSampler, AbstractTransform,
-                          AbstractAggregator, Byzantine)):
+                          AbstractAggregator, Byzantine, AbstractAsyncRule, Clock)):
         return describe(value)
+    if isinstance(value, dict):  # a component's table: its class's name and its arguments
+        args = ", ".join(f"{k}={v}" for k, v in value.items() if k != "name")
+        return f"{value.get('name', name)}({args})" if args else str(value.get("name", name))
     return f"{name}[{i}]"
 
 

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from fedjax_abc._engine import Z95
 from fedjax_abc._problems._oracles import AbstractOracle, has_exact_variance
 from fedjax_abc._problems._problem import Problem, cast_floating
 from fedjax_abc._theory._grid import (as_points, check_int, check_nonneg, local_values_and_grads,
@@ -37,8 +38,6 @@ __all__ = [
     "oracle_variance",
     "relaxed_growth_sigma_sq",
 ]
-
-Z95 = 1.959963984540054
 
 
 class OracleVariance(NamedTuple):

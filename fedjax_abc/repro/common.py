@@ -24,9 +24,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from fedjax_abc._engine import AbstractProgressMeter
-
-Z95 = 1.959963984540054
+from fedjax_abc._engine import Z95, AbstractProgressMeter  # noqa: F401  (common.Z95: the engine's)
 
 # Experiment identifiers folded into the seed key, so that experiments never share a key.
 EXPERIMENT_IDS = {"fig1": 1, "table2": 2, "fig3": 3, "table2_hypotheses": 4, "remark4": 5, "lemmas": 6, "thm1": 11, "thm2": 12, "thm3": 13, "faults": 14,
@@ -215,27 +213,29 @@ def record_every(rounds: int, target: int = 500) -> Optional[int]:
 
 
 def environment() -> dict:
-    """Library versions and the device, for the config block."""
+    """The config block's record of the software and the machine: the engine's
+    :func:`~fedjax_abc._engine.environment` (the fedjax_abc, JAX and jaxlib versions, the
+    backend) with the versions of the libraries the reports use and the devices."""
     import jax
-    import jaxlib
     import matplotlib
     import scipy
 
-    import fedjax_abc
+    from fedjax_abc._engine import environment as engine_environment
 
+    env = engine_environment()
     devices = jax.devices()
     return {
         "versions": {
-            "fedjax_abc": fedjax_abc.__version__,
-            "jax": jax.__version__,
-            "jaxlib": jaxlib.__version__,
+            "fedjax_abc": env["fedjax_abc"],
+            "jax": env["jax"],
+            "jaxlib": env["jaxlib"],
             "numpy": np.__version__,
             "scipy": scipy.__version__,
             "matplotlib": matplotlib.__version__,
             "python": platform.python_version(),
         },
         "device": {
-            "backend": jax.default_backend(),
+            "backend": env["platform"],
             "devices": [str(d) for d in devices],
             "device_kind": devices[0].device_kind if devices else None,
             "cpu_count": os.cpu_count(),
