@@ -287,7 +287,8 @@ def test_a_sweep_over_the_buffer_and_a_law(problem):
     np.testing.assert_array_equal(point.gap, own.gap)
     np.testing.assert_array_equal(fa.timing.staleness(point), fa.timing.staleness(own))
     np.testing.assert_array_equal(point.metrics["time"], own.metrics["time"])
-    with pytest.raises(ValueError, match="buffer is fixed"):
+    with pytest.raises(ValueError, match="'rule.buffer': FedAsync has no field 'buffer' its "
+                                         "constructor takes"):
         fa.timing.sweep_async(problem, fa.timing.FedAsync(0.5), clock,
                               grid={"rule.buffer": [2]}, concurrency=3, **kw)
     with pytest.raises(ValueError, match="not a setting"):
@@ -303,11 +304,11 @@ def test_a_sweep_labels_rules_and_clocks_as_fa_sweep_does(problem):
     out = fa.timing.sweep_async(problem, buff, clock, grid={"rule": [buff, asyn]},
                                 concurrency=3, local_steps=Q, stepsize=0.2, steps=4, trials=1,
                                 key=jax.random.key(3), x0=jnp.ones(D))
-    assert out.sweep.axes["rule"] == (
+    assert out.axes["rule"] == (
         "FedBuff(buffer=2, staleness=PolynomialStaleness(a=0.5), server_stepsize=1)",
         "FedAsync(buffer=1, staleness=ConstantStaleness(), mixing=0.5)")
-    assert out.point(rule=asyn).result is out.sweep.results[1]
-    assert out.point(rule="FedBuff").result is out.sweep.results[0]
+    assert out.point(rule=asyn) is out.results[1]
+    assert out.point(rule="FedBuff") is out.results[0]
 
 
 def test_fedprox_clients_reuse_the_algorithm_s_client_rule(problem):

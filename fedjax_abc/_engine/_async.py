@@ -227,7 +227,7 @@ class Buffered(AbstractSchedule):
     rule: AbstractAsyncRule
     clock: Clock
     concurrency: int = eqx.field(static=True)
-    bins: int = eqx.field(static=True)
+    staleness_bins: Optional[int] = eqx.field(static=True)  # None: 4 C + 1
 
     def __init__(self, rule: AbstractAsyncRule, clock: Clock, concurrency: int,
                  staleness_bins: Optional[int] = None):
@@ -244,8 +244,13 @@ class Buffered(AbstractSchedule):
         # makes (no leaf of a rule or a clock counts anything)
         self.rule, self.clock = _numbers_as_arrays(rule), _numbers_as_arrays(clock)
         self.concurrency = C
-        self.bins = 4 * C + 1 if staleness_bins is None else check_count("staleness_bins",
-                                                                         staleness_bins, 2)
+        self.staleness_bins = None if staleness_bins is None else check_count(
+            "staleness_bins", staleness_bins, 2)
+
+    @property
+    def bins(self) -> int:
+        """The staleness record's bins: ``staleness_bins``, or 4 C + 1."""
+        return 4 * self.concurrency + 1 if self.staleness_bins is None else self.staleness_bins
 
     def check(self, *, problem, oracle, sampler, algorithm, transform, local_steps, aggregator,
               byzantine, generator, dtype) -> None:

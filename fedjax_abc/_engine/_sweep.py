@@ -15,6 +15,7 @@ so its numbers are those of ``simulate`` with the same arguments and key.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import itertools
 import math
 import numbers
@@ -127,16 +128,29 @@ def with_field(component, name: str, field: str, value):
 
 def _rebuilt(component, name: str, field: str, value):
     """``component`` with the field at the end of the dotted path ``field`` (not an array)
-    set to ``value`` by its holder's constructor (``dataclasses.replace``), the holder put
-    back in its place."""
+    set to ``value`` by its holder's constructor, given the holder's other fields by name
+    (each of its parameters must be a field: a constructor that keeps a parameter under
+    another name cannot be called again faithfully), the holder put back in its place."""
     path, _, last = field.rpartition(".")
     holder = _get(component, path) if path else component
-    if not isinstance(holder, eqx.Module) or last not in {
-            f.name for f in dataclasses.fields(holder) if f.init}:
+    if not isinstance(holder, eqx.Module):
         raise ValueError(f"grid axis '{name}.{field}': {type(component).__name__} has no "
-                         f"field {field!r} its constructor takes")
+                         f"field {path!r}")
+    kept = {f.name for f in dataclasses.fields(holder)}
+    params = [p.name for p in list(inspect.signature(type(holder)).parameters.values())
+              if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    cls = type(holder).__name__
+    if last not in params or last not in kept:
+        raise ValueError(f"grid axis '{name}.{field}': {cls} has no field {last!r} its "
+                         "constructor takes")
+    lost = [p for p in params if p not in kept]
+    if lost:
+        raise ValueError(f"grid axis '{name}.{field}': {cls}'s constructor takes {lost}, which "
+                         "it does not keep as fields: it cannot be built again with a new "
+                         f"{last!r}")
     try:
-        new = dataclasses.replace(holder, **{last: value})
+        new = type(holder)(**{p: value if p == last else object.__getattribute__(holder, p)
+                              for p in params})
         changed = eqx.tree_at(lambda c: _get(c, path), component, new) if path else new
         recheck_all(changed)
     except (TypeError, ValueError) as e:
