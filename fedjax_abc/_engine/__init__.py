@@ -6,8 +6,8 @@ engine's private modules. The public modules (``fedjax_abc``, ``fedjax_abc.timin
 ``fedjax_abc.decentral``) re-export the engine's public names.
 """
 
-from fedjax_abc._engine._checkpoint import check_writable, library_digest
-from fedjax_abc._engine._environment import environment
+from fedjax_abc._engine._checkpoint import check_writable
+from fedjax_abc._engine._environment import environment, library_digest
 from fedjax_abc._engine._grid import SAVE_WAITS, part_count, ranges, run_parts, task_share
 from fedjax_abc._engine._grid_spec import GridSpec, check_name, load_spec
 from fedjax_abc._engine._labelled import attributes as result_attributes

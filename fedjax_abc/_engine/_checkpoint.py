@@ -45,6 +45,8 @@ from typing import Any, NamedTuple, Optional
 import jax
 import numpy as np
 
+from fedjax_abc._engine._environment import environment
+
 __all__ = ["FORMAT", "Position", "Tracker", "check_writable", "class_code", "code_fingerprint",
            "digest", "fingerprint", "load", "restored", "resume_round", "save",
            "saved_fingerprint"]
@@ -198,22 +200,6 @@ def class_code(cls: type) -> str:
     return "bytecode " + digest(methods)
 
 
-def library_digest() -> str:
-    """SHA-256 of the package's own source files (their paths and bytes): a checkpoint or a
-    grid's part written by other code of fedjax_abc (another release, a local change, whose
-    numbers may differ) is neither resumed nor merged. About 3 ms."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    h = hashlib.sha256()
-    for folder, dirs, files in sorted(os.walk(root)):
-        dirs.sort()
-        for name in sorted(f for f in files if f.endswith(".py")):
-            path = os.path.join(folder, name)
-            h.update(os.path.relpath(path, root).replace(os.sep, "/").encode() + b"\0")
-            with open(path, "rb") as f:
-                h.update(f.read())
-    return h.hexdigest()
-
-
 def code_fingerprint(*components) -> dict:
     """"code of <module>.<class>" -> :func:`class_code` for every class of ``components``
     defined outside the library: a checkpoint does not resume once such code changed."""
@@ -246,10 +232,9 @@ def fingerprint(run, plan) -> dict:
                      f"{plan.segment} per call, tail {plan.tail}"),
         "key": str(np.asarray(jax.random.key_data(call.key)).tolist()),
         "stepsize": digest(call.alphas), "x0": digest(call.x0),
-        **{name: digest(part) for name, part in parts.items()}, "jax": jax.__version__,
+        **{name: digest(part) for name, part in parts.items()}, **environment(),
         "metrics": f"{list(spec.metric_names)} {digest(metrics)}",
         **{name: str(value) for name, value in spec.execution.optional().items()},
-        "fedjax_abc code": library_digest(),
         **code_fingerprint(*parts.values(), metrics),
     }
 

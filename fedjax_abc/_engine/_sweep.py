@@ -1,6 +1,9 @@
 """``sweep``: a grid of settings as one compiled program per shape.
 
-A grid point is a full set of :func:`~fedjax_abc.simulate` arguments. Points whose settings
+A grid point is a Simulation: the base one (given, or built from the keyword settings) with
+the point's values put in, a component or one of its fields by ``eqx.tree_at`` (checked, and
+built again where it changes the program's structure, as ``Simulation.run`` does), a setting
+of the spec (S, Q, the mode) by building the Simulation again. Points whose settings
 differ only in data (the stepsizes, x0, the array leaves of the problem, oracle, sampler,
 algorithm and law of local steps: ``FedProx(mu)``, ``FedAvg(server_stepsize)``, a problem's
 offsets, ``GeometricSteps(p, Q_max)``) run together:
@@ -174,25 +177,51 @@ def _given_labels(name: str, given, values: list) -> tuple:
     return given
 
 
-def _point_run(problem, kwargs: dict, point: dict) -> CheckedRun:
-    """The checked run of one grid point: ``kwargs`` with the point's values put in."""
-    kw = dict(kwargs)
+def _component(sim: Simulation, name: str):
+    """The Simulation's component ``name`` as it runs (the oracle: the problem's own where
+    none is given)."""
+    return sim.oracle if name == "oracle" else getattr(sim.components, name)
+
+
+def _put(sim: Simulation, name: str, value) -> Simulation:
+    """``sim`` with its component ``name`` replaced by ``value`` (``eqx.tree_at``)."""
+    return eqx.tree_at(lambda s: getattr(s.components, name), sim, value,
+                       is_leaf=lambda x: x is None)
+
+
+def _point(base: Simulation, point: dict) -> Simulation:
+    """The Simulation of one grid point: ``base`` with the point's values put in. A component
+    or one of its fields is put in with ``eqx.tree_at`` (checked and, where it changes the
+    program's structure, built again when the point is checked, as ``Simulation.run``
+    does); a setting of the spec (S, Q, the mode) builds the Simulation again with it."""
+    sim, settings_ = base, {}
     for name, value in point.items():
         head, _, field = name.partition(".")
-        if name == "problem":
-            problem = value
-        elif field:
-            base = kw.get(head)
-            if base is None:
-                base = {"algorithm": FedAvg(), "oracle": problem.oracle}.get(head)
-            if base is None:
+        if name in _CALL:
+            continue
+        if field:
+            part = _component(sim, head)
+            if part is None:
                 raise ValueError(f"grid axis {name!r} needs a {head}= to vary")
-            kw[head] = with_field(base, head, field, value)
+            sim = _put(sim, head, with_field(part, head, field, value))
+        elif name == "problem" or name in _COMPONENTS:
+            sim = _put(sim, name, value)
         else:
-            kw[name] = value
-    call = {name: kw.pop(name) for name in _CALL if name in kw}
-    sim = Simulation(problem, **kw)
-    return check_call(sim.components, sim.spec, fresh=True, **call)
+            settings_[name] = value
+    if not settings_:
+        return sim
+    args = settings(sim.components, sim.spec)
+    if "num_sampled" in settings_:  # S on an axis: the default sampler of that size
+        args["sampler"] = None
+    return Simulation(**dict(args, **settings_))
+
+
+def _point_run(base: Simulation, point: dict, call: dict) -> CheckedRun:
+    """The checked run of one grid point (:func:`_point`), with the point's per-call values
+    (stepsize, x0) in ``call``."""
+    sim = _point(base, point)
+    call = dict(call, **{name: value for name, value in point.items() if name in _CALL})
+    return check_call(sim.components, sim.spec, **call)
 
 
 # ------------------------------------------------------------------ groups of one shape
@@ -230,24 +259,35 @@ def _run_group(runs: list[CheckedRun], bar: Reporting, done_before: int) -> list
     return results, done_before + G * spec.rounds * num_chunks
 
 
-def _from_simulation(sim: Simulation, grid: Mapping, kwargs: dict) -> tuple[Problem, dict]:
-    """The problem and ``simulate``'s arguments of a Simulation's components as they are now
-    (checked, as its ``run`` checks them), with the per-call ``kwargs``."""
-    given = sorted(set(kwargs) & set(_SETTINGS))
-    if given:
-        raise ValueError(f"sweep of a Simulation takes only the per-call arguments (key, x0, "
-                         f"stepsize, trials); {given} are the Simulation's: build it with them")
-    args = settings(*current(sim.components, sim.spec))
-    problem = args.pop("problem")
-    args.pop("num_sampled")  # None: the sampler is given
-    if "num_sampled" in grid:  # S on an axis: the default sampler is the axis's
-        if not is_of_size(args["sampler"]):
+def _base(problem, grid: dict, kwargs: dict) -> tuple[Simulation, dict]:
+    """The Simulation every grid point starts from and the per-call arguments: a given
+    Simulation as it is, or one built from the keyword settings and the grid's first values
+    of the settings on its axes."""
+    call = {name: kwargs[name] for name in _CALL if name in kwargs}
+    unknown = set(kwargs) - set(_SETTINGS) - set(_CALL)
+    if unknown:
+        raise ValueError(f"sweep got unknown arguments {sorted(unknown)}")
+    if isinstance(problem, Simulation):
+        given = sorted(set(kwargs) & set(_SETTINGS))
+        if given:
+            raise ValueError(f"sweep of a Simulation takes only the per-call arguments (key, "
+                             f"x0, stepsize, trials); {given} are the Simulation's: build it "
+                             "with them")
+        if "num_sampled" in grid and not is_of_size(problem.sampler):
             raise ValueError(f"grid axis 'num_sampled' replaces the sampler, but the Simulation "
-                             f"has a {type(args['sampler']).__name__}; vary 'sampler' instead")
-        del args["sampler"]
-    for name in grid:  # a setting on an axis: the axis's values replace the Simulation's
-        args.pop(name, None)
-    return problem, dict(args, **kwargs)
+                             f"has a {type(problem.sampler).__name__}; vary 'sampler' instead")
+        base = problem
+    else:
+        missing = [name for name in _REQUIRED if name not in kwargs and name not in grid]
+        if missing:
+            raise ValueError(f"sweep needs {', '.join(missing)} (as for simulate)")
+        own = {name: value for name, value in kwargs.items() if name in _SETTINGS}
+        first = {name: values[0] for name, values in grid.items() if name in _SETTINGS}
+        base = Simulation(grid["problem"][0] if "problem" in grid else problem, **own, **first)
+    overlap = set(grid) & set(kwargs)
+    if overlap:
+        raise ValueError(f"{sorted(overlap)} given both as a grid axis and as an argument")
+    return base, call
 
 
 def sweep(
@@ -279,11 +319,14 @@ def sweep(
         ``transform``, ``aggregator``, ``byzantine``, ``problem``, or
         ``"algorithm.<field>"`` / ``"oracle.<field>"`` / ``"sampler.<field>"`` /
         ``"transform.<field>"`` / ``"aggregator.<field>"`` / ``"byzantine.<field>"`` for
-        one array field of that component (``"byzantine.attack.tau"``) (e.g. ``"algorithm.mu"`` with ``algorithm=FedProx(0.0)``,
+        one field of that component (``"byzantine.attack.tau"``) (e.g. ``"algorithm.mu"`` with ``algorithm=FedProx(0.0)``,
         ``"algorithm.server_stepsize"`` of the default FedAvg, ``"oracle.C"``,
         ``"transform.levels"`` of QSGD, ``"transform.noise_multiplier"`` of ``dp_fedavg``);
         a dotted path reaches into nested components, an integer into a chain
-        (``"transform.transforms.1.stddev"`` of ``chain(Clip(c), GaussianNoise(s))``).
+        (``"transform.transforms.1.stddev"`` of ``chain(Clip(c), GaussianNoise(s))``). An
+        array field keeps its shape (the points share a program); any other field (a count,
+        a rule, a law: ``"sampler.num_sampled"``, ``"schedule.rule.buffer"``) is given to
+        the constructor of the module holding it, and its points run in groups of one shape.
         Values are given as to ``simulate``.
       progress: True for one progress bar over the whole grid (rounds x grid points), a
         ``callback(rounds_done, total, secs)`` or a progress meter (as for ``simulate``).
@@ -320,27 +363,17 @@ def sweep(
     """
     if "checkpoint" in kwargs or "checkpoint_every" in kwargs:
         raise ValueError("sweep takes no checkpoint; 'fedjax-abc run GRID.toml' resumes a grid")
-    if isinstance(problem, Simulation):
-        problem, kwargs = _from_simulation(problem, grid or {}, kwargs)
     meter = progress_meter(progress)
-    unknown = set(kwargs) - set(_SETTINGS) - set(_CALL)
-    if unknown:
-        raise ValueError(f"sweep got unknown arguments {sorted(unknown)}")
     grid = _check_grid(grid)
     if labels is not None and (not isinstance(labels, Mapping) or set(labels) - set(grid)):
         raise ValueError(f"labels must be a dict: grid axis -> its values' labels, for axes of "
                          f"the grid ({', '.join(grid)}), got {labels!r}"[:300])
-    _metrics.check_axis_names(kwargs.get("metrics"), grid)
-    missing = [name for name in _REQUIRED if name not in kwargs and name not in grid]
-    if missing:
-        raise ValueError(f"sweep needs {', '.join(missing)} (as for simulate)")
-    overlap = set(grid) & set(kwargs)
-    if overlap:
-        raise ValueError(f"{sorted(overlap)} given both as a grid axis and as an argument")
+    base, call = _base(problem, grid, kwargs)
+    _metrics.check_axis_names(dict.fromkeys(base.spec.metric_names), grid)
     # the whole grid's size from its first point, before the other points are checked
-    _memory.check_sweep(_point_run(problem, kwargs, {n: v[0] for n, v in grid.items()}), grid)
+    _memory.check_sweep(_point_run(base, {n: v[0] for n, v in grid.items()}, call), grid)
     points = [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
-    runs = [_point_run(problem, kwargs, point) for point in points]  # all checked first
+    runs = [_point_run(base, point, call) for point in points]  # all checked first
     groups: dict = {}
     for i, run in enumerate(runs):
         groups.setdefault(_shape_key(run), []).append(i)
