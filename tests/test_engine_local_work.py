@@ -309,6 +309,8 @@ class NotAServerState(FedAvg):
 
 
 class ChangesItsState(FedAvg):
+    reads_scale = False
+
     def server_update(self, server, mean_message, info):
         return fa.algorithms.ServerState(server.x.astype(jnp.float32))
 

@@ -99,5 +99,7 @@ class Scaffnew(AbstractAlgorithm):
         gamma = info.stepsize
         return y - (gamma / p) * h, ScaffnewClient(h, y, p / gamma)
 
+    reads_scale: ClassVar[bool] = False
+
     def server_update(self, server, mean_message, info: RoundInfo):
         return ServerState(mean_message)

@@ -37,7 +37,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import final
+from typing import ClassVar, final
 
 import equinox as eqx
 import jax
@@ -152,6 +152,8 @@ class ScaledLocalStep(AbstractAlgorithm):
     def client_final(self, server, client, y, local, info):
         return y, client
 
+    reads_scale: ClassVar[bool] = False
+
     def server_update(self, server, mean_message, info):
         return ServerState(mean_message)
 
@@ -184,6 +186,8 @@ class SkipsServerSteps(AbstractAlgorithm):
 
     def client_final(self, server, client, y, local, info):
         return y, client
+
+    reads_scale: ClassVar[bool] = False
 
     def server_update(self, server, mean_message, info):
         skip = (self.every > 0) & (server.t % max(self.every, 1) == max(self.every, 1) - 1)
