@@ -269,6 +269,7 @@ class Cyclic(fa.AbstractSampler):
     """Test-only: client t mod n in round t, the counter carried as the sampler's state."""
 
     distinct_slots = True
+    num_sampled = 1
 
     def num_slots(self, n):
         return 1
