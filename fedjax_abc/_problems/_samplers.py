@@ -481,9 +481,8 @@ class UniformWithoutReplacement(AbstractStatelessSampler):
     def num_slots(self, n):
         return self.num_sampled
 
-    def validate(self, n):
-        _check_size(self.num_sampled)
-        if not 1 <= self.num_sampled <= n:
+    def validate(self, n):  # S is an integer >= 1: __check_init__
+        if self.num_sampled > n:
             raise ValueError(f"num_sampled (S={self.num_sampled}) must be in [1, n={n}]")
 
     def num_words(self, n):
@@ -579,11 +578,6 @@ class WithReplacement(AbstractStatelessSampler):
 
     def num_slots(self, n):
         return self.num_sampled
-
-    def validate(self, n):
-        _check_size(self.num_sampled)
-        if self.num_sampled < 1:
-            raise ValueError(f"num_sampled (S={self.num_sampled}) must be >= 1")
 
     def num_words(self, n):
         return self.num_sampled
