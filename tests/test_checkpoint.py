@@ -555,6 +555,8 @@ def test_checkpoint_on_a_full_disk_is_refused_before_the_run(problem6, tmp_path,
 class _BrokenLocalStep(fa.algorithms.AbstractLocalSGD):
     """Local SGD whose local step fails while the run's program is traced."""
 
+    reads_scale = False
+
     def init(self, x0):
         return fa.algorithms.FedAvg().init(x0)
 

@@ -331,6 +331,10 @@ class Capped(fa.AbstractStatelessSampler):
 
     distinct_slots: ClassVar[bool] = True
 
+    @property
+    def num_sampled(self):
+        return self.inner.num_sampled
+
     def num_slots(self, n):
         return self.inner.num_slots(n)
 

@@ -269,6 +269,7 @@ class Cyclic(fa.AbstractSampler):
     """Test-only: client t mod n in round t, the counter carried as the sampler's state."""
 
     distinct_slots = True
+    num_sampled = 1
 
     def num_slots(self, n):
         return 1
@@ -309,6 +310,8 @@ class NotAServerState(FedAvg):
 
 
 class ChangesItsState(FedAvg):
+    reads_scale = False
+
     def server_update(self, server, mean_message, info):
         return fa.algorithms.ServerState(server.x.astype(jnp.float32))
 

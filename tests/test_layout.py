@@ -381,3 +381,96 @@ def test_the_signature_test_can_fail(tmp_path):
     bad.write_text("def kernel(a, b, c, d, e, f, g, h, i, *, j=0):\n    return a\n"
                    "class C:\n    def m(self, a, b, c, d, e, f, g, h):\n        return a\n")
     assert _long_signatures(bad) == ["_probe.py: kernel (9)"]
+
+
+# ------------------------------------------------ declared attributes, not probes
+
+# The package asks a component for what its class declares (an abstract method or variable,
+# or an isinstance test against the class that declares it), never whether the object
+# happens to have an attribute. hasattr(obj, ...) and getattr(obj, "name", default) remain
+# for objects that are not components; each is listed here as (file below fedjax_abc/, the
+# attribute probed), with why.
+PROBES_ALLOWED = frozenset({
+    # functions, code objects and classes: the checks of a user's code, digests, names
+    ("_problems/_checks.py", "__module__"),
+    ("_problems/_checks.py", "__code__"),
+    ("_problems/_checks.py", "co_names"),
+    ("_problems/_checks.py", "__globals__"),
+    ("_problems/_checks.py", "__qualname__"),
+    ("_problems/_checks.py", "__func__"),
+    ("_problems/_checks.py", "__self__"),
+    ("_problems/_checks.py", "fget"),
+    ("_problems/_checks.py", "__dataclass_fields__"),
+    ("_problems/_problem.py", "__qualname__"),
+    ("_engine/_checkpoint.py", "__func__"),
+    ("_engine/_checkpoint.py", "fget"),
+    ("_engine/_checkpoint.py", "__wrapped__"),
+    ("cli.py", "__code__"),  # the garbage collector's callbacks
+    # what a user's function returns (a gradient, a loss, a model's logits, a metric) and
+    # values given as data (arrays, sequences)
+    ("_problems/_checks.py", "shape"),
+    ("_problems/_problem.py", "shape"),
+    ("_problems/_problem.py", "dtype"),
+    ("_problems/_learning.py", "shape"),
+    ("_problems/_learning.py", "__len__"),
+    ("_problems/_paper.py", "__len__"),
+    ("_problems/_data.py", "__iter__"),
+    ("_engine/_metrics.py", "shape"),
+    ("_engine/_metrics.py", "dtype"),
+    ("_engine/_metrics.py", "kind"),
+    ("_engine/_run.py", "weak_type"),  # a leaf's
+    ("_engine/_result.py", "__array__"),
+    ("repro/common.py", "shape"),
+    ("repro/common.py", "dtype"),
+    # the platform, a device, an output stream
+    ("_engine/_cores.py", "sched_getaffinity"),
+    ("_engine/_memory.py", "platform"),
+    ("repro/common.py", "isatty"),
+    # a field path a user names (a sweep's "algorithm.mu")
+    ("_engine/_sweep.py", "part"),
+    # probes of components left in the engine, to go (then their entries go too):
+    ("_engine/_run.py", "num_sampled"),  # SimResult.config: sampler.num_sampled (declared)
+    ("_engine/_memory.py", "dim"),  # a grid's problems: Problem.dim
+    ("_engine/_plan.py", "closed_form"),  # grad_fn: DatasetGrad.closed_form, else a function
+})
+
+
+def _probes(path: pathlib.Path, base: pathlib.Path = PKG) -> list:
+    """(file, attribute, call) of every ``hasattr(obj, name)`` and ``getattr(obj, "name",
+    default)`` of a module, in line order; the attribute is the literal's value, or the
+    expression's text where it is not a literal."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+            continue
+        args = node.args
+        if node.func.id == "hasattr" and len(args) == 2:
+            name = args[1]
+        elif node.func.id == "getattr" and len(args) == 3 and isinstance(
+                args[1], ast.Constant) and isinstance(args[1].value, str):
+            name = args[1]
+        else:
+            continue
+        attr = name.value if isinstance(name, ast.Constant) else ast.unparse(name)
+        found.append((node.lineno, path.relative_to(base).as_posix(), attr, ast.unparse(node)))
+    return [hit[1:] for hit in sorted(found)]
+
+
+def test_components_are_asked_for_declared_attributes_not_probed():
+    found = [hit for path in MODULES for hit in _probes(path)]
+    extra = [f"{file}: {call}" for file, attr, call in found if (file, attr) not in PROBES_ALLOWED]
+    assert extra == [], "attribute probes (declare the attribute on the component's abstract " \
+        "class, or test isinstance against the class that declares it): " + ", ".join(extra)
+    stale = sorted(PROBES_ALLOWED - {(file, attr) for file, attr, _ in found})
+    assert stale == [], f"PROBES_ALLOWED entries with no probe left (remove them): {stale}"
+
+
+def test_the_probe_test_can_fail(tmp_path):
+    bad = tmp_path / "_probe.py"
+    bad.write_text("def f(sampler, model, obj, name):\n"
+                   "    if hasattr(sampler, 'num_sampled'):\n"
+                   "        return getattr(model, 'curvature', None)\n"
+                   "    return getattr(obj, name, None), getattr(obj, 'shape'), obj.dim\n")
+    assert _probes(bad, tmp_path) == [
+        ("_probe.py", "num_sampled", "hasattr(sampler, 'num_sampled')"),
+        ("_probe.py", "curvature", "getattr(model, 'curvature', None)")]

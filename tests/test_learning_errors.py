@@ -180,3 +180,15 @@ def test_evaluate_refuses_test_data_the_model_cannot_read(problem):
         fa.problems.evaluate(problem, problem.x_star, np.zeros((2, 1)), np.array([0, 1]))
     with pytest.raises(ValueError, match=r"take a learning problem or its model"):
         fa.problems.held_out_metrics(problem, np.zeros((2, 1)), np.array([0, 1]))
+
+
+def test_a_problem_takes_pooled_data_of_the_declared_kind_only():
+    """Problem.pooled is an AbstractPooled (value_and_grad and check_matches, which a
+    problem runs when it is built): anything else is refused in one line."""
+    lg = fa.problems.logistic_regression(X1, Y1, l2=0.1)
+    kw = dict(loss=lg.loss, params=lg.params, minima=lg.minima, oracle=lg.oracle,
+              grad_fn=lg.grad_fn)
+    assert fa.Problem(**kw, pooled=lg.pooled).pooled is lg.pooled
+    with pytest.raises(ValueError, match=r"Problem.pooled must be an AbstractPooled or None, "
+                                         r"got dict"):
+        fa.Problem(**kw, pooled={"value_and_grad": None})

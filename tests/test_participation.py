@@ -277,17 +277,37 @@ def test_client_state_means_refuse_weights_other_than_one(alg, sampler, match):
 
 
 class OwnServer(fa.algorithms.FedAvg):
-    """A user's FedAvg with its own server step (that ignores RoundInfo.scale)."""
+    """A user's FedAvg with its own server step (that ignores RoundInfo.scale): it says so
+    again, as a subclass inherits its parent's reads_scale."""
+
+    reads_scale = False
 
     def server_update(self, server, mean_message, info):
         return fa.algorithms.ServerState(mean_message)
 
 
-def test_a_subclass_with_its_own_server_update_does_not_inherit_reads_scale():
+def test_a_subclass_with_its_own_server_update_declares_reads_scale_again():
     assert fa.algorithms.FedAvg.reads_scale and not OwnServer.reads_scale
     p = quadratics(np.ones(N), np.arange(N, dtype=float))
     with pytest.raises(ValueError, match=r"OwnServer does not apply RoundInfo.scale"):
         fa.simulate(p, sampler=fa.Poisson(P), algorithm=OwnServer(), **_kw())
+
+
+def test_an_algorithm_that_does_not_declare_reads_scale_cannot_be_made():
+    """reads_scale is abstract: an algorithm class that leaves it out is refused when it is
+    instantiated (equinox's error names it), not run with a default."""
+
+    class Undeclared(fa.algorithms.AbstractLocalSGD):
+        def init(self, x0):
+            return fa.algorithms.ServerState(x0)
+
+        def server_update(self, server, mean_message, info):
+            return fa.algorithms.ServerState(mean_message)
+
+    with pytest.raises(TypeError, match=r"Can't instantiate abstract class Undeclared with "
+                                        r"abstract attributes \{'reads_scale'\}"):
+        Undeclared()
+    assert OwnServer().reads_scale is False and PlainMean().reads_scale is False
 
 
 def test_fedavg_round_gives_a_stateful_samplers_first_round_only():

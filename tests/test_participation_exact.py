@@ -254,6 +254,7 @@ class Pair(fa.AbstractStatelessSampler):
     """Clients 0 and 1 every round, averaged: A = (v_0 + v_1) / 2, no randomness."""
 
     distinct_slots = True
+    num_sampled = 2
 
     def num_slots(self, n):
         return 2

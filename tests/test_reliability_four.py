@@ -173,6 +173,9 @@ def test_swapped_key_and_x0_are_named(quad):
 
 
 class ModuleGeneratorSampler(fa.AbstractStatelessSampler):
+    distinct_slots = False
+    num_sampled = 2
+
     def num_slots(self, n):
         return 2
 

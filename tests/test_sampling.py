@@ -286,6 +286,52 @@ def test_sample_mask_still_draws_s_of_n():
     assert sorted(mask.tolist()) == [0.0, 0.0, 0.0, 1.0, 1.0]
 
 
+# ------------------------------------------------ the attributes every sampler declares
+
+
+class _FirstTwo(fa.AbstractStatelessSampler):
+    """Clients 0 and 1 every round; it declares neither distinct_slots nor num_sampled."""
+
+    def num_slots(self, n):
+        return 2
+
+    def from_words(self, words, n):
+        return jnp.arange(2, dtype=jnp.int32), jnp.ones(2)
+
+
+class _FirstTwoDeclared(_FirstTwo):
+    distinct_slots = True
+    num_sampled = 2
+
+
+def test_a_sampler_that_does_not_declare_its_attributes_cannot_be_made():
+    """distinct_slots and num_sampled are abstract: a sampler class that leaves them out is
+    refused when it is instantiated (equinox's error names them), not run with a default."""
+    with pytest.raises(TypeError, match=r"Can't instantiate abstract class _FirstTwo with "
+                                        r"abstract attributes \{'(distinct_slots|num_sampled)', "
+                                        r"'(distinct_slots|num_sampled)'\}"):
+        _FirstTwo()
+    mask = fa.sample_mask(_FirstTwoDeclared(), jax.random.key(0), 5)
+    assert np.asarray(mask).tolist() == [1.0, 1.0, 0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("sampler, S, distinct", [
+    (fa.UniformWithoutReplacement(3), 3, True),
+    (fa.WithReplacement(3), 3, False),
+    (fa.FullParticipation(), None, True),
+    (fa.Bernoulli(0.5), None, True),
+    (fa.Poisson([0.5, 0.2]), None, True),
+    (fa.ImportanceSampler([0.5, 0.5], 3), 3, False),
+    (fa.Cyclic(2, 1), 1, True),
+    (fa.Dropout(fa.WithReplacement(4), 0.5), 4, False),  # a wrapper's are the wrapped one's
+    (fa.SizeWeighted(fa.Bernoulli(0.5), [1.0, 2.0]), None, True),
+    (fa.timing.Timed(fa.UniformWithoutReplacement(4), fa.timing.Clock(
+        fa.timing.Exponential(1.0)), keep=2), 2, True),  # over-selection keeps 2 of 4
+])
+def test_every_sampler_says_its_size_and_whether_its_slots_are_distinct(sampler, S, distinct):
+    assert sampler.num_sampled == S and sampler.distinct_slots is distinct
+
+
 # ------------------------------------------------ uniform sampling in float32 without x64
 
 

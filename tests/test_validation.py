@@ -497,6 +497,9 @@ class NumpyNoise(fa.AbstractOracle):
 
 
 class NumpyChoice(fa.AbstractStatelessSampler):
+    distinct_slots = False
+    num_sampled = 2
+
     def num_slots(self, n):
         return 2
 
@@ -506,6 +509,9 @@ class NumpyChoice(fa.AbstractStatelessSampler):
 
 
 class LocalGenerator(fa.AbstractStatelessSampler):
+    distinct_slots = False
+    num_sampled = 2
+
     def num_slots(self, n):
         return 2
 

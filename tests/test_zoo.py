@@ -112,6 +112,8 @@ class _Probe(fa.algorithms.AbstractAlgorithm):
     """A first communication that reads the client state: k_i grad f_i(x_t), k_i the
     client's rounds so far plus one; every local step moves by -alpha c."""
 
+    reads_scale = False
+
     def init(self, x0):
         return _ProbeState(x0, x0 * 0)
 

@@ -162,6 +162,8 @@ class AFL(AbstractAlgorithm):
         losses = jnp.zeros((n,), y.dtype).at[i].set(n * loss)
         return (update, pack_vector(losses, y.shape[-1])), client
 
+    reads_scale: ClassVar[bool] = False
+
     def server_update(self, server, mean_message, info: RoundInfo):
         if info.num_clients != self.num_clients:
             raise ValueError(f"AFL's num_clients ({self.num_clients}) must be the problem's "

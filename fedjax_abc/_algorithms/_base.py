@@ -39,7 +39,8 @@ leaves, so a new value (``FedProx(mu=0.2)``) compiles nothing new; they are chec
 (weight > 0) keep their new client state.
 """
 
-from __future__ import annotations
+# no ``from __future__ import annotations`` here: equinox reads ``eqx.AbstractVar`` from the
+# annotation object (a string annotation would declare a field instead)
 
 import abc
 import dataclasses
@@ -125,26 +126,25 @@ class AbstractServerState(eqx.Module):
 class AbstractAlgorithm(eqx.Module):
     """A federated algorithm: the six functions of the module's docstring.
 
-    Subclass it and implement the abstract methods; see
-    :class:`~fedjax_abc.algorithms.FedAvg` for the simplest example and the algorithms
-    guide (``docs/guides/algorithms.md``) for a user-written one.
+    Subclass it, implement the abstract methods and declare ``reads_scale`` (whether
+    ``server_update`` applies ``RoundInfo.scale``); see :class:`~fedjax_abc.algorithms.FedAvg`
+    for the simplest example and the algorithms guide (``docs/guides/algorithms.md``) for a
+    user-written one.
     """
 
-    reads_scale: ClassVar[bool] = False
+    reads_scale: eqx.AbstractVar[bool]
     """True when ``server_update`` applies ``RoundInfo.scale`` (then the algorithm may run
     with an unbiased sampler, e.g. ``Poisson(probs)``); the engine refuses the pair
-    otherwise. A subclass that writes its own ``server_update`` starts from False again
-    unless it says True itself."""
+    otherwise. Every algorithm declares it (``reads_scale: ClassVar[bool] = True``, or a
+    property where it depends on the algorithm's fields, as
+    :class:`~fedjax_abc.algorithms.FineTuned`'s); a class that does not cannot be
+    instantiated. A subclass inherits its parent's value: one that writes its own
+    ``server_update`` declares it again."""
 
     needs_unit_weights: ClassVar[bool] = False
     """True when the server keeps a mean of client states (SCAFFOLD's c, FedDyn's h) that
     only unit weights keep exact; the engine then refuses samplers whose
     ``unit_weights()`` is False (SizeWeighted, unbiased weights)."""
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        if "server_update" in cls.__dict__ and "reads_scale" not in cls.__dict__:
-            cls.reads_scale = False
 
     @abc.abstractmethod
     def init(self, x0: Array) -> AbstractServerState:

@@ -8,7 +8,7 @@ model's parameters.
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Sequence, Union
+from typing import Callable, ClassVar, NamedTuple, Sequence, Union
 
 import equinox as eqx
 import jax
@@ -86,6 +86,8 @@ class AbstractBodyHead(AbstractAlgorithm):
 
     def client_final(self, server, client, y, local, info):
         return y, local.head
+
+    reads_scale: ClassVar[bool] = False
 
     def server_update(self, server, mean_message, info: RoundInfo):
         return ServerState(jnp.where(self.head, server.x, mean_message))

@@ -75,6 +75,8 @@ class FedDyn(AbstractAlgorithm):
         a = self.alpha.astype(y.dtype)
         return (y, y - server.x), client - a * (y - server.x)
 
+    reads_scale: ClassVar[bool] = False
+
     def server_update(self, server, mean_message, info: RoundInfo):
         a = self.alpha.astype(server.x.dtype)
         y_mean, dy = mean_message

@@ -4,6 +4,8 @@ models, each client joining the one of lowest loss."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -124,6 +126,8 @@ class IFCA(AbstractAlgorithm):
         update = (runs[j] - server.models[j])[:, None] * one_hot[None, :]  # (d, k)
         counts = jnp.broadcast_to(one_hot, update.shape)
         return (update, counts), client
+
+    reads_scale: ClassVar[bool] = False
 
     def server_update(self, server, mean_message, info: RoundInfo):
         if self.k > info.num_clients:

@@ -3,6 +3,8 @@ an SVRG correction from the participants' full gradients at x_t."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
@@ -78,6 +80,8 @@ class Mime(AbstractAlgorithm):
 
     def client_final(self, server, client, y, local, info):
         return y, client
+
+    reads_scale: ClassVar[bool] = False
 
     def server_update(self, server, mean_message, info: RoundInfo):
         b = self.beta.astype(mean_message.dtype)

@@ -4,6 +4,8 @@ raised to the power q."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
@@ -103,6 +105,8 @@ class QFFL(AbstractLocalSGD):
         q, lip = self.q.astype(dtype), self.lipschitz.astype(dtype)
         loss = local_objective("QFFL", info).value(server.x)
         return qffl_client_terms(loss, lip * (server.x - y), q, lip), client
+
+    reads_scale: ClassVar[bool] = False
 
     def server_update(self, server, mean_message, info: RoundInfo):
         delta, h = mean_message

@@ -11,7 +11,7 @@ from jaxtyping import Array, Float
 from fedjax_abc._algorithms._base import AbstractAlgorithm, RoundInfo
 from fedjax_abc._algorithms._checks import check_leaf, positive_scalar
 from fedjax_abc._algorithms._fedavg import ServerState, sgd_step
-from fedjax_abc._problems._local_work import GeometricSteps
+from fedjax_abc._problems._local_work import AbstractLocalSteps, GeometricSteps
 
 __all__ = ["Scaffnew", "ScaffnewClient"]
 
@@ -74,7 +74,8 @@ class Scaffnew(AbstractAlgorithm):
         Geometric law, :meth:`local_steps`) must have this p: a round is the Geometric(p)
         iterations up to a communication, and its control variates are scaled by the same
         p (a sweep or tune over p must change both)."""
-        p = getattr(local_steps, "p", None)  # Q (an int) has none
+        p = local_steps.stop_probability() if isinstance(local_steps, AbstractLocalSteps) \
+            else None  # Q (an int) has none
         if p is not None and local_steps.same_for_all_clients() and float(p) != float(self.p):
             raise ValueError(f"Scaffnew's p ({float(self.p):g}) and its law of local steps' p "
                              f"({float(p):g}) differ: run it with local_steps="
@@ -98,6 +99,8 @@ class Scaffnew(AbstractAlgorithm):
         p = self.p.astype(y.dtype)
         gamma = info.stepsize
         return y - (gamma / p) * h, ScaffnewClient(h, y, p / gamma)
+
+    reads_scale: ClassVar[bool] = False
 
     def server_update(self, server, mean_message, info: RoundInfo):
         return ServerState(mean_message)

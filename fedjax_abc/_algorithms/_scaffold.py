@@ -74,6 +74,8 @@ class Scaffold(AbstractAlgorithm):
 
     needs_unit_weights: ClassVar[bool] = True
 
+    reads_scale: ClassVar[bool] = False
+
     def server_update(self, server, mean_message, info: RoundInfo):
         dy, dc = mean_message
         x = server.x + self.server_stepsize * dy

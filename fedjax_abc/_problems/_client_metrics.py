@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_abc._problems._learning import _padded, _test_data
-from fedjax_abc._problems._models import AbstractModel, ClientData
+from fedjax_abc._problems._models import AbstractModel, ClientData, model_of
 from fedjax_abc._problems._problem import Problem
 
 __all__ = ["ClientSpread", "client_metrics", "per_client"]
@@ -94,7 +94,7 @@ def client_metrics(problem: Problem, quantiles: Sequence[float] = (0.1, 0.5, 0.9
       >>> float(m["client_accuracy_worst"](np.zeros(p.dim)))  # x = 0 predicts class 0
       0.3333333333333333
     """
-    model = getattr(problem.loss, "model", None) if isinstance(problem, Problem) else None
+    model = model_of(problem.loss) if isinstance(problem, Problem) else None
     if not isinstance(model, AbstractModel) or not isinstance(problem.params, ClientData):
         what = f"the problem {problem.name!r}" if isinstance(problem, Problem) else \
             type(problem).__name__

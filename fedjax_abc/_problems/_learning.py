@@ -41,7 +41,7 @@ from fedjax_abc._problems import _data
 from fedjax_abc._problems._args import check_count, check_flag, check_key, check_real, real_array
 from fedjax_abc._problems._models import (MLP, AbstractModel, ClientData, DatasetGrad,
                                           DatasetLoss, EquinoxModel, LogisticRegression,
-                                          PooledData, SoftmaxRegression)
+                                          PooledData, SoftmaxRegression, model_of)
 from fedjax_abc._problems._minima import DeferredMinima, Solver
 from fedjax_abc._problems._oracles import AbstractOracle, ExactOracle
 from fedjax_abc._problems._problem import Problem
@@ -122,7 +122,7 @@ def _client_arrays(features, labels, num_classes: Optional[int]):
 def _model_of(problem_or_model):
     """The model of a learning problem (or the model itself)."""
     if isinstance(problem_or_model, Problem):
-        return getattr(problem_or_model.loss, "model", None)
+        return model_of(problem_or_model.loss)
     return problem_or_model
 
 
@@ -145,8 +145,8 @@ def _test_data(model, features, labels):
         raise ValueError("features must be finite")
     if not (np.issubdtype(labels.dtype, np.integer) or np.issubdtype(labels.dtype, np.bool_)):
         raise ValueError(f"labels must be integers, got {labels.dtype}")
-    K = getattr(model, "num_classes", None)
-    if K is not None and labels.size:
+    K = model.num_classes
+    if labels.size:
         bad = (labels < 0) | (labels >= K)
         if bad.any():
             raise ValueError(f"test label {labels[np.argmax(bad)].item()!r} outside [0, K={K}) "

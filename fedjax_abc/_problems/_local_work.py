@@ -21,6 +21,7 @@ compile nothing new. The algorithm reads K (``LocalInfo.steps``).
 from __future__ import annotations
 
 import abc
+from typing import Optional
 
 import equinox as eqx
 import jax
@@ -72,6 +73,12 @@ class AbstractLocalSteps(eqx.Module):
     def same_for_all_clients(self) -> bool:
         """True when every client of a round takes the same K (drawn from client 0's word)."""
         return False
+
+    def stop_probability(self) -> Optional[Array]:
+        """p where K is geometric, each local step the last of the round with probability p
+        (:class:`GeometricSteps`: Scaffnew's communication probability); None for any other
+        law (the default)."""
+        return None
 
 
 class PerClientSteps(AbstractLocalSteps):
@@ -150,6 +157,9 @@ class GeometricSteps(AbstractLocalSteps):
 
     def same_for_all_clients(self):
         return self.shared
+
+    def stop_probability(self):
+        return self.p
 
     def __check_init__(self):
         p = _concrete(self.p)

@@ -40,6 +40,7 @@ from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float, Int
 
 from fedjax_abc._problems._args import check_count
+from fedjax_abc._problems._problem import AbstractPooled
 
 __all__ = ["AbstractModel", "ClientData", "DatasetGrad", "DatasetLoss", "EquinoxModel",
            "LogisticRegression", "MLP", "PooledData", "SoftmaxRegression", "cross_entropy"]
@@ -120,6 +121,9 @@ class AbstractModel(abc.ABC):
         alone (``fa.theory.smoothness_bound``); None where no such bound is known.
     """
 
+    num_features: int
+    num_classes: int
+    convex: bool
     closed_form: ClassVar[bool] = False
     curvature: ClassVar[Optional[float]] = None
 
@@ -488,6 +492,12 @@ class DatasetLoss:
         return data.weight * (mean + 0.5 * data.l2 * jnp.sum(x * x))
 
 
+def model_of(loss) -> Optional[AbstractModel]:
+    """The model a problem's loss carries: a learning problem's (its loss a
+    :class:`DatasetLoss`); None for any other loss."""
+    return loss.model if isinstance(loss, DatasetLoss) else None
+
+
 @dataclasses.dataclass(frozen=True)
 class DatasetGrad:
     """grad f_i(x) of :class:`DatasetLoss`: closed form where the model has ``weighted_grad``
@@ -514,7 +524,7 @@ class DatasetGrad:
         return data.weight.astype(x.dtype) * (g + data.l2.astype(x.dtype) * x)
 
 
-class PooledData(eqx.Module):
+class PooledData(AbstractPooled):
     """Every client's rows in one array, for f(x) and grad f(x) in one pass without padding.
 
     f(x) = (1/n) sum_i f_i(x) = sum_j c_j ell(x; X_j, y_j) + (l2_bar / 2) ||x||^2 with

@@ -137,6 +137,7 @@ class Poisson(AbstractStatelessSampler):
     """
 
     distinct_slots: ClassVar[bool] = True
+    num_sampled: ClassVar[Optional[int]] = None  # a random number of participants
 
     probs: Float[Array, " n"]
     unbiased: bool = eqx.field(static=True)
@@ -221,6 +222,8 @@ class ImportanceSampler(AbstractStatelessSampler):
       >>> fa.ImportanceSampler([0.5, 0.25, 0.25], num_sampled=2).num_slots(3)
       2
     """
+
+    distinct_slots: ClassVar[bool] = False  # a client drawn twice fills two slots
 
     probs: Float[Array, " n"]
     num_sampled: int = eqx.field(static=True)
@@ -506,7 +509,8 @@ class MarkovAvailability(AbstractAvailability):
 
 class AbstractWrapper(AbstractSampler):
     """A sampler that changes another's weights (:class:`Dropout`, :class:`SizeWeighted`):
-    the wrapped sampler's slots, state, records and step limits are its own."""
+    the wrapped sampler's slots, state, records, step limits, ``distinct_slots`` and
+    ``num_sampled`` are its own."""
 
     sampler: eqx.AbstractVar[AbstractSampler]
 
@@ -516,7 +520,7 @@ class AbstractWrapper(AbstractSampler):
 
     @property
     def num_sampled(self):
-        return getattr(self.sampler, "num_sampled", None)
+        return self.sampler.num_sampled
 
     def normalised(self):
         return self.sampler.normalised()

@@ -8,6 +8,7 @@ stochastic-gradient oracle that goes with it.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from typing import Callable, NamedTuple, Optional
 
@@ -23,7 +24,22 @@ from fedjax_abc._problems._host import method
 from fedjax_abc._problems._minima import AbstractMinima, Minima
 from fedjax_abc._problems._oracles import AbstractOracle
 
-__all__ = ["Client", "Problem", "make_problem", "with_placeholder_minima"]
+__all__ = ["AbstractPooled", "Client", "Problem", "make_problem", "with_placeholder_minima"]
+
+
+class AbstractPooled(eqx.Module):
+    """Every client's data in one place, for f(x) and grad f(x) in one pass: what
+    ``Problem.pooled`` holds (a learning problem's rows without padding,
+    :class:`~fedjax_abc._problems._models.PooledData`)."""
+
+    @abc.abstractmethod
+    def value_and_grad(self, x: Array):
+        """(f(x), grad f(x)), x of shape (d,)."""
+
+    @abc.abstractmethod
+    def check_matches(self, params: PyTree) -> None:
+        """ValueError (one line) unless these data are the problem's per-client ``params``
+        (checked when a problem is built and again after ``eqx.tree_at``)."""
 
 
 class Client(NamedTuple):
@@ -59,9 +75,9 @@ class Problem(eqx.Module):
         numerical minimisation trusted to float64 precision); False when they are only the
         best values a local search found (a nonconvex learning problem): upper bounds on the
         infima, so f(x) - f* may be negative.
-      pooled: optional, an object whose ``value_and_grad(x)`` gives (f(x), grad f(x)) in one
-        pass over all clients' data (a learning problem's rows without padding); used by
-        :meth:`value_and_grad` and by the records of a run.
+      pooled: optional, an :class:`AbstractPooled` whose ``value_and_grad(x)`` gives
+        (f(x), grad f(x)) in one pass over all clients' data (a learning problem's rows
+        without padding); used by :meth:`value_and_grad` and by the records of a run.
 
     Built as ``Problem(loss, params, local_minima, f_star, x_star, oracle, ...)`` with the
     three arrays, or with ``minima=`` in their place; arrays given with ``minima`` replace
@@ -75,7 +91,7 @@ class Problem(eqx.Module):
     grad_fn: Optional[Callable[[PyTree, Array], Array]] = eqx.field(static=True, default=None)
     name: str = eqx.field(static=True, default="problem")
     certified: bool = eqx.field(static=True, default=True)
-    pooled: Optional[eqx.Module] = None
+    pooled: Optional[AbstractPooled] = None
 
     def __init__(self, loss, params, local_minima=None, f_star=None, x_star=None, oracle=None,
                  grad_fn=None, name: str = "problem", certified: bool = True, pooled=None, *,
@@ -111,7 +127,10 @@ class Problem(eqx.Module):
         if not isinstance(self.minima, AbstractMinima):
             raise ValueError(f"Problem.minima must be a Minima or DeferredMinima, got "
                              f"{type(self.minima).__name__}")
-        if self.pooled is not None and hasattr(self.pooled, "check_matches"):
+        if self.pooled is not None:
+            if not isinstance(self.pooled, AbstractPooled):
+                raise ValueError(f"Problem.pooled must be an AbstractPooled or None, got "
+                                 f"{type(self.pooled).__name__}")
             method(self.pooled, "check_matches")(self.params)
         leaves = jax.tree_util.tree_leaves(self.params)
         if leaves and all(np.ndim(a) >= 1 for a in leaves) and not self.minima.deferred:

@@ -18,7 +18,8 @@ then computes them that many at a time in ``mode="gather"``, and a rare round wi
 takes more such passes (none is dropped).
 """
 
-from __future__ import annotations
+# no ``from __future__ import annotations`` here: equinox reads ``eqx.AbstractVar`` from the
+# annotation object (a string annotation would declare a field instead)
 
 import abc
 import functools
@@ -296,12 +297,20 @@ class AbstractSampler(eqx.Module):
     derived: a round from a key (``sampler(key, n)``), the first round from words
     (:meth:`from_words`), many trials at once (:meth:`from_words_batched`).
 
+    Every concrete sampler declares two attributes (a class that leaves one out cannot be
+    instantiated; a wrapper reads them from the sampler it wraps):
+
     Attributes:
-      distinct_slots: class attribute, True when no client fills two slots of a round
-        (algorithms with client states need it); False unless a subclass says so.
+      distinct_slots: True when no client fills two slots of a round (algorithms with
+        client states need it), e.g. ``distinct_slots: ClassVar[bool] = True``.
+      num_sampled: S, the fixed number of clients a round samples, where there is one (a
+        field of :class:`UniformWithoutReplacement`); None where the number is random or
+        n (:class:`Bernoulli`, :class:`FullParticipation`). A run records it
+        (``SimResult.config["num_sampled"]``).
     """
 
-    distinct_slots: ClassVar[bool] = False
+    distinct_slots: eqx.AbstractVar[bool]
+    num_sampled: eqx.AbstractVar[Optional[int]]
 
     @abc.abstractmethod
     def num_slots(self, n: int) -> int:
@@ -472,9 +481,8 @@ class UniformWithoutReplacement(AbstractStatelessSampler):
     def num_slots(self, n):
         return self.num_sampled
 
-    def validate(self, n):
-        _check_size(self.num_sampled)
-        if not 1 <= self.num_sampled <= n:
+    def validate(self, n):  # S is an integer >= 1: __check_init__
+        if self.num_sampled > n:
             raise ValueError(f"num_sampled (S={self.num_sampled}) must be in [1, n={n}]")
 
     def num_words(self, n):
@@ -524,6 +532,7 @@ class FullParticipation(AbstractStatelessSampler):
     """Every client every round (S = n, I_S = 0)."""
 
     distinct_slots: ClassVar[bool] = True
+    num_sampled: ClassVar[Optional[int]] = None  # all n, whatever n is
 
     def participation_moments(self, n, round=None):
         return available_set(np.ones(n), n)
@@ -556,6 +565,7 @@ def is_of_size(sampler: AbstractSampler) -> bool:
 class WithReplacement(AbstractStatelessSampler):
     """S independent uniform draws from the n clients; a client drawn twice counts twice."""
 
+    distinct_slots: ClassVar[bool] = False
     num_sampled: int = eqx.field(static=True)
 
     def __check_init__(self):
@@ -568,11 +578,6 @@ class WithReplacement(AbstractStatelessSampler):
 
     def num_slots(self, n):
         return self.num_sampled
-
-    def validate(self, n):
-        _check_size(self.num_sampled)
-        if self.num_sampled < 1:
-            raise ValueError(f"num_sampled (S={self.num_sampled}) must be >= 1")
 
     def num_words(self, n):
         return self.num_sampled
@@ -612,6 +617,7 @@ class Bernoulli(AbstractStatelessSampler):
     """
 
     distinct_slots: ClassVar[bool] = True
+    num_sampled: ClassVar[Optional[int]] = None  # a random number of participants
 
     p: Float[Array, ""]
 

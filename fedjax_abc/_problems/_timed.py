@@ -168,12 +168,12 @@ class Timed(AbstractSampler):
 
     @property
     def num_sampled(self):
-        return self.keep if self.keep is not None else getattr(self.sampler, "num_sampled", None)
+        return self.keep if self.keep is not None else self.sampler.num_sampled
 
     def validate(self, n):
         self.sampler.validate(n)
         self.clock.validate(n)
-        asked = getattr(self.sampler, "num_sampled", None)
+        asked = self.sampler.num_sampled
         if self.keep is not None and asked is not None and not isinstance(
                 asked, jax.core.Tracer) and self.keep > asked:
             raise ValueError(f"Timed's keep ({self.keep}) is more than the clients asked (S'="

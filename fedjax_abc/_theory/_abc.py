@@ -84,14 +84,9 @@ def _mc_variance(problem, oracle, points, key, num_samples, batch):
             g_true = problem.local_grad(c, x)
             shape = (num_samples, d)  # num_samples "steps" of one client at the same x
             z = oracle.noise(jax.random.fold_in(jax.random.fold_in(key, k), i), shape, x.dtype)
-            if hasattr(oracle, "step_noise"):
-                def pick(l):
-                    return oracle.step_noise(z, l, shape, x.dtype)
-            else:
-                def pick(l):
-                    return jax.tree_util.tree_map(lambda a: a[l], z)
             steps = jnp.arange(num_samples, dtype=jnp.int32)
-            g = jax.vmap(lambda l: oracle.gradient(problem, c, x, pick(l)))(steps)
+            g = jax.vmap(lambda l: oracle.gradient(
+                problem, c, x, oracle.step_noise(z, l, shape, x.dtype)))(steps)
             sq = jnp.sum((g - g_true) ** 2, axis=-1)
             return jnp.mean(sq), jnp.std(sq, ddof=1) / jnp.sqrt(num_samples)
 

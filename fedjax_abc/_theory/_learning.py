@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from fedjax_abc._problems._models import ClientData
+from fedjax_abc._problems._models import AbstractModel, ClientData, model_of
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._theory._grid import as_points, check_int, point_batch
 
@@ -62,8 +62,8 @@ def smoothness_bound(problem: Problem) -> Smoothness:
       [0.4273, 1.35]
     """
     data = problem.params
-    model = getattr(problem.loss, "model", None)
-    c = getattr(model, "curvature", None)
+    model = model_of(problem.loss)
+    c = model.curvature if isinstance(model, AbstractModel) else None
     if not isinstance(data, ClientData) or c is None:
         raise ValueError("smoothness_bound needs a model whose loss curvature is bounded from "
                          "the data (softmax or logistic regression); use smoothness_estimate "

@@ -37,7 +37,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import final
+from typing import ClassVar, final
 
 import equinox as eqx
 import jax
@@ -53,6 +53,7 @@ class TiltedSampler(fa.AbstractStatelessSampler):
     """S distinct clients drawn with weights exp(tilt (i / (n - 1) - 1/2)) one after the
     other (Gumbel top-k); tilt = 0 is the paper's uniform sampler (Assumption 3)."""
 
+    distinct_slots: ClassVar[bool] = False
     num_sampled: int = eqx.field(static=True)
     tilt: Array
 
@@ -75,7 +76,13 @@ class DropsWeights(fa.AbstractStatelessSampler):
     """The slots of ``inner`` with every weight set to 1 and the server told to average
     them: the weights the server should have applied are lost."""
 
+    distinct_slots: ClassVar[bool] = False
+
     inner: fa.AbstractSampler
+
+    @property
+    def num_sampled(self):
+        return self.inner.num_sampled
 
     def num_slots(self, n):
         return self.inner.num_slots(n)
@@ -152,6 +159,8 @@ class ScaledLocalStep(AbstractAlgorithm):
     def client_final(self, server, client, y, local, info):
         return y, client
 
+    reads_scale: ClassVar[bool] = False
+
     def server_update(self, server, mean_message, info):
         return ServerState(mean_message)
 
@@ -185,6 +194,8 @@ class SkipsServerSteps(AbstractAlgorithm):
     def client_final(self, server, client, y, local, info):
         return y, client
 
+    reads_scale: ClassVar[bool] = False
+
     def server_update(self, server, mean_message, info):
         skip = (self.every > 0) & (server.t % max(self.every, 1) == max(self.every, 1) - 1)
         return CountedState(jnp.where(skip, server.x, mean_message), server.t + 1)
@@ -196,6 +207,8 @@ class MixedSampler(fa.AbstractStatelessSampler):
     share (share = 0: ``correct`` itself). Both are padded to the larger number of slots
     with weight-0 slots; one word decides the round, the rest go to the sampler drawn."""
 
+    distinct_slots: ClassVar[bool] = False
+
     correct: fa.AbstractSampler
     wrong: fa.AbstractSampler
     share: Array
@@ -203,6 +216,11 @@ class MixedSampler(fa.AbstractStatelessSampler):
     def __init__(self, correct: fa.AbstractSampler, wrong: fa.AbstractSampler, share):
         self.correct, self.wrong = correct, wrong
         self.share = jnp.asarray(share, float)
+
+    @property
+    def num_sampled(self):  # S where both samplers have the same one
+        S = self.correct.num_sampled
+        return S if S == self.wrong.num_sampled else None
 
     def num_slots(self, n):
         return max(self.correct.num_slots(n), self.wrong.num_slots(n))
