@@ -406,6 +406,7 @@ PROBES_ALLOWED = frozenset({
     ("_engine/_checkpoint.py", "fget"),
     ("_engine/_checkpoint.py", "__wrapped__"),
     ("cli.py", "__code__"),  # the garbage collector's callbacks
+    ("_engine/_plan.py", "closed_form"),  # a gradient function's own say
     # what a user's function returns (a gradient, a loss, a model's logits, a metric) and
     # values given as data (arrays, sequences)
     ("_problems/_checks.py", "shape"),
@@ -428,10 +429,6 @@ PROBES_ALLOWED = frozenset({
     ("repro/common.py", "isatty"),
     # a field path a user names (a sweep's "algorithm.mu")
     ("_engine/_sweep.py", "part"),
-    # probes of components left in the engine, to go (then their entries go too):
-    ("_engine/_run.py", "num_sampled"),  # SimResult.config: sampler.num_sampled (declared)
-    ("_engine/_memory.py", "dim"),  # a grid's problems: Problem.dim
-    ("_engine/_plan.py", "closed_form"),  # grad_fn: DatasetGrad.closed_form, else a function
 })
 
 

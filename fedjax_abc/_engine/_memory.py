@@ -29,6 +29,7 @@ import numpy as np
 
 from fedjax_abc._engine._plan import default_record_every, num_records
 from fedjax_abc._problems._host import method
+from fedjax_abc._problems._problem import Problem
 
 __all__ = ["MEMORY_VARIABLE", "Estimate", "StateSizes", "available_bytes", "check", "check_run",
            "check_points", "check_sweep", "checkpoint_bytes", "estimate", "format_bytes",
@@ -241,7 +242,7 @@ def check_sweep(first, grid: dict) -> None:
     """
     spec = first.spec
     dim = max([first.components.problem.dim]
-              + [getattr(p, "dim", 0) for p in grid.get("problem", ())])
+              + [p.dim for p in grid.get("problem", ()) if isinstance(p, Problem)])
     check_points([len(values) for values in grid.values()], trials=first.call.trials,
                  rounds=spec.rounds, record_every=spec.record.every, dim=dim,
                  itemsize=np.dtype(first.dtype).itemsize, record_x=spec.record.x)

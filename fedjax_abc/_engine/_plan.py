@@ -212,7 +212,8 @@ class Plan(NamedTuple):
 
 def closed_form_gradient(problem) -> bool:
     """Whether the problem's local gradient is a closed form (``grad_fn``) rather than
-    ``jax.grad`` of the loss (a ``grad_fn`` may say so with a ``closed_form`` attribute)."""
+    ``jax.grad`` of the loss (a ``grad_fn``, a function, may say so with a ``closed_form``
+    attribute, as a data set's ``DatasetGrad`` does)."""
     return bool(getattr(problem.grad_fn, "closed_form", problem.grad_fn is not None))
 
 

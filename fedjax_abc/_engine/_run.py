@@ -603,7 +603,7 @@ def _config(components: Components, spec: Spec, devices: list, call: dict) -> di
     c = components
     config = dict(
         problem=c.problem.name, n=c.problem.num_clients, d=c.problem.dim,
-        num_sampled=getattr(c.sampler, "num_sampled", None), sampler=type(c.sampler).__name__,
+        num_sampled=c.sampler.num_sampled, sampler=type(c.sampler).__name__,
         oracle=type(oracle_of(c)).__name__, algorithm=describe(c.algorithm),
         local_steps=_describe_steps(local_work(c, spec)), rounds=spec.rounds, trials=call["trials"],
         record_every=spec.record.every, mode=spec.execution.mode, dtype=spec.dtype,
