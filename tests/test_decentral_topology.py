@@ -413,3 +413,19 @@ def test_the_benchmark_agrees_with_scipy_at_tiny_sizes():
         assert row["jax_s"] > 0 and row["scipy_s"] > 0 and row["jax_innermost_s"] > 0
         assert row["ratio"] == pytest.approx(row["scipy_s"] / row["jax_s"])
         assert row["entries"] == 4 * 3 * row["nnz"]
+
+
+def test_a_topology_must_declare_its_flags():
+    """``time_varying`` and ``symmetric`` are abstract class variables: a topology that
+    leaves one out is refused when it is made."""
+    class Forgetful(dc.AbstractTopology):
+        time_varying = False
+
+        def max_degree(self, n):
+            return 2
+
+        def graph(self, n, t=0, words=None, state=None):
+            return dc.Ring().graph(n)
+
+    with pytest.raises(TypeError, match="symmetric"):
+        Forgetful()

@@ -471,3 +471,42 @@ def test_the_probe_test_can_fail(tmp_path):
     assert _probes(bad, tmp_path) == [
         ("_probe.py", "num_sampled", "hasattr(sampler, 'num_sampled')"),
         ("_probe.py", "curvature", "getattr(model, 'curvature', None)")]
+
+
+# Under ``from __future__ import annotations`` equinox reads ``eqx.AbstractVar[...]`` as a
+# plain field: the class is not abstract in it, and a subclass that forgets it is not told.
+# Modules listed here still declare such variables under postponed annotations; making them
+# abstract moves the field in their subclasses (its place in a constructor's positional
+# arguments and in the descriptions results record), so each waits for its own change.
+POSTPONED_ABSTRACT_ALLOWED = frozenset({
+    "repro/faulty.py", "_problems/_participation.py", "_problems/_local_work.py",
+    "_algorithms/_buffered.py", "_algorithms/_body_head.py",
+})
+
+
+def _postponed_abstract(path: pathlib.Path) -> bool:
+    """Whether a module postpones its annotations and declares an abstract variable."""
+    tree = ast.parse(path.read_text())
+    postponed = any(isinstance(node, ast.ImportFrom) and node.module == "__future__"
+                    and any(a.name == "annotations" for a in node.names) for node in tree.body)
+    abstract = any(isinstance(node, ast.AnnAssign) and "Abstract" in ast.unparse(node.annotation)
+                   and ("AbstractVar" in ast.unparse(node.annotation)
+                        or "AbstractClassVar" in ast.unparse(node.annotation))
+                   for node in ast.walk(tree))
+    return postponed and abstract
+
+
+def test_abstract_variables_are_declared_where_equinox_sees_them():
+    found = {path.relative_to(PKG).as_posix() for path in MODULES if _postponed_abstract(path)}
+    assert found - POSTPONED_ABSTRACT_ALLOWED == set()
+    assert POSTPONED_ABSTRACT_ALLOWED - found == set(), "stale entries: remove them"
+
+
+def test_the_abstract_variable_test_can_fail(tmp_path):
+    bad = tmp_path / "_probe.py"
+    bad.write_text("from __future__ import annotations\nimport equinox as eqx\n"
+                   "class A(eqx.Module):\n    flag: eqx.AbstractClassVar[bool]\n")
+    assert _postponed_abstract(bad)
+    bad.write_text("import equinox as eqx\nclass A(eqx.Module):\n"
+                   "    flag: eqx.AbstractClassVar[bool]\n")
+    assert not _postponed_abstract(bad)

@@ -272,3 +272,19 @@ def test_rules_over_many_slots_equal_the_reference():
         rule, reference = RULES[name]
         np.testing.assert_allclose(np.asarray(rule(jnp.asarray(x), jnp.asarray(w))),
                                    reference(x, w), rtol=1e-12, atol=1e-12, err_msg=name)
+
+
+def test_a_rule_must_say_whether_it_streams():
+    """``streaming`` is an abstract class variable: a rule that leaves it out is refused
+    when it is made, and one that declares it is built."""
+    class Forgetful(rb.AbstractAggregator):
+        def __call__(self, messages, weights, key=None):
+            return messages[0]
+
+    with pytest.raises(TypeError, match="streaming"):
+        Forgetful()
+
+    class Declared(Forgetful):
+        streaming = False
+
+    Declared()

@@ -32,7 +32,6 @@ samplers' ``num_words`` (``fedjax_abc._problems._samplers``): the engine hands t
 from the trial's counter streams; nothing here holds a key.
 """
 
-from __future__ import annotations
 
 import abc
 import math

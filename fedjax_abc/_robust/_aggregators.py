@@ -19,7 +19,6 @@ FedAvg sends), so that rules which are not translation-equivariant (clipping) cl
 updates, not models (:meth:`~fedjax_abc.algorithms.AbstractAlgorithm.origin`).
 """
 
-from __future__ import annotations
 
 import abc
 import itertools
