@@ -72,7 +72,7 @@ def test_the_reference_comparison_fails_on_a_wrong_tie_break_or_staleness(proble
     np.testing.assert_allclose(out.metrics["time"][0, 1:], ref.times, rtol=1e-14)
     assert not np.array_equal(fa.timing.staleness(out)[0], fa.timing.staleness(out)[1])
     # every setting of the rule and the clock in the result's config: the schedule's
-    assert "rule=FedBuff(buffer=2, staleness=PolynomialStaleness(a=0.5), server_stepsize=1)" \
+    assert "rule=FedBuff(buffer=2, server_stepsize=1, staleness=PolynomialStaleness(a=0.5))" \
         in out.config["schedule"]
     assert "Exponential(mean=1.5)" in out.config["schedule"]
     assert "concurrency=4" in out.config["schedule"]
@@ -305,8 +305,8 @@ def test_a_sweep_labels_rules_and_clocks_as_fa_sweep_does(problem):
                                 concurrency=3, local_steps=Q, stepsize=0.2, steps=4, trials=1,
                                 key=jax.random.key(3), x0=jnp.ones(D))
     assert out.axes["rule"] == (
-        "FedBuff(buffer=2, staleness=PolynomialStaleness(a=0.5), server_stepsize=1)",
-        "FedAsync(buffer=1, staleness=ConstantStaleness(), mixing=0.5)")
+        "FedBuff(buffer=2, server_stepsize=1, staleness=PolynomialStaleness(a=0.5))",
+        "FedAsync(mixing=0.5, staleness=ConstantStaleness(), buffer=1)")
     assert out.point(rule=asyn) is out.results[1]
     assert out.point(rule="FedBuff") is out.results[0]
 

@@ -53,7 +53,7 @@ def test_per_client_steps_match_the_closed_form():
         x = float(np.mean(B + (1 - alpha * A) ** counts * (x - B)))
         path.append(x)
     np.testing.assert_allclose(res.x[:, :, 0], np.tile(path, (2, 1)), rtol=1e-13, atol=1e-13)
-    assert res.config["local_steps"] == "PerClientSteps(max_steps=7, counts=[1, 4, 2, 7, 3])"
+    assert res.config["local_steps"] == "PerClientSteps(counts=[1, 4, 2, 7, 3], max_steps=7)"
 
 
 @pytest.mark.slow  # 7-25 s: with the long checks, for the default run's 10 minutes

@@ -475,13 +475,7 @@ def test_the_probe_test_can_fail(tmp_path):
 
 # Under ``from __future__ import annotations`` equinox reads ``eqx.AbstractVar[...]`` as a
 # plain field: the class is not abstract in it, and a subclass that forgets it is not told.
-# Modules listed here still declare such variables under postponed annotations; making them
-# abstract moves the field in their subclasses (its place in a constructor's positional
-# arguments and in the descriptions results record), so each waits for its own change.
-POSTPONED_ABSTRACT_ALLOWED = frozenset({
-    "repro/faulty.py", "_problems/_participation.py", "_problems/_local_work.py",
-    "_algorithms/_buffered.py", "_algorithms/_body_head.py",
-})
+# So no module declaring abstract variables postpones its annotations.
 
 
 def _postponed_abstract(path: pathlib.Path) -> bool:
@@ -497,9 +491,8 @@ def _postponed_abstract(path: pathlib.Path) -> bool:
 
 
 def test_abstract_variables_are_declared_where_equinox_sees_them():
-    found = {path.relative_to(PKG).as_posix() for path in MODULES if _postponed_abstract(path)}
-    assert found - POSTPONED_ABSTRACT_ALLOWED == set()
-    assert POSTPONED_ABSTRACT_ALLOWED - found == set(), "stale entries: remove them"
+    assert [path.relative_to(PKG).as_posix() for path in MODULES
+            if _postponed_abstract(path)] == []
 
 
 def test_the_abstract_variable_test_can_fail(tmp_path):

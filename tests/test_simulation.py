@@ -263,7 +263,7 @@ def test_the_config_describes_every_setting(problem):
                                                         fa.transforms.QSGD(2)), **CALL)
     assert chained.config["transform"] == ("Chain(transforms=[Clip(norm=0.5), "
                                            "QSGD(levels=2, value_bits=32)])")
-    assert res.config["local_steps"] == "GeometricSteps(max_steps=4, p=0.5, shared=False)"
+    assert res.config["local_steps"] == "GeometricSteps(p=0.5, max_steps=4, shared=False)"
     # a sampler that S describes in full has no sampler_config; one of the same field has
     assert "sampler_config" not in res.config
     drawn = fa.simulate(problem, sampler=fa.WithReplacement(3), local_steps=2, rounds=4,

@@ -6,7 +6,6 @@ server. :func:`head_mask` builds the mask of a ``from_model`` problem from the p
 model's parameters.
 """
 
-from __future__ import annotations
 
 from typing import Callable, ClassVar, NamedTuple, Sequence, Union
 

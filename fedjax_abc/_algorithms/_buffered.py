@@ -15,7 +15,6 @@ Staleness functions s(tau) (Xie et al. 2019, Section 5.2): :class:`ConstantStale
 a = 1/2), :class:`HingeStaleness` (1 for tau <= b, else 1 / (a (tau - b) + 1)).
 """
 
-from __future__ import annotations
 
 import abc
 from typing import Optional

@@ -18,7 +18,6 @@ client's K; the array leaves (counts, p, probs) are data, so new values with the
 compile nothing new. The algorithm reads K (``LocalInfo.steps``).
 """
 
-from __future__ import annotations
 
 import abc
 from typing import Optional

@@ -23,7 +23,6 @@ data, so new values of the same shape compile nothing (in ``mode="gather"``, Poi
 probabilities that change its :meth:`~fedjax_abc.AbstractSampler.capacity` compile anew).
 """
 
-from __future__ import annotations
 
 import abc
 from typing import ClassVar, Optional

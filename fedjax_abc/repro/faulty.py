@@ -35,7 +35,6 @@ Example:
   ((2,), [1.0, 1.0])
 """
 
-from __future__ import annotations
 
 from typing import ClassVar, final
 
