@@ -428,6 +428,10 @@ def _grid(extra="", table="", grid="stepsize = [0.01, 0.02]\nnum_sampled = [2]")
     (_grid(extra="x0 = [1.0]\n"), r"give x0 or x0_offset, not both"),
     (_grid(extra="stepsize = 0.01\n"),
      r"stepsize given both as a setting and as a grid axis: give each in one place"),
+    (_grid().replace("d_max = 10.0\nseed = 0", "d_max = 10.0"),
+     r"\[problem\] needs seed = K: huber_offsets draws its data from jax.random.key\(K\)"),
+    (_grid(grid='stepsize = [0.01]\nsampler = ["UniformWithoutReplacement"]'),
+     r"\[sampler\]: UniformWithoutReplacement needs 'num_sampled'"),
 ])
 def test_grid_file_settings_are_refused_in_one_line(tmp_path, capsys, text, match):
     import re
@@ -471,3 +475,21 @@ def test_a_task_killed_midway_and_run_again_gives_the_same_result(tmp_path):
     again = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
     assert "resumed" in again.stdout and "3 parts" in again.stdout
     assert fa.load(shared / "result.nc").equals(fa.load(whole / "result.nc"))
+
+
+def test_local_steps_may_be_a_grid_axis_alone(tmp_path, capsys):
+    """``local_steps`` on the grid and not at the top: each point is simulate's with its Q,
+    bit for bit (a grid file once required it at the top and refused it in both places)."""
+    text = _grid(grid="stepsize = [0.01]\nnum_sampled = [2]\nlocal_steps = [1, 3]")
+    (tmp_path / "g.toml").write_text(text.replace("local_steps = 2\n", "", 1))
+    out = tmp_path / "out"
+    assert cli.main(["run", str(tmp_path / "g.toml"), "--out", str(out), "--quiet"]) == 0
+    res = fa.load(out / "result.nc")
+    assert res.axes["local_steps"] == (1, 3)
+    problem = fa.problems.huber_offsets(jax.random.key(0), n=6, d_max=10.0)
+    for Q in (1, 3):
+        ref = fa.simulate(problem, key=jax.random.key(0), trials=3, rounds=8, record_every=4,
+                          local_steps=Q, num_sampled=2, stepsize=0.01, record_x=False,
+                          x0=problem.x_star + 2.0)
+        np.testing.assert_array_equal(res.point(local_steps=Q, stepsize=0.01,
+                                                num_sampled=2).gap, ref.gap)

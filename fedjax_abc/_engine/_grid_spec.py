@@ -109,7 +109,8 @@ def load_spec(path: str, trials: Optional[int] = None, rounds: Optional[int] = N
     unknown = set(doc) - _TOP
     if unknown:
         raise ValueError(f"{path}: unknown keys {sorted(unknown)}; known: {sorted(_TOP)}")
-    missing = [k for k in _REQUIRED if k not in doc]
+    grid = doc.get("grid") if isinstance(doc.get("grid"), dict) else {}
+    missing = [k for k in _REQUIRED if k not in doc and not (k == "local_steps" and k in grid)]
     if missing:
         raise ValueError(f"{path}: missing {', '.join(missing)}")
     slurm = doc.pop("slurm", {})
@@ -184,6 +185,11 @@ def _call(where: str, fn, args: dict):
             known = ", ".join(name for name in params if name != "key") or "none"
             raise ValueError(f"{where}: {fn.__name__} takes no argument "
                              f"{', '.join(map(repr, unknown))} (its arguments: {known})")
+    missing = [name for name, p in params.items() if p.default is p.empty
+               and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and name not in args]
+    if missing:
+        raise ValueError(f"{where}: {fn.__name__} needs {', '.join(map(repr, missing))} "
+                         f"(its arguments: {', '.join(params) or 'none'})")
     return fn(**args)
 
 
@@ -208,6 +214,9 @@ def build_problem(table: dict):
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2 ** 32:
             raise ValueError(f"[problem] seed must be an integer in [0, 2^32), got {seed!r}")
         args["key"] = jax.random.key(seed)
+    elif "key" in inspect.signature(fn).parameters:
+        raise ValueError(f"[problem] needs seed = K: {name} draws its data from "
+                         "jax.random.key(K)")
     return _call("[problem]", fn, args)
 
 
