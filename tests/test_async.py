@@ -152,6 +152,14 @@ def test_trials_do_not_depend_on_their_neighbours(problem):
     five = fa.timing.simulate_async(problem, fa.timing.FedBuff(2), clock, trials=5, **kw)
     np.testing.assert_array_equal(two.gap, five.gap[:2])
     np.testing.assert_array_equal(fa.timing.staleness(two), fa.timing.staleness(five)[:2])
+    # without the padding, exactly the trials asked for: the same arrivals, the models to
+    # rounding
+    one = fa.timing.simulate_async(problem, fa.timing.FedBuff(2), clock, trials=1,
+                                   pad_trials=False, **kw)
+    assert one.config["pad_trials"] is False
+    np.testing.assert_array_equal(fa.timing.staleness(one), fa.timing.staleness(two)[:1])
+    np.testing.assert_array_equal(one.metrics["time"], two.metrics["time"][:1])
+    np.testing.assert_allclose(one.gap, two.gap[:1], rtol=1e-12, atol=1e-15)
 
 
 def test_on_a_time_grid(problem):
