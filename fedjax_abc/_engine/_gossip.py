@@ -54,7 +54,8 @@ from fedjax_abc._engine._aggregate import needs_messages
 from fedjax_abc._engine._random import (GRAPH_STREAM, SAMPLER_STREAM, TRIAL_GRAPH_STREAM,
                                         client_words, round_keys, stream_words)
 from fedjax_abc._engine._round import Parts, client_round, ordered_sum
-from fedjax_abc._engine._schedule import AbstractSchedule, check_local_model
+from fedjax_abc._engine._schedule import (AbstractSchedule, check_local_model,
+                                          stateless_sampler)
 from fedjax_abc._problems._samplers import FullParticipation
 
 __all__ = ["Gossip", "GossipState", "consensus_error", "node_average", "round_matrix"]
@@ -142,8 +143,7 @@ class Gossip(AbstractSchedule):
         if needs_messages(aggregator, byzantine):
             raise ValueError("Gossip has no server: an aggregator or Byzantine clients do not "
                              "apply (leave them out)")
-        if jax.tree_util.tree_leaves(jax.eval_shape(lambda: sampler.init_state(n))) or \
-                sampler.record_names():
+        if not stateless_sampler(sampler, n):
             raise ValueError(f"Gossip picks a round's active nodes with a stateless sampler, "
                              f"not {type(sampler).__name__}")
         if self.tracking and not (isinstance(local_steps, int) and local_steps == 1):

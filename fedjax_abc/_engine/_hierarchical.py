@@ -33,7 +33,7 @@ from fedjax_abc._engine._aggregate import needs_messages
 from fedjax_abc._engine._metrics import client_records
 from fedjax_abc._engine._random import round_keys
 from fedjax_abc._engine._round import ordered_sum
-from fedjax_abc._engine._schedule import AbstractSchedule
+from fedjax_abc._engine._schedule import AbstractSchedule, stateless_sampler
 
 __all__ = ["Hierarchical", "HierarchicalState"]
 
@@ -131,8 +131,7 @@ class Hierarchical(AbstractSchedule):
         if needs_messages(aggregator, byzantine):
             raise ValueError("Hierarchical averages at every level: an aggregator or Byzantine "
                              "clients do not apply (leave them out)")
-        if jax.tree_util.tree_leaves(jax.eval_shape(lambda: sampler.init_state(m))) or \
-                sampler.record_names():
+        if not stateless_sampler(sampler, m):
             raise ValueError(f"Hierarchical draws each edge round with a stateless sampler, "
                              f"not {type(sampler).__name__}")
 

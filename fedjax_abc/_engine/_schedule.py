@@ -32,7 +32,7 @@ from fedjax_abc._engine._names import describe
 from fedjax_abc._engine._round import Parts, client_round
 from fedjax_abc._problems._problem import cast_floating, with_placeholder_minima
 
-__all__ = ["AbstractSchedule", "Rounds", "check_local_model"]
+__all__ = ["AbstractSchedule", "Rounds", "check_local_model", "stateless_sampler"]
 
 
 class AbstractSchedule(eqx.Module):
@@ -107,6 +107,13 @@ class Rounds(AbstractSchedule):
     def clients(self, parts, program, state):
         return client_records(parts.problem, parts.algorithm, state.server, state.clients,
                               program.groups)
+
+
+def stateless_sampler(sampler, n: int) -> bool:
+    """Whether ``sampler`` carries nothing from round to round for n clients (no state, no
+    records): what a schedule that draws its rounds' participants itself needs."""
+    state = jax.eval_shape(lambda: sampler.init_state(n))
+    return not jax.tree_util.tree_leaves(state) and not sampler.record_names()
 
 
 def check_local_model(algorithm, problem, oracle, Q, generator: str, x, who: str) -> None:
