@@ -176,6 +176,8 @@ def test_bad_input(problem):
         run(problem, dc.Gossip(dc.Ring()), aggregator=fa.robust.Median())
     with pytest.raises(ValueError, match="keeps client states"):
         run(problem, dc.Gossip(dc.Ring()), algorithm=fa.algorithms.Scaffold())
+    with pytest.raises(ValueError, match="stateless sampler, not MarkovAvailability"):
+        run(problem, dc.Gossip(dc.Ring()), sampler=fa.MarkovAvailability(0.1, 0.3, 2))
     with pytest.raises(ValueError, match="schedule must be"):
         run(problem, "gossip")
     small = fa.problems.quadratics(jax.random.key(0), n=2, d=2)

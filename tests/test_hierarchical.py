@@ -84,6 +84,9 @@ def test_bad_input(problem):
         Hierarchical([0, 1], edge_rounds=0)
     with pytest.raises(ValueError, match="numbered 0..G-1"):
         Hierarchical([0, 2])
+    with pytest.raises(ValueError, match="stateless sampler, not MarkovAvailability"):
+        fa.simulate(problem, sampler=fa.MarkovAvailability(0.1, 0.3, 2), **KW,
+                    schedule=Hierarchical.contiguous(8, 2))
     with pytest.raises(ValueError, match="hold 4 clients"):
         fa.simulate(problem, **KW, schedule=Hierarchical([0, 0, 1, 1]))
     with pytest.raises(ValueError, match="num_sampled|S="):
