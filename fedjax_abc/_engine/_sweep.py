@@ -30,13 +30,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from fedjax_abc._algorithms._base import recheck_all
-from fedjax_abc._algorithms._fedavg import FedAvg
 from fedjax_abc._engine import _memory, _metrics
 from fedjax_abc._engine._chunk import Grid, run_chunk, stack
 from fedjax_abc._engine._result import SimResult, SweepResult, warn_divergence
 from fedjax_abc._engine._progress import AbstractProgressMeter, Reporting, progress_meter
 from fedjax_abc._engine._names import coordinate_labels
-from fedjax_abc._engine._run import CheckedRun, check_call, current, settings
+from fedjax_abc._engine._run import CheckedRun, check_call, settings
 from fedjax_abc._engine._simulate import _SETTINGS, Simulation, _assemble
 from fedjax_abc._problems._problem import Problem
 from fedjax_abc._problems._samplers import is_of_size
@@ -140,7 +139,7 @@ def _rebuilt(component, name: str, field: str, value):
         raise ValueError(f"grid axis '{name}.{field}': {type(component).__name__} has no "
                          f"field {path!r}")
     kept = {f.name for f in dataclasses.fields(holder)}
-    params = [p.name for p in list(inspect.signature(type(holder)).parameters.values())
+    params = [p.name for p in inspect.signature(type(holder)).parameters.values()
               if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
     cls = type(holder).__name__
     if last not in params or last not in kept:
